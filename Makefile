@@ -1,0 +1,54 @@
+# Two commands on a fresh machine: `make run` and `make test`. Everything else here serves them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PACKAGE_DIRS := store protocol broker client operator spark cli
+# Strict editable installs link files one by one, so a new module needs a reinstall:
+# the stamps depend on every package file.
+PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) -name '*.py' 2>/dev/null) pyproject.toml
+DATA_DIR ?= data
+
+.PHONY: run test lint typecheck imports unit bench clean help
+
+help:
+	@echo "make run    set up a virtualenv and run the local demo (data in ./$(DATA_DIR))"
+	@echo "make test   set up dev tools and run lint, type checks, import contracts and the test suite"
+	@echo "make bench  run the storage benchmark (bench/store_append.py)"
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip setuptools wheel
+
+$(VENV)/.installed: $(VENV)/bin/activate $(PACKAGE_FILES)
+	$(PIP) install --quiet -e . --config-settings editable_mode=strict
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/bin/activate $(PACKAGE_FILES)
+	$(PIP) install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	touch $(VENV)/.installed $@
+
+run: $(VENV)/.installed
+	$(VENV)/bin/shoal demo --data-dir $(DATA_DIR)
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check store protocol cli tests bench
+
+typecheck: $(VENV)/.installed-dev
+	$(VENV)/bin/mypy -p shoal.store -p shoal.protocol -p shoal.cli
+
+imports: $(VENV)/.installed-dev
+	$(VENV)/bin/lint-imports
+
+unit: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck imports unit
+
+bench: $(VENV)/.installed
+	$(PY) bench/store_append.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""shoal.spark: a PySpark data source over store files, and the analysis jobs."""

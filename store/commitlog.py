@@ -1,0 +1,341 @@
+"""The CommitLog: every message of every topic appended to one log of fixed-size segments.
+
+Appends happen under the put lock, in the caller's thread, straight into the mapped segment
+(or the transient-pool buffer). The queue offset of a message is assigned here from the
+topic-queue table, so records carry their ConsumeQueue index; the Dispatcher writes the
+ConsumeQueue units afterwards. Spec §1.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from shoal.store import limits
+from shoal.store.clock import Clock
+from shoal.store.errors import PutStatus
+from shoal.store.mapped_file import MappedFile
+from shoal.store.mapped_file_queue import MappedFileQueue
+from shoal.store.record import (
+    END_OF_FILE_MIN_BLANK_LENGTH,
+    FIXED_LENGTH_V4,
+    RecordCheck,
+    RecordHeader,
+    RecordKind,
+    body_crc,
+    check_record,
+    encode_blank_into,
+    encode_record_into,
+    message_id,
+    record_length,
+)
+from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+
+_NO_QUEUE_OFFSET = frozenset({int(TransactionType.PREPARED_TYPE), int(TransactionType.ROLLBACK_TYPE)})
+DEFAULT_STORE_HOST = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
+
+
+class AppendResult(NamedTuple):
+    """Where a put landed (RocketMQ's AppendMessageResult)."""
+
+    status: PutStatus
+    wrote_offset: int
+    wrote_bytes: int
+    store_timestamp: int
+    queue_offset: int
+    message_count: int
+    store_host: bytes
+
+    @property
+    def next_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+    def message_ids(self, sizes: list[int] | None = None) -> list[str]:
+        """Offset message ids; for a batch pass each record's size."""
+        if sizes is None:
+            return [message_id(self.store_host, self.wrote_offset)]
+        ids, at = [], self.wrote_offset
+        for size in sizes:
+            ids.append(message_id(self.store_host, at))
+            at += size
+        return ids
+
+
+class BatchEntry(NamedTuple):
+    flag: int
+    body: bytes | memoryview
+    properties: bytes
+
+
+@dataclass
+class PutLockStats:
+    """When the current put took the lock (0 when none holds it): RocketMQ's busy detection."""
+
+    begin_monotonic_s: float = 0.0
+
+
+class CommitLog:
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        clock: Clock,
+        *,
+        store_host: bytes = DEFAULT_STORE_HOST,
+        check_crc_on_recover: bool = True,
+    ) -> None:
+        self.queue = queue
+        self.clock = clock
+        self.store_host = store_host
+        self.check_crc_on_recover = check_crc_on_recover
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.put_lock = threading.Lock()
+        self.lock_stats = PutLockStats()
+        self._topic_bytes: dict[str, bytes] = {}
+        self.segment_size = queue.file_size
+        self._store_host_extra = len(store_host) - 8
+        self._now_ms = clock.now_ms
+        self._current: MappedFile | None = None
+
+    # --- offsets ---
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """End of readable (committed) data."""
+        return self.queue.max_offset
+
+    def topic_bytes(self, topic: str) -> bytes:
+        cached = self._topic_bytes.get(topic)
+        if cached is None:
+            cached = topic.encode("utf-8")
+            if len(self._topic_bytes) < 100_000:
+                self._topic_bytes[topic] = cached
+        return cached
+
+    # --- appends ---
+    def append(
+        self,
+        topic: bytes,
+        topic_name: str,
+        queue_id: int,
+        body: bytes | memoryview,
+        properties: bytes,
+        flag: int,
+        sysflag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> AppendResult:
+        """Append one record (limits already checked by the caller). Raises OSError on I/O failure."""
+        crc = body_crc(body)
+        length = (
+            FIXED_LENGTH_V4
+            + len(body)
+            + len(topic)
+            + len(properties)
+            + len(born_host)
+            - 8
+            + self._store_host_extra
+        )
+        key = (topic_name, queue_id)
+        takes_offset = (sysflag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
+        with self.put_lock:
+            self.lock_stats.begin_monotonic_s = time.monotonic()
+            mapped = self._current
+            if (
+                mapped is None
+                or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position
+            ):
+                mapped = self._segment_for(length)
+            position = mapped.wrote_position
+            physical = mapped.file_from_offset + position
+            queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
+            store_timestamp = self._now_ms()
+            encode_record_into(
+                mapped.target,
+                position,
+                body,
+                topic,
+                properties,
+                queue_id,
+                flag,
+                queue_offset,
+                physical,
+                sysflag,
+                born_timestamp,
+                born_host,
+                store_timestamp,
+                self.store_host,
+                reconsume_times,
+                prepared_transaction_offset,
+                crc,
+            )
+            mapped.last_store_timestamp = store_timestamp
+            mapped.wrote_position = position + length
+            if takes_offset:
+                self.topic_queue_table[key] = queue_offset + 1
+            self.lock_stats.begin_monotonic_s = 0.0
+        return AppendResult(
+            PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host
+        )
+
+    def append_batch(
+        self,
+        topic: bytes,
+        topic_name: str,
+        queue_id: int,
+        entries: list[BatchEntry],
+        sysflag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int = 0,
+    ) -> tuple[AppendResult, list[int]]:
+        """Append a batch atomically into one segment with consecutive queue offsets.
+        Returns the result and each record's size (for the message ids)."""
+        assert entries and len(entries) <= limits.BATCH_MESSAGES_MAX_COUNT
+        store_len = len(self.store_host)
+        sizes = [
+            record_length(len(e.body), len(topic), len(e.properties), len(born_host), store_len)
+            for e in entries
+        ]
+        crcs = [body_crc(e.body) for e in entries]
+        total = sum(sizes)
+        key = (topic_name, queue_id)
+        with self.put_lock:
+            self.lock_stats.begin_monotonic_s = time.monotonic()
+            mapped = self._segment_for(total)
+            position = mapped.wrote_position
+            first_physical = mapped.file_from_offset + position
+            first_queue_offset = self.topic_queue_table.get(key, 0)
+            store_timestamp = self.clock.now_ms()
+            at = position
+            for index, entry in enumerate(entries):
+                encode_record_into(
+                    mapped.target,
+                    at,
+                    entry.body,
+                    topic,
+                    entry.properties,
+                    queue_id,
+                    entry.flag,
+                    first_queue_offset + index,
+                    mapped.file_from_offset + at,
+                    sysflag,
+                    born_timestamp,
+                    born_host,
+                    store_timestamp,
+                    self.store_host,
+                    reconsume_times,
+                    0,
+                    crcs[index],
+                )
+                at += sizes[index]
+            mapped.last_store_timestamp = store_timestamp
+            mapped.wrote_position = at
+            self.topic_queue_table[key] = first_queue_offset + len(entries)
+            self.lock_stats.begin_monotonic_s = 0.0
+        result = AppendResult(
+            PutStatus.PUT_OK,
+            first_physical,
+            total,
+            store_timestamp,
+            first_queue_offset,
+            len(entries),
+            self.store_host,
+        )
+        return result, sizes
+
+    def append_raw(self, data: bytes | memoryview, physical_offset: int) -> int:
+        """Append bytes another CommitLog wrote (a replica): they must start exactly at our end.
+        Returns the new max wrote offset. Blank records and segment ends are copied as they are."""
+        view = memoryview(data)
+        with self.put_lock:
+            expected = self.queue.max_wrote_offset
+            if physical_offset != expected:
+                raise ValueError(
+                    f"replicated bytes start at {physical_offset}, our CommitLog ends at {expected}"
+                )
+            at = 0
+            while at < len(view):
+                mapped = self.queue.last_file(physical_offset + at)
+                room = mapped.file_size - mapped.wrote_position
+                chunk = min(room, len(view) - at)
+                start = mapped.wrote_position
+                mapped.target[start : start + chunk] = view[at : at + chunk]
+                mapped.wrote_position = start + chunk
+                at += chunk
+            self._current = None
+            return self.queue.max_wrote_offset
+
+    def _segment_for(self, length: int) -> MappedFile:
+        """The segment with room for `length` bytes plus a blank record; closes a full one (held lock)."""
+        mapped = self.queue.last_file(self.queue.max_wrote_offset)
+        remaining = mapped.file_size - mapped.wrote_position
+        if length + END_OF_FILE_MIN_BLANK_LENGTH > remaining:
+            encode_blank_into(mapped.target, mapped.wrote_position, remaining)
+            mapped.wrote_position = mapped.file_size
+            mapped = self.queue.last_file(0)
+        self._current = mapped
+        return mapped
+
+    def forget_current_segment(self) -> None:
+        """Called after recovery or truncation changed the segment list."""
+        self._current = None
+
+    def is_os_page_cache_busy(self, busy_timeout_s: float) -> bool:
+        """True while one put has held the lock longer than the timeout (spec §5.3)."""
+        begin = self.lock_stats.begin_monotonic_s
+        return begin > 0 and time.monotonic() - begin > busy_timeout_s
+
+    # --- reads ---
+    def read(self, offset: int, size: int) -> memoryview | None:
+        """A zero-copy view of `size` bytes at `offset`, or None when not (or no longer) readable."""
+        mapped = self.queue.find_by_offset(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        if position + size > mapped.read_position:
+            return None
+        return mapped.slice(position, size)
+
+    def data_from(self, offset: int) -> tuple[memoryview, int] | None:
+        """Readable bytes of one segment from `offset` on (never crossing segments), with the
+        segment's start offset. `getData` in RocketMQ."""
+        mapped = self.queue.find_by_offset(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        readable = mapped.read_position
+        if position > readable:
+            return None
+        return mapped.slice(position, readable - position), mapped.file_from_offset
+
+    def check_at(self, offset: int, *, check_crc: bool = False) -> RecordCheck:
+        """Classify the record at a global offset (message, blank, or damage)."""
+        mapped = self.queue.find_by_offset(offset)
+        if mapped is None:
+            return RecordCheck(RecordKind.INVALID, -1, reason=f"offset {offset} is outside the CommitLog")
+        position = offset - mapped.file_from_offset
+        return check_record(
+            mapped.view, position, mapped.read_position, check_crc=check_crc, expected_physical_offset=offset
+        )
+
+    def header_at(self, offset: int) -> RecordHeader | None:
+        check = self.check_at(offset)
+        return check.header if check.kind is RecordKind.MESSAGE else None
+
+    def record_view(self, offset: int) -> memoryview | None:
+        """The whole record at `offset` (validated framing, no CRC check)."""
+        check = self.check_at(offset)
+        if check.kind is not RecordKind.MESSAGE:
+            return None
+        return self.read(offset, check.size)
+
+    def rolled_offset(self, offset: int) -> int:
+        """The start of the segment after the one holding `offset` (`rollNextFile`)."""
+        return offset + self.segment_size - offset % self.segment_size

@@ -1,0 +1,91 @@
+"""All ConsumeQueues of a store, by (topic, queueId), created on first use (spec §2.1)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from shoal.store.consume_queue import ConsumeQueue
+
+log = logging.getLogger(__name__)
+
+
+class ConsumeQueueTable:
+    def __init__(self, directory: Path, units_per_file: int) -> None:
+        self.directory = directory
+        self.units_per_file = units_per_file
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> list[str]:
+        """Open every `consumequeue/<topic>/<int>/`; other directory names are ignored as in RocketMQ."""
+        notes: list[str] = []
+        if not self.directory.exists():
+            return notes
+        for topic_dir in sorted(self.directory.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.is_dir() or not queue_dir.name.lstrip("-").isdigit():
+                    continue
+                queue = ConsumeQueue(topic_dir.name, int(queue_dir.name), queue_dir, self.units_per_file)
+                notes.extend(f"{topic_dir.name}/{queue_dir.name}: {note}" for note in queue.load())
+                self._queues[(topic_dir.name, int(queue_dir.name))] = queue
+        return notes
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self._queues.get((topic, queue_id))
+        if queue is not None:
+            return queue
+        with self._lock:
+            queue = self._queues.get((topic, queue_id))
+            if queue is None:
+                queue = ConsumeQueue(
+                    topic, queue_id, self.directory / topic / str(queue_id), self.units_per_file
+                )
+                self._queues = {**self._queues, (topic, queue_id): queue}
+        return queue
+
+    def __iter__(self) -> Iterator[ConsumeQueue]:
+        return iter(list(self._queues.values()))
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+    def topics(self) -> set[str]:
+        return {topic for topic, _ in self._queues}
+
+    def queues_of(self, topic: str) -> list[ConsumeQueue]:
+        return sorted((q for (t, _), q in self._queues.items() if t == topic), key=lambda q: q.queue_id)
+
+    @property
+    def max_physical_offset(self) -> int:
+        return max((q.max_physical_offset for q in self._queues.values()), default=-1)
+
+    def remove_topic(self, topic: str) -> int:
+        """Destroy every queue of `topic`; returns how many were removed."""
+        with self._lock:
+            doomed = [q for (t, _), q in self._queues.items() if t == topic]
+            self._queues = {k: q for k, q in self._queues.items() if k[0] != topic}
+        for queue in doomed:
+            queue.destroy()
+        topic_dir = self.directory / topic
+        if topic_dir.exists():
+            shutil.rmtree(topic_dir, ignore_errors=True)
+        return len(doomed)
+
+    def destroy_all(self) -> None:
+        for queue in self:
+            queue.destroy()
+        with self._lock:
+            self._queues = {}
+
+    def close(self) -> None:
+        for queue in self:
+            queue.close()

@@ -1,0 +1,186 @@
+"""An IndexFile: a hash index from message keys to CommitLog offsets (spec §3).
+
+    header (40 bytes)
+    offset  size  field
+    0       8     beginTimestamp      store time of the first indexed message
+    8       8     endTimestamp        store time of the last indexed message
+    16      8     beginPhyOffset
+    24      8     endPhyOffset
+    32      4     hashSlotCount       slots that were empty when first used
+    36      4     indexCount          next entry number; starts at 1
+
+    slots: hash_slots ints at byte 40; each holds the newest entry number of its bucket (0 = empty)
+
+    entry k (k >= 1) at 40 + hash_slots*4 + k*20
+    0       4     keyHash             abs(String.hashCode(key)), MIN_VALUE -> 0
+    4       8     phyOffset
+    12      4     timeDiff            (storeTimestamp - beginTimestamp) / 1000, seconds
+    16      4     prevIndex           older entry in the same bucket, 0 = end of chain
+
+Files are named by their creation time, `yyyyMMddHHmmssSSS` in local time, and hold
+`entries - 1` keys. Keys are `topic#key` for each KEYS token and `topic#uniqKey`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import time
+from pathlib import Path
+
+from shoal.store import limits
+from shoal.store.errors import StoreCorruptionError
+from shoal.store.java_hash import index_key_hash
+from shoal.store.mapped_file import fsync_directory
+
+HEADER = struct.Struct(">qqqqii")
+assert HEADER.size == limits.INDEX_HEADER_SIZE_BYTES
+SLOT = struct.Struct(">i")
+assert SLOT.size == limits.INDEX_HASH_SLOT_SIZE_BYTES
+ENTRY = struct.Struct(">iqii")
+assert ENTRY.size == limits.INDEX_ENTRY_SIZE_BYTES
+_INT_MAX = 2**31 - 1
+_CHAIN_STEPS_MAX = 1_000_000  # a damaged chain must not loop forever
+
+
+def index_file_name(epoch_ms: int) -> str:
+    """`UtilAll.timeMillisToHumanString` in the local time zone."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
+
+
+class IndexFile:
+    def __init__(self, path: Path, hash_slots: int, entries: int, *, create: bool) -> None:
+        self.path = path
+        self.hash_slots = hash_slots
+        self.entries = entries
+        self.file_size = limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size + entries * ENTRY.size
+        if create:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, self.file_size)
+            except BaseException:
+                os.close(fd)
+                path.unlink()
+                raise
+            fsync_directory(path.parent)
+        else:
+            fd = os.open(path, os.O_RDWR)
+            actual = os.fstat(fd).st_size
+            if actual != self.file_size:
+                os.close(fd)
+                raise StoreCorruptionError(
+                    f"{path}: index file is {actual} bytes, expected {self.file_size} "
+                    f"(maxHashSlotNum={hash_slots}, maxIndexNum={entries})"
+                )
+        self.fd = fd
+        self.mm = mmap.mmap(fd, self.file_size)
+        self.view = memoryview(self.mm)
+        header = HEADER.unpack_from(self.view, 0)
+        self.begin_timestamp: int = header[0]
+        self.end_timestamp: int = header[1]
+        self.begin_physical_offset: int = header[2]
+        self.end_physical_offset: int = header[3]
+        self.hash_slot_count: int = header[4]
+        index_count: int = header[5]
+        self.index_count = index_count if index_count > 0 else 1
+        self._entries_at = limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size
+
+    def _write_header(self) -> None:
+        HEADER.pack_into(
+            self.view,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_physical_offset,
+            self.end_physical_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.entries
+
+    def put_key(self, key: str, physical_offset: int, store_timestamp: int) -> bool:
+        """Insert one key (`putKey`); False when the file is full."""
+        if self.is_full:
+            return False
+        key_hash = index_key_hash(key)
+        slot_position = limits.INDEX_HEADER_SIZE_BYTES + (key_hash % self.hash_slots) * SLOT.size
+        slot_value = SLOT.unpack_from(self.view, slot_position)[0]
+        if slot_value <= 0 or slot_value > self.index_count:
+            slot_value = 0
+        if self.begin_timestamp <= 0:
+            time_diff = 0
+        else:
+            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
+        entry_position = self._entries_at + self.index_count * ENTRY.size
+        ENTRY.pack_into(self.view, entry_position, key_hash, physical_offset, time_diff, slot_value)
+        SLOT.pack_into(self.view, slot_position, self.index_count)
+        if self.index_count <= 1:
+            self.begin_physical_offset = physical_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_physical_offset = physical_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def matches_time(self, begin_ms: int, end_ms: int) -> bool:
+        """RocketMQ's `isTimeMatched` for a lookup window."""
+        file_begin, file_end = self.begin_timestamp, self.end_timestamp
+        return (
+            (begin_ms < file_begin and end_ms > file_end)
+            or file_begin <= begin_ms <= file_end
+            or file_begin <= end_ms <= file_end
+        )
+
+    def lookup(self, key: str, count_max: int, begin_ms: int, end_ms: int) -> list[int]:
+        """CommitLog offsets of entries whose hash matches `key` within the window, newest first.
+        Hash collisions are returned too: callers compare the record's keys."""
+        found: list[int] = []
+        if self.index_count <= 1:
+            return found
+        key_hash = index_key_hash(key)
+        slot_position = limits.INDEX_HEADER_SIZE_BYTES + (key_hash % self.hash_slots) * SLOT.size
+        current = SLOT.unpack_from(self.view, slot_position)[0]
+        steps = 0
+        while 0 < current < self.index_count and len(found) < count_max and steps < _CHAIN_STEPS_MAX:
+            steps += 1
+            entry_hash, physical_offset, time_diff, previous = ENTRY.unpack_from(
+                self.view, self._entries_at + current * ENTRY.size
+            )
+            entry_time = self.begin_timestamp + time_diff * 1000
+            if entry_time < begin_ms:
+                break
+            if entry_hash == key_hash and entry_time <= end_ms:
+                found.append(physical_offset)
+            if previous <= 0 or previous >= self.index_count or previous == current:
+                break
+            current = previous
+        return found
+
+    def entries_iter(self) -> list[tuple[int, int, int, int]]:
+        """Every entry (keyHash, phyOffset, timeDiff, prevIndex) in insertion order."""
+        return [
+            ENTRY.unpack_from(self.view, self._entries_at + number * ENTRY.size)
+            for number in range(1, self.index_count)
+        ]
+
+    def flush(self) -> None:
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        self.view.release()
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,151 @@
+"""The IndexFiles of a store: building keys from dispatched messages, lookups, retention.
+
+Only the newest file is written; a full one is flushed and its end time becomes the checkpoint's
+`indexMsgTimestamp` (spec §3.3 step 7, §4.1).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from shoal.store import limits
+from shoal.store.clock import Clock
+from shoal.store.index_file import IndexFile, index_file_name
+from shoal.store.properties import message_keys
+from shoal.store.settings import IndexSettings
+
+log = logging.getLogger(__name__)
+
+
+class IndexService:
+    def __init__(self, directory: Path, settings: IndexSettings, clock: Clock) -> None:
+        self.directory = directory
+        self.settings = settings
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self._lock = threading.Lock()
+        self.on_file_full: Callable[[int], None] | None = None
+        """Called with the full file's end timestamp once it is flushed (checkpoint update)."""
+
+    def load(self, last_exit_ok: bool, index_checkpoint_ms: int) -> list[str]:
+        """Open every index file; after a crash delete those newer than the checkpoint (spec §4.3)."""
+        notes: list[str] = []
+        if not self.directory.exists():
+            return notes
+        for path in sorted(self.directory.iterdir()):
+            if not path.name.isdigit():
+                continue
+            index_file = IndexFile(path, self.settings.hash_slots, self.settings.entries, create=False)
+            if not last_exit_ok and index_file.end_timestamp > index_checkpoint_ms:
+                index_file.destroy()
+                notes.append(f"deleted index file {path.name}: it may hold keys of unflushed messages")
+                continue
+            self.files.append(index_file)
+        return notes
+
+    @property
+    def end_physical_offset(self) -> int:
+        files = self.files
+        return files[-1].end_physical_offset if files else 0
+
+    def build(
+        self, topic: str, physical_offset: int, store_timestamp: int, uniq_key: str | None, keys: str | None
+    ) -> None:
+        """Index one dispatched message (skipped when an earlier file already covers it)."""
+        index_file = self._writable_file()
+        if physical_offset < index_file.end_physical_offset:
+            return
+        if uniq_key:
+            self._put(f"{topic}#{uniq_key}", physical_offset, store_timestamp)
+        for key in message_keys(keys):
+            self._put(f"{topic}#{key}", physical_offset, store_timestamp)
+
+    def _put(self, key: str, physical_offset: int, store_timestamp: int) -> None:
+        index_file = self._writable_file()
+        if not index_file.put_key(key, physical_offset, store_timestamp):
+            index_file = self._writable_file()
+            if not index_file.put_key(key, physical_offset, store_timestamp):
+                log.error("index key %r not stored: a new index file is already full", key)
+
+    def _writable_file(self) -> IndexFile:
+        files = self.files
+        if files and not files[-1].is_full:
+            return files[-1]
+        with self._lock:
+            previous = self.files[-1] if self.files else None
+            self.directory.mkdir(parents=True, exist_ok=True)
+            now = self.clock.now_ms()
+            path = self.directory / index_file_name(now)
+            while path.exists():
+                now += 1
+                path = self.directory / index_file_name(now)
+            created = IndexFile(path, self.settings.hash_slots, self.settings.entries, create=True)
+            if previous is not None:
+                created.begin_timestamp = created.end_timestamp = max(previous.end_timestamp, 0)
+                created.begin_physical_offset = created.end_physical_offset = max(
+                    previous.end_physical_offset, 0
+                )
+            self.files = [*self.files, created]
+        if previous is not None:
+            previous.flush()
+            if self.on_file_full is not None:
+                self.on_file_full(previous.end_timestamp)
+        return created
+
+    def query(self, topic: str, key: str, count_max: int, begin_ms: int, end_ms: int) -> list[int]:
+        """CommitLog offsets for `topic#key` in the window, newest files first, ascending result."""
+        count_max = min(count_max, limits.QUERY_MESSAGES_MAX_COUNT)
+        full_key = f"{topic}#{key}"
+        found: list[int] = []
+        for index_file in reversed(self.files):
+            if len(found) >= count_max:
+                break
+            if index_file.matches_time(begin_ms, end_ms):
+                found.extend(index_file.lookup(full_key, count_max - len(found), begin_ms, end_ms))
+            if index_file.begin_timestamp < begin_ms:
+                break
+        return sorted(found)
+
+    @property
+    def last_update(self) -> tuple[int, int]:
+        """(indexLastUpdateTimestamp, indexLastUpdatePhyoffset) of the newest file."""
+        files = self.files
+        if not files:
+            return 0, 0
+        return files[-1].end_timestamp, files[-1].end_physical_offset
+
+    def truncate_from(self, physical_offset: int) -> int:
+        """Delete files holding keys at or after `physical_offset` (never leaves stale keys)."""
+        removed = 0
+        with self._lock:
+            keep = []
+            for index_file in self.files:
+                if index_file.end_physical_offset >= physical_offset and index_file.index_count > 1:
+                    index_file.destroy()
+                    removed += 1
+                else:
+                    keep.append(index_file)
+            self.files = keep
+        return removed
+
+    def delete_expired(self, commitlog_min_offset: int) -> int:
+        """Delete files (never the newest) whose last key points below the CommitLog's start."""
+        with self._lock:
+            doomed = [f for f in self.files[:-1] if f.end_physical_offset < commitlog_min_offset]
+            self.files = [f for f in self.files if f not in doomed]
+        for index_file in doomed:
+            index_file.destroy()
+        return len(doomed)
+
+    def flush(self) -> None:
+        files = self.files
+        if files:
+            files[-1].flush()
+
+    def close(self) -> None:
+        for index_file in self.files:
+            index_file.close()
+        self.files = []

@@ -1,0 +1,61 @@
+"""Every bound the store enforces, with its unit, in one place.
+
+RocketMQ's defaults are kept where they exist (`rocketmq-spec.md` §1, §2, §3, §5, §15); the
+asserts at the bottom state how the limits relate so a change that breaks one fails at import.
+"""
+
+from __future__ import annotations
+
+# --- CommitLog records (spec §1.2, §1.6, §1.9) ---
+TOPIC_LENGTH_MAX_BYTES = 127  # TOPICLENGTH is a signed byte in the V1 record
+PROPERTIES_LENGTH_MAX_BYTES = 32767  # PROPERTIESLENGTH is a signed short
+MESSAGE_BODY_SIZE_MAX_BYTES = 4 * 1024 * 1024  # maxMessageSize: the body alone
+RECORD_SIZE_MAX_BYTES = (
+    91 + 24 + MESSAGE_BODY_SIZE_MAX_BYTES + TOPIC_LENGTH_MAX_BYTES + (PROPERTIES_LENGTH_MAX_BYTES)
+)  # both hosts IPv6 (+24)
+END_FILE_MIN_BLANK_LENGTH_BYTES = 8  # a segment always keeps room for the blank record
+BATCH_MESSAGES_MAX_COUNT = 4096  # records per SEND_BATCH_MESSAGE, bounds one atomic append
+
+# --- segment files ---
+COMMITLOG_SEGMENT_SIZE_DEFAULT_BYTES = 1024 * 1024 * 1024
+CONSUME_QUEUE_UNIT_SIZE_BYTES = 20
+CONSUME_QUEUE_UNITS_PER_FILE_DEFAULT = 300_000
+COMMITLOG_SEGMENT_SIZE_MIN_BYTES = 64 * 1024  # tests use small segments; below this records barely fit
+OS_PAGE_SIZE_BYTES = 4096
+
+# --- index (spec §3) ---
+INDEX_HEADER_SIZE_BYTES = 40
+INDEX_HASH_SLOT_SIZE_BYTES = 4
+INDEX_ENTRY_SIZE_BYTES = 20
+INDEX_HASH_SLOTS_DEFAULT = 5_000_000
+INDEX_ENTRIES_DEFAULT = 20_000_000
+QUERY_MESSAGES_MAX_COUNT = 64  # maxMsgsNumBatch
+QUERY_UNIQUE_KEY_MAX_COUNT = 32  # defaultQueryMaxNum
+
+# --- reads (spec §15) ---
+PULL_MESSAGES_MAX_COUNT = 32 * 1024  # a single get_messages call never walks more units than this
+PULL_TRANSFER_IN_MEMORY_MAX_BYTES = 256 * 1024
+PULL_TRANSFER_IN_MEMORY_MAX_COUNT = 32
+PULL_TRANSFER_ON_DISK_MAX_BYTES = 64 * 1024
+PULL_TRANSFER_ON_DISK_MAX_COUNT = 8
+
+# --- flushing (spec §5.1, performance.md §5) ---
+FLUSH_RETRIES_ON_SHUTDOWN = 10
+FLUSH_WAITERS_MAX_COUNT = 1_000_000  # bounded queue of callers waiting for a group commit
+
+# --- recovery ---
+RECOVERY_FILES_FROM_END = 3  # normal recovery starts at the 3rd-last file, as RocketMQ does
+RECOVERY_ZERO_CHUNK_BYTES = 1024 * 1024
+
+# --- retention (spec §6) ---
+DELETE_FILES_PER_RUN_MAX_COUNT = 10
+DISK_USAGE_RATIO_MIN_PERCENT = 10
+DISK_USAGE_RATIO_MAX_PERCENT = 95
+
+# --- metadata files ---
+METADATA_FILE_SIZE_MAX_BYTES = 256 * 1024 * 1024
+
+assert RECORD_SIZE_MAX_BYTES + END_FILE_MIN_BLANK_LENGTH_BYTES < COMMITLOG_SEGMENT_SIZE_DEFAULT_BYTES
+assert COMMITLOG_SEGMENT_SIZE_MIN_BYTES % OS_PAGE_SIZE_BYTES == 0
+assert PULL_TRANSFER_ON_DISK_MAX_COUNT <= PULL_TRANSFER_IN_MEMORY_MAX_COUNT <= PULL_MESSAGES_MAX_COUNT
+assert QUERY_UNIQUE_KEY_MAX_COUNT <= QUERY_MESSAGES_MAX_COUNT

@@ -1,0 +1,223 @@
+"""One fixed-size, memory-mapped segment file (RocketMQ's MappedFile).
+
+A segment is named by the 20-digit global offset of its first byte and is always exactly
+`file_size` bytes. It is created under a temporary name, allocated (zero-filled when warming,
+else `posix_fallocate`), synced and only then renamed, so a crash never leaves a short segment
+under a real name. Blocks are allocated up front because writing through a mapping into a hole
+of a full disk kills the process with SIGBUS instead of raising an error.
+
+Three positions, in bytes from the file start, only ever move forward except on truncation:
+
+    flushed <= committed <= wrote <= file_size
+
+`wrote` is where the next record goes; `committed` is what readers may see (equal to `wrote`
+unless a transient-pool write buffer is in use, spec §5.2); `flushed` is what `fdatasync` made
+durable. Flushing uses `os.fdatasync` (releases the GIL), never `mmap.flush` (holds it; see
+performance.md §1.5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+
+from shoal.store import limits
+from shoal.store.errors import StoreCorruptionError
+
+_ZERO_CHUNK = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
+TEMP_SUFFIX = ".tmp"
+FILE_NAME_DIGITS = 20
+
+
+def offset_to_file_name(offset: int) -> str:
+    """`UtilAll.offset2FileName`: 20-digit zero-padded decimal."""
+    return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+def is_segment_name(name: str) -> bool:
+    return len(name) == FILE_NAME_DIGITS and name.isdigit()
+
+
+class MappedFile:
+    """A segment file mapped read/write, with wrote/committed/flushed positions."""
+
+    def __init__(self, path: Path, file_size: int, *, write_buffer: bytearray | None = None) -> None:
+        """Open an existing, full-size segment (see `create` for new ones)."""
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(path.name)
+        actual = path.stat().st_size
+        if actual != file_size:
+            raise StoreCorruptionError(
+                f"{path}: file is {actual} bytes but the configured segment size is {file_size}"
+            )
+        self.fd = os.open(path, os.O_RDWR)
+        try:
+            self.mm = mmap.mmap(self.fd, file_size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.view = memoryview(self.mm)
+        self.write_buffer = write_buffer
+        self.target: bytearray | memoryview = write_buffer if write_buffer is not None else self.view
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.last_store_timestamp = 0
+        self.available = True
+
+    @classmethod
+    def create(
+        cls, path: Path, file_size: int, *, warm: bool, write_buffer: bytearray | None = None
+    ) -> MappedFile:
+        """Allocate a new segment under a temporary name, sync it, then rename it into place."""
+        temp = path.with_name(path.name + TEMP_SUFFIX)
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if warm:
+                _zero_fill(fd, 0, file_size)
+            else:
+                os.posix_fallocate(fd, 0, file_size)
+            os.fdatasync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise
+        os.close(fd)
+        os.replace(temp, path)
+        fsync_directory(path.parent)
+        return cls(path, file_size, write_buffer=write_buffer)
+
+    # --- positions ---
+    @property
+    def read_position(self) -> int:
+        """How far readers may read: committed when a write buffer is in use, else wrote."""
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def last_modified_ms(self) -> int:
+        try:
+            return self.path.stat().st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
+
+    def set_positions(self, position: int) -> None:
+        """Recovery and loading: everything before `position` is data, already durable."""
+        assert 0 <= position <= self.file_size, (position, self.file_size)
+        self.wrote_position = position
+        self.committed_position = position
+        self.flushed_position = position
+
+    # --- commit and flush ---
+    def commit(self, least_pages: int) -> int:
+        """Copy the write buffer's new bytes into the file (transient-pool mode); returns committed."""
+        if self.write_buffer is None:
+            self.committed_position = self.wrote_position
+            return self.committed_position
+        wrote = self.wrote_position
+        committed = self.committed_position
+        if wrote <= committed or not self._enough_pages(committed, wrote, least_pages):
+            return committed
+        with memoryview(self.write_buffer) as buffer:
+            written = committed
+            while written < wrote:
+                written += os.pwrite(self.fd, buffer[written:wrote], written)
+        self.committed_position = wrote
+        return wrote
+
+    def flush(self, least_pages: int) -> int:
+        """fdatasync if at least `least_pages` pages are dirty (or the file is full); returns flushed."""
+        target = self.read_position
+        flushed = self.flushed_position
+        if target <= flushed or not self._enough_pages(flushed, target, least_pages):
+            return flushed
+        os.fdatasync(self.fd)
+        self.flushed_position = target
+        return target
+
+    def _enough_pages(self, start: int, end: int, least_pages: int) -> bool:
+        if self.is_full or least_pages <= 0:
+            return True
+        page = limits.OS_PAGE_SIZE_BYTES
+        return end // page - start // page >= least_pages
+
+    def release_write_buffer(self) -> bytearray | None:
+        """Hand the write buffer back once everything is committed; reads then go to the file."""
+        buffer = self.write_buffer
+        if buffer is None or self.committed_position < self.wrote_position:
+            return None
+        self.write_buffer = None
+        self.target = self.view
+        return buffer
+
+    # --- reads ---
+    def slice(self, position: int, size: int) -> memoryview:
+        """A zero-copy view of committed bytes (keeps the mapping alive while referenced)."""
+        end = position + size
+        assert 0 <= position <= end <= self.read_position, (position, size, self.read_position)
+        return self.view[position:end]
+
+    # --- truncation and deletion ---
+    def truncate_to(self, position: int) -> int:
+        """Drop everything from `position` on: move the positions back and zero the stale bytes
+        (RocketMQ leaves them, spec gotcha 7; zeroing keeps a later crash from reviving them).
+        Returns how many bytes were zeroed."""
+        assert 0 <= position <= self.file_size
+        zeroed = 0
+        at = position
+        chunk_size = len(_ZERO_CHUNK)
+        while at < self.file_size:
+            end = min(at + chunk_size, self.file_size)
+            if self.view[at:end] != _ZERO_CHUNK[: end - at]:
+                self.view[at:end] = _ZERO_CHUNK[: end - at]
+                zeroed += end - at
+            at = end
+        if zeroed:
+            os.fdatasync(self.fd)
+        self.set_positions(position)
+        if self.write_buffer is not None:
+            self.write_buffer[position:] = bytes(len(self.write_buffer) - position)
+        return zeroed
+
+    def close(self) -> None:
+        """Unmap and close; a view still held by a reader keeps the mapping until it is dropped."""
+        if not self.available:
+            return
+        self.available = False
+        self.view.release()
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file (readers holding views keep reading the unlinked pages)."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def __repr__(self) -> str:
+        return (
+            f"MappedFile({self.path.name}, wrote={self.wrote_position}, "
+            f"committed={self.committed_position}, flushed={self.flushed_position})"
+        )
+
+
+def _zero_fill(fd: int, start: int, end: int) -> None:
+    at = start
+    while at < end:
+        at += os.pwrite(fd, _ZERO_CHUNK[: min(len(_ZERO_CHUNK), end - at)], at)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,264 @@
+"""An ordered run of same-sized segment files covering one growing log (RocketMQ's MappedFileQueue).
+
+Used for the CommitLog (1 GiB segments) and every ConsumeQueue (6,000,000-byte segments).
+Segment k starts at `first_start + k*file_size`; a gap or a wrong size is corruption.
+
+The list of files is copy-on-write: writers and the cleaner replace it under a lock, readers
+take the current list without locking. The next CommitLog segment is allocated ahead of need by
+one background thread (AllocateMappedFileService), so appends never wait for a 1 GiB allocation.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from shoal.store.errors import StoreCorruptionError
+from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile, is_segment_name, offset_to_file_name
+from shoal.store.transient_store_pool import TransientStorePool
+
+log = logging.getLogger(__name__)
+
+
+class MappedFileQueue:
+    def __init__(
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        warm: bool = False,
+        preallocate_next: bool = False,
+        pool: TransientStorePool | None = None,
+    ) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.warm = warm
+        self.preallocate_next = preallocate_next
+        self.pool = pool
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+        self._lock = threading.Lock()
+        self._allocator: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: dict[int, concurrent.futures.Future[MappedFile]] = {}
+
+    # --- loading ---
+    def load(self) -> list[str]:
+        """Open every segment in name order; returns notes on what was repaired.
+
+        Leftover temporary files of an interrupted allocation are removed. Every segment must
+        have the configured size and follow its predecessor without a gap.
+        """
+        notes: list[str] = []
+        if not self.directory.exists():
+            return notes
+        for leftover in sorted(self.directory.glob("*" + TEMP_SUFFIX)):
+            leftover.unlink()
+            notes.append(f"removed {leftover.name}, an allocation interrupted by a crash")
+        names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
+        files: list[MappedFile] = []
+        try:
+            for name in names:
+                path = self.directory / name
+                if files and int(name) != files[-1].file_from_offset + self.file_size:
+                    raise StoreCorruptionError(
+                        f"{path}: segment starts at {int(name)} but the previous one ends at "
+                        f"{files[-1].file_from_offset + self.file_size}; a segment is missing"
+                    )
+                mapped = MappedFile(path, self.file_size)
+                mapped.set_positions(self.file_size)
+                files.append(mapped)
+        except BaseException:
+            for mapped in files:
+                mapped.close()
+            raise
+        self.files = files
+        return notes
+
+    # --- lookups ---
+    @property
+    def first(self) -> MappedFile | None:
+        files = self.files
+        return files[0] if files else None
+
+    @property
+    def last(self) -> MappedFile | None:
+        files = self.files
+        return files[-1] if files else None
+
+    @property
+    def min_offset(self) -> int:
+        first = self.first
+        return first.file_from_offset if first is not None else 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of readable data (committed)."""
+        last = self.last
+        return last.file_from_offset + last.read_position if last is not None else 0
+
+    @property
+    def max_wrote_offset(self) -> int:
+        last = self.last
+        return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    def find_by_offset(self, offset: int, *, first_if_not_found: bool = False) -> MappedFile | None:
+        files = self.files
+        if not files:
+            return None
+        index = (offset - files[0].file_from_offset) // self.file_size
+        if 0 <= index < len(files):
+            return files[index]
+        return files[0] if first_if_not_found else None
+
+    def last_file(self, start_offset: int = 0) -> MappedFile:
+        """The segment to append to, creating the next one if the last is full (or none exists)."""
+        last = self.last
+        if last is not None and not last.is_full:
+            return last
+        if last is None:
+            create_from = start_offset - start_offset % self.file_size
+        else:
+            create_from = last.file_from_offset + self.file_size
+        mapped = self._take_or_create(create_from)
+        with self._lock:
+            self.files = [*self.files, mapped]
+        if self.preallocate_next:
+            self._schedule(create_from + self.file_size)
+        return mapped
+
+    def _take_or_create(self, offset: int) -> MappedFile:
+        future = self._pending.pop(offset, None)
+        if future is not None:
+            return future.result()
+        return self._create(offset)
+
+    def _create(self, offset: int) -> MappedFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        buffer = self.pool.borrow() if self.pool is not None else None
+        try:
+            return MappedFile.create(
+                self.directory / offset_to_file_name(offset),
+                self.file_size,
+                warm=self.warm,
+                write_buffer=buffer,
+            )
+        except BaseException:
+            if buffer is not None and self.pool is not None:
+                self.pool.give_back(buffer)
+            raise
+
+    def _schedule(self, offset: int) -> None:
+        if offset in self._pending:
+            return
+        if self._allocator is None:
+            self._allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate")
+        self._pending[offset] = self._allocator.submit(self._create, offset)
+
+    # --- commit and flush ---
+    def commit(self, least_pages: int) -> bool:
+        """Commit the segment holding `committed_where`; True when nothing was left to commit."""
+        mapped = self.find_by_offset(self.committed_where, first_if_not_found=True)
+        if mapped is None:
+            return True
+        where = mapped.file_from_offset + mapped.commit(least_pages)
+        done = where == self.committed_where
+        self.committed_where = where
+        if mapped.committed_position >= self.file_size and self.pool is not None:
+            buffer = mapped.release_write_buffer()
+            if buffer is not None:
+                self.pool.give_back(buffer)
+        return done
+
+    def flush(self, least_pages: int) -> bool:
+        """Flush the segment holding `flushed_where`; True when nothing was left to flush."""
+        mapped = self.find_by_offset(self.flushed_where, first_if_not_found=True)
+        if mapped is None:
+            return True
+        where = mapped.file_from_offset + mapped.flush(least_pages)
+        done = where == self.flushed_where
+        self.flushed_where = where
+        return done
+
+    # --- truncation and deletion ---
+    def truncate_dirty_files(self, offset: int) -> int:
+        """Keep data before `offset`, zero the rest of its segment, delete later segments.
+        Returns the number of bytes dropped (zeroed or deleted)."""
+        dropped = 0
+        keep: list[MappedFile] = []
+        for mapped in self.files:
+            end = mapped.file_from_offset + self.file_size
+            if end <= offset:
+                keep.append(mapped)
+            elif mapped.file_from_offset <= offset:
+                dropped += mapped.truncate_to(offset - mapped.file_from_offset)
+                keep.append(mapped)
+            else:
+                dropped += mapped.wrote_position
+                mapped.destroy()
+        with self._lock:
+            self.files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+        self.committed_where = min(self.committed_where, offset)
+        return dropped
+
+    def delete_first_files(
+        self, should_delete: Callable[[MappedFile], bool], count_max: int
+    ) -> list[MappedFile]:
+        """Delete leading segments while `should_delete` holds, never the last, at most `count_max`."""
+        deleted: list[MappedFile] = []
+        files = self.files
+        for mapped in files[:-1]:
+            if len(deleted) >= count_max or not should_delete(mapped):
+                break
+            deleted.append(mapped)
+        if not deleted:
+            return deleted
+        with self._lock:
+            self.files = self.files[len(deleted) :]
+        for mapped in deleted:
+            mapped.destroy()
+        return deleted
+
+    def destroy(self) -> None:
+        """Delete every segment and the directory (a ConsumeQueue of a removed topic)."""
+        self.shutdown()
+        files = self.files
+        with self._lock:
+            self.files = []
+        for mapped in files:
+            mapped.destroy()
+        self.flushed_where = self.committed_where = 0
+        with contextlib.suppress(OSError):
+            self.directory.rmdir()
+
+    def shutdown(self) -> None:
+        """Stop the allocator; a preallocated segment stays on disk (recovery deletes it if unused)."""
+        if self._allocator is not None:
+            self._allocator.shutdown(wait=True)
+            self._allocator = None
+        for future in self._pending.values():
+            with contextlib.suppress(Exception):
+                future.result().close()
+        self._pending.clear()
+
+    def close(self) -> None:
+        self.shutdown()
+        for mapped in self.files:
+            mapped.close()
+
+    def disk_usage_ratio(self) -> float:
+        """Used / total of the partition holding this queue (-1 when it cannot be read)."""
+        try:
+            stat = os.statvfs(self.directory)
+        except OSError:
+            return -1.0
+        total = stat.f_blocks * stat.f_frsize
+        if total <= 0:
+            return -1.0
+        return (total - stat.f_bavail * stat.f_frsize) / total

@@ -1,0 +1,85 @@
+"""What callers hand the store to write, and what reads give back."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from shoal.store.commitlog import AppendResult
+from shoal.store.errors import PutStatus
+
+DEFAULT_BORN_HOST = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
+
+
+@dataclass(slots=True)
+class MessageToStore:
+    """One message as the broker received it; `properties` is the encoded property string."""
+
+    topic: str
+    queue_id: int
+    body: bytes | memoryview
+    properties: bytes = b""
+    flag: int = 0
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = DEFAULT_BORN_HOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    wait_store_msg_ok: bool = True
+    """False when the producer set WAIT=false: a SYNC_FLUSH put then returns without waiting."""
+
+
+@dataclass(slots=True)
+class PutResult:
+    status: PutStatus
+    append: AppendResult | None = None
+    remark: str = ""
+    record_sizes: list[int] | None = None
+    """Each record's size, for batches (message ids)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    def message_ids(self) -> list[str]:
+        if self.append is None:
+            return []
+        return self.append.message_ids(self.record_sizes)
+
+
+class GetMessageStatus(enum.Enum):
+    """RocketMQ's GetMessageStatus; the broker maps each to a pull response code."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    """Records found by a read, as zero-copy views of the mapped CommitLog."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[memoryview] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    commitlog_offsets: list[int] = field(default_factory=list)
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(len(view) for view in self.messages)
+
+    def release(self) -> None:
+        """Drop the views once sent, so retention can unmap deleted segments."""
+        for view in self.messages:
+            view.release()
+        self.messages.clear()

@@ -1,0 +1,580 @@
+"""The store facade: wires the parts, owns their lifecycle, and offers the operations the broker uses.
+
+    store = MessageStore(settings)
+    report = store.open()      # lock, load, recover (RecoveryReport)
+    store.start()              # background services; `abort` marker created
+    result = store.put_message(MessageToStore(...))
+    found = store.get_messages("TopicTest", 0, offset, 32)
+    store.shutdown()           # flush, checkpoint, remove `abort`, unlock
+
+Threading: puts run in the caller's thread under the CommitLog's put lock. Flushing,
+dispatching, ConsumeQueue flushing and cleaning run in their own threads (see docs/locking.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+
+from shoal.store import limits
+from shoal.store.checkpoint import StoreCheckpoint
+from shoal.store.cleaning import CleaningService, DiskUsage, disk_usage_ratio
+from shoal.store.clock import SYSTEM_CLOCK, Clock
+from shoal.store.commitlog import DEFAULT_STORE_HOST, BatchEntry, CommitLog
+from shoal.store.consume_queue import BLANK_UNIT_SIZE_FIELD, UNIT, ConsumeQueue
+from shoal.store.consume_queue_table import ConsumeQueueTable
+from shoal.store.dispatching import Dispatcher, DispatchService
+from shoal.store.errors import (
+    MessageIllegalError,
+    PutStatus,
+    StoreError,
+    StoreUnavailableError,
+    status_of_error,
+)
+from shoal.store.flushing import (
+    AsyncFlushWaiter,
+    CommitLogFlusher,
+    CommitRealTimeService,
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitService,
+)
+from shoal.store.index_service import IndexService
+from shoal.store.mapped_file_queue import MappedFileQueue
+from shoal.store.message import GetMessageStatus, GetResult, MessageToStore, PutResult
+from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
+from shoal.store.record import RecordHeader, RecordKind, decode_header, validate_message
+from shoal.store.recovery import RecoveryReport, recover_commitlog
+from shoal.store.settings import FlushDiskType, StoreSettings
+from shoal.store.store_lock import AbortMarker, StoreLock
+from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+from shoal.store.transient_store_pool import TransientStorePool
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_CACHE_BUSY_TIMEOUT_S = 1.0  # osPageCacheBusyTimeOutMills
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40  # accessMessageInMemoryMaxRatio
+TagFilter = Callable[[int], bool]
+
+
+def _physical_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 1024**3
+
+
+class MessageStore:
+    def __init__(
+        self,
+        settings: StoreSettings,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        store_host: bytes = DEFAULT_STORE_HOST,
+        disk_usage: DiskUsage = disk_usage_ratio,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        flush = settings.flush
+        self.pool = (
+            TransientStorePool(flush.transient_store_pool_size, settings.commitlog.segment_size_bytes)
+            if flush.transient_pool_effective
+            else None
+        )
+        self.commitlog = CommitLog(
+            MappedFileQueue(
+                settings.commitlog_dir,
+                settings.commitlog.segment_size_bytes,
+                warm=settings.commitlog.warm_mapped_file_enable,
+                preallocate_next=settings.commitlog.preallocate_next_segment,
+                pool=self.pool,
+            ),
+            clock,
+            store_host=store_host,
+            check_crc_on_recover=settings.commitlog.check_crc_on_recover,
+        )
+        self.consume_queues = ConsumeQueueTable(
+            settings.consume_queue_dir, settings.consume_queue.units_per_file
+        )
+        self.index = (
+            IndexService(settings.index_dir, settings.index, clock) if settings.index.enabled else None
+        )
+        self.checkpoint = StoreCheckpoint(settings.checkpoint_path)
+        self.dispatcher = Dispatcher(self.commitlog, self.consume_queues, self.index, self.checkpoint)
+        self.dispatch_service = DispatchService(self.dispatcher)
+        queue = self.commitlog.queue
+        self.flusher: CommitLogFlusher = (
+            GroupCommitService(queue, self.checkpoint, flush)
+            if flush.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            else FlushRealTimeService(queue, self.checkpoint, flush, clock)
+        )
+        self.committer = CommitRealTimeService(queue, self.flusher, flush, clock) if self.pool else None
+        self.cq_flusher = FlushConsumeQueueService(
+            lambda: self.consume_queues, self.checkpoint, flush, clock, self._flush_index
+        )
+        self.cleaner = CleaningService(
+            self.commitlog, self.consume_queues, self.index, settings.retention, clock, disk_usage=disk_usage
+        )
+        if self.index is not None:
+            self.index.on_file_full = self._on_index_file_full
+        self._lock = StoreLock(settings.lock_path)
+        self._abort = AbortMarker(settings.abort_path)
+        self.running = False
+        self.shutting_down = False
+        self.recovery_report: RecoveryReport | None = None
+        self._memory_bytes = _physical_memory_bytes()
+        self._async_waiters: dict[int, AsyncFlushWaiter] = {}
+
+    # --- lifecycle ---
+    def open(self) -> RecoveryReport:
+        """Lock the directory, load every file, recover; the store is then readable and writable."""
+        self.settings.root_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            return self._load_and_recover()
+        except BaseException:
+            self._close_files()
+            self._lock.release()
+            raise
+
+    def _load_and_recover(self) -> RecoveryReport:
+        last_exit_ok = self._abort.last_exit_ok
+        notes = self.commitlog.queue.load()
+        notes += self.consume_queues.load()
+        if self.index is not None:
+            notes += self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
+        if not self.checkpoint.trusted:
+            notes.append("checkpoint failed its CRC; recovery scanned from the first segment")
+        for queue in self.consume_queues:
+            queue.recover()
+        report = recover_commitlog(self.commitlog, self.checkpoint, last_exit_ok)
+        report.notes = notes + report.notes
+        end = report.recovered_end_offset
+        if not self.commitlog.queue.files:
+            self.consume_queues.destroy_all()
+        elif self.consume_queues.max_physical_offset >= end:
+            for queue in self.consume_queues:
+                report.consume_queue_units_dropped += queue.truncate_dirty(end)
+        reput_from = max(self.commitlog.min_offset, self.consume_queues.max_physical_offset)
+        if self.index is not None:
+            deleted = self.index.truncate_from(end)
+            report.index_files_deleted += deleted
+            if deleted or not last_exit_ok or self.index.files == []:
+                reput_from = min(reput_from, max(self.index.end_physical_offset, self.commitlog.min_offset))
+        if not last_exit_ok:
+            reput_from = min(reput_from, report.scan_start_offset)
+        self.dispatcher.reput_from_offset = max(reput_from, self.commitlog.min_offset)
+        report.messages_redispatched = self.dispatcher.dispatch_available()
+        self._rebuild_topic_queue_table()
+        for queue in self.consume_queues:
+            queue.correct_min_offset(self.commitlog.min_offset)
+        self.recovery_report = report
+        if not report.lossless or report.consume_queue_units_dropped:
+            log.warning("%s", report.summary())
+        else:
+            log.info("%s", report.summary())
+        return report
+
+    def _rebuild_topic_queue_table(self) -> None:
+        self.commitlog.topic_queue_table = {
+            (queue.topic, queue.queue_id): queue.max_offset for queue in self.consume_queues
+        }
+
+    def start(self) -> None:
+        """Start the background services and mark the store as running (`abort`)."""
+        assert self.recovery_report is not None, "open() first"
+        self.flusher.start()
+        if self.committer is not None:
+            self.committer.start()
+        self.dispatch_service.start()
+        self.cq_flusher.start()
+        self.cleaner.start()
+        self._abort.create()
+        self.running = True
+
+    def shutdown(self) -> None:
+        """Stop services, flush everything, write the checkpoint, remove `abort`, unlock."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        was_running = self.running
+        self.running = False
+        self.cleaner.stop()
+        for waiter in self._async_waiters.values():
+            waiter.close()
+        if was_running:
+            if self.committer is not None:
+                self.committer.stop()
+            self.flusher.stop()
+            self.dispatch_service.stop()
+        self.dispatcher.dispatch_available()
+        if self.committer is not None:
+            self.committer.commit_to_end(0)
+        self.flusher.flush_to_end(0)
+        self.cq_flusher.stop()
+        self.cq_flusher.flush_all(0)
+        clean = self.dispatcher.behind_bytes == 0 and self.flusher.failure is None
+        self._close_files()
+        if clean:
+            self._abort.remove()
+        else:
+            log.error("shutdown left the abort marker: dispatch was behind or a flush failed")
+        self._lock.release()
+
+    def _close_files(self) -> None:
+        self.commitlog.queue.close()
+        self.consume_queues.close()
+        if self.index is not None:
+            self.index.close()
+
+    def __enter__(self) -> MessageStore:
+        self.open()
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # --- writes ---
+    def _refusal(self) -> PutResult | None:
+        if self.shutting_down:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is shutting down")
+        if self.cleaner.disk_full:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is not writeable: disk full"
+            )
+        if self.flusher.failure is not None:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, remark=f"message store flush failed: {self.flusher.failure}"
+            )
+        if self.commitlog.is_os_page_cache_busy(OS_PAGE_CACHE_BUSY_TIMEOUT_S):
+            return PutResult(PutStatus.OS_PAGECACHE_BUSY, remark="[PC_SYNCHRONIZED]broker busy")
+        return None
+
+    def append_message(self, message: MessageToStore) -> PutResult:
+        """Validate and append without waiting for a flush (see put_message / put_message_async)."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
+        topic = self.commitlog.topic_bytes(message.topic)
+        try:
+            validate_message(
+                topic,
+                len(message.body),
+                len(message.properties),
+                self.settings.commitlog.message_body_size_max_bytes,
+            )
+            append = self.commitlog.append(
+                topic,
+                message.topic,
+                message.queue_id,
+                message.body,
+                message.properties,
+                message.flag,
+                message.sysflag,
+                message.born_timestamp,
+                message.born_host,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+            )
+        except StoreError as exc:
+            return PutResult(status_of_error(exc), remark=str(exc))
+        except OSError as exc:
+            return self._write_failed(exc)
+        return PutResult(PutStatus.PUT_OK, append)
+
+    def append_batch(self, template: MessageToStore, entries: Sequence[BatchEntry]) -> PutResult:
+        """Append a batch (SEND_BATCH_MESSAGE): one topic/queue, consecutive offsets, one segment."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
+        if template.sysflag & TRANSACTION_TYPE_MASK != TransactionType.NOT_TYPE:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional")
+        if not entries or len(entries) > limits.BATCH_MESSAGES_MAX_COUNT:
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                remark=f"a batch holds 1..{limits.BATCH_MESSAGES_MAX_COUNT} messages",
+            )
+        topic = self.commitlog.topic_bytes(template.topic)
+        body_max = self.settings.commitlog.message_body_size_max_bytes
+        try:
+            total_body = 0
+            for entry in entries:
+                validate_message(topic, len(entry.body), len(entry.properties), body_max)
+                total_body += len(entry.body)
+            if total_body > body_max:
+                raise MessageIllegalError(
+                    f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}"
+                )
+            append, sizes = self.commitlog.append_batch(
+                topic,
+                template.topic,
+                template.queue_id,
+                list(entries),
+                template.sysflag,
+                template.born_timestamp,
+                template.born_host,
+                template.reconsume_times,
+            )
+        except StoreError as exc:
+            return PutResult(status_of_error(exc), remark=str(exc))
+        except OSError as exc:
+            return self._write_failed(exc)
+        return PutResult(PutStatus.PUT_OK, append, record_sizes=sizes)
+
+    def _write_failed(self, exc: OSError) -> PutResult:
+        log.error("CommitLog write failed, refusing further writes: %s", exc)
+        self.flusher.failure = exc
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=f"CommitLog write failed: {exc}")
+
+    def put_message(self, message: MessageToStore) -> PutResult:
+        """Append, then (SYNC_FLUSH) block until durable; a slow disk answers FLUSH_DISK_TIMEOUT."""
+        result = self.append_message(message)
+        return self._await_flush_blocking(result, message.wait_store_msg_ok)
+
+    def put_batch(self, template: MessageToStore, entries: Sequence[BatchEntry]) -> PutResult:
+        result = self.append_batch(template, entries)
+        return self._await_flush_blocking(result, template.wait_store_msg_ok)
+
+    def _await_flush_blocking(self, result: PutResult, wait: bool) -> PutResult:
+        if result.append is None or not self._sync_flush:
+            return result
+        if not wait:
+            self.flusher.wakeup()
+            return result
+        if not self.flusher.wait_flushed(result.append.next_offset, self._sync_timeout_s):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    async def put_message_async(self, message: MessageToStore) -> PutResult:
+        """put_message for asyncio callers: the loop keeps running while the group commit happens."""
+        result = self.append_message(message)
+        return await self.await_durable(result, message.wait_store_msg_ok)
+
+    async def await_durable(self, result: PutResult, wait: bool = True) -> PutResult:
+        if result.append is None or not self._sync_flush:
+            return result
+        if not wait:
+            self.flusher.wakeup()
+            return result
+        loop = asyncio.get_running_loop()
+        waiter = self._async_waiters.get(id(loop))
+        if waiter is None:
+            waiter = AsyncFlushWaiter(self.flusher, loop, self._sync_timeout_s)
+            self._async_waiters[id(loop)] = waiter
+        status = await waiter.wait(result.append.next_offset)
+        if status is not PutStatus.PUT_OK:
+            result.status = status
+        return result
+
+    @property
+    def _sync_flush(self) -> bool:
+        return self.settings.flush.flush_disk_type is FlushDiskType.SYNC_FLUSH
+
+    @property
+    def _sync_timeout_s(self) -> float:
+        return self.settings.flush.sync_flush_timeout_ms / 1000
+
+    def dispatch_now(self) -> int:
+        """Dispatch what is readable now (the background service does this every millisecond)."""
+        return self.dispatcher.dispatch_available()
+
+    # --- reads ---
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queues.find(topic, queue_id)
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.max_offset if queue is not None else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.min_offset if queue is not None else 0
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tag_filter: TagFilter | None = None,
+    ) -> GetResult:
+        """Up to `max_count` records from a queue, as RocketMQ's `getMessage` answers (statuses,
+        next offset, slave suggestion); bounded by the in-memory / on-disk transfer limits."""
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
+        min_offset, max_offset = queue.min_offset, queue.max_offset
+        if max_offset == 0:
+            return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            return GetResult(
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+                min_offset if min_offset == 0 else max_offset,
+                min_offset,
+                max_offset,
+            )
+        found = queue.units_from(offset)
+        if found is None:
+            return GetResult(
+                GetMessageStatus.OFFSET_FOUND_NULL, max(offset + 1, min_offset), min_offset, max_offset
+            )
+        units, _ = found
+        try:
+            return self._collect(
+                units,
+                offset,
+                min(max_count, limits.PULL_MESSAGES_MAX_COUNT),
+                tag_filter,
+                min_offset,
+                max_offset,
+            )
+        finally:
+            units.release()
+
+    def _collect(
+        self,
+        units: memoryview,
+        offset: int,
+        max_count: int,
+        tag_filter: TagFilter | None,
+        min_offset: int,
+        max_offset: int,
+    ) -> GetResult:
+        result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        commitlog = self.commitlog
+        commitlog_min = commitlog.min_offset
+        commitlog_max = commitlog.max_offset
+        memory_budget = self._memory_bytes * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO
+        total_bytes = 0
+        scanned = 0
+        last_physical = 0
+        unit_count = len(units) // UNIT.size
+        # Units scanned per call are bounded too, so a filter that matches nothing cannot stall a pull.
+        scan_max = max(max_count, 16_000)
+        removed = False
+        for index in range(min(unit_count, scan_max)):
+            physical, size, tags = UNIT.unpack_from(units, index * UNIT.size)
+            scanned = index + 1
+            if size == BLANK_UNIT_SIZE_FIELD or physical < commitlog_min:
+                continue
+            last_physical = physical
+            in_memory = commitlog_max - physical <= memory_budget
+            if _batch_full(len(result.messages), total_bytes, size, max_count, in_memory):
+                scanned = index
+                break
+            if tag_filter is not None and not tag_filter(tags):
+                continue
+            view = commitlog.read(physical, size)
+            if view is None:
+                removed = True
+                continue
+            result.messages.append(view)
+            result.queue_offsets.append(offset + index)
+            result.commitlog_offsets.append(physical)
+            total_bytes += size
+        result.next_begin_offset = offset + scanned
+        if result.messages:
+            result.status = GetMessageStatus.FOUND
+        elif removed:
+            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        if last_physical:
+            result.suggest_pulling_from_slave = commitlog_max - last_physical > memory_budget
+        return result
+
+    def message_at(self, commitlog_offset: int) -> tuple[RecordHeader, memoryview] | None:
+        """The record at a CommitLog offset (VIEW_MESSAGE_BY_ID), validated, CRC included; the
+        header's positions are relative to the returned view."""
+        check = self.commitlog.check_at(commitlog_offset, check_crc=True)
+        if check.kind is not RecordKind.MESSAGE:
+            return None
+        view = self.commitlog.read(commitlog_offset, check.size)
+        if view is None:
+            return None
+        return decode_header(view, 0), view
+
+    def store_time_at(self, commitlog_offset: int) -> int | None:
+        header = self.commitlog.header_at(commitlog_offset)
+        return header.store_timestamp if header is not None else None
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.offset_by_time(timestamp_ms, self.store_time_at) if queue is not None else 0
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """GET_EARLIEST_MSG_STORETIME; -1 when the queue is empty."""
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return -1
+        unit = queue.unit_at(queue.min_offset)
+        if unit is None:
+            return -1
+        found = self.store_time_at(unit.physical_offset)
+        return found if found is not None else -1
+
+    def query_by_key(
+        self, topic: str, key: str, count_max: int, begin_ms: int = 0, end_ms: int = 2**62
+    ) -> list[tuple[RecordHeader, memoryview]]:
+        """Messages whose KEYS or UNIQ_KEY equal `key` (index lookup, then key comparison)."""
+        if self.index is None:
+            raise StoreUnavailableError("messageIndexEnable=false: no index to query")
+        found: list[tuple[RecordHeader, memoryview]] = []
+        for offset in self.index.query(topic, key, count_max, begin_ms, end_ms):
+            record = self.message_at(offset)
+            if record is None:
+                continue
+            header, view = record
+            start = header.properties_position
+            properties = decode_properties(view[start : start + header.properties_length])
+            if header.topic == topic and (
+                properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key
+                or key in message_keys(properties.get(KEYS))
+            ):
+                found.append(record)
+        return found
+
+    # --- metrics ---
+    def stats(self) -> dict[str, float]:
+        queue = self.commitlog.queue
+        return {
+            "commitlog_min_offset": queue.min_offset,
+            "commitlog_max_offset": queue.max_offset,
+            "commitlog_flushed_offset": queue.flushed_where,
+            "commitlog_segments": len(queue.files),
+            "dispatch_behind_bytes": self.dispatcher.behind_bytes,
+            "consume_queues": len(self.consume_queues),
+            "flush_count": self.flusher.flush_count,
+            "flush_seconds_total": self.flusher.flush_seconds_total,
+            "disk_full": float(self.cleaner.disk_full),
+        }
+
+    def _flush_index(self) -> None:
+        if self.index is not None:
+            self.index.flush()
+
+    def _on_index_file_full(self, end_timestamp: int) -> None:
+        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.checkpoint.flush()
+
+
+def _batch_full(count: int, total_bytes: int, next_size: int, max_count: int, in_memory: bool) -> bool:
+    """RocketMQ's `isTheBatchFull`: count and byte limits depend on whether data is in memory."""
+    if count == 0:
+        return False
+    if count >= max_count:
+        return True
+    if in_memory:
+        return (
+            total_bytes + next_size > limits.PULL_TRANSFER_IN_MEMORY_MAX_BYTES
+            or count > limits.PULL_TRANSFER_IN_MEMORY_MAX_COUNT - 1
+        )
+    return (
+        total_bytes + next_size > limits.PULL_TRANSFER_ON_DISK_MAX_BYTES
+        or count > limits.PULL_TRANSFER_ON_DISK_MAX_COUNT - 1
+    )

@@ -1,0 +1,109 @@
+"""The message property string (`MessageDecoder.messageProperties2String`, spec §1.6, §1.7).
+
+Encoded as `name \\x01 value \\x02 ...` without the final `\\x02`, UTF-8, at most 32767 bytes.
+Decoding drops segments that are too short, have an empty key or an empty value, as Java does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shoal.store import limits
+from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+KEY_SEPARATOR = " "
+
+# Property keys (MessageConst), exact strings.
+KEYS = "KEYS"
+TAGS = "TAGS"
+WAIT_STORE_MSG_OK = "WAIT"
+DELAY_TIME_LEVEL = "DELAY"
+RETRY_TOPIC = "RETRY_TOPIC"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QUEUE_ID = "REAL_QID"
+TRANSACTION_PREPARED = "TRAN_MSG"
+PRODUCER_GROUP = "PGROUP"
+MIN_OFFSET = "MIN_OFFSET"
+MAX_OFFSET = "MAX_OFFSET"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUME_TIME = "RECONSUME_TIME"
+MSG_REGION = "MSG_REGION"
+TRACE_SWITCH = "TRACE_ON"
+UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+CLUSTER = "CLUSTER"
+START_DELIVER_TIME = "__STARTDELIVERTIME"
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    """Encode a property map; raises MessageIllegalError on separators inside names or values."""
+    if not properties:
+        return b""
+    parts = []
+    for name, value in properties.items():
+        if value is None:
+            continue
+        if not name or not value:
+            raise MessageIllegalError(f"property {name!r} has an empty name or value")
+        if _has_separator(name) or _has_separator(value):
+            raise MessageIllegalError(f"property {name!r} contains a \\x01 or \\x02 separator")
+        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}")
+    encoded = PROPERTY_SEPARATOR.join(parts).encode("utf-8")
+    check_properties_length(len(encoded))
+    return encoded
+
+
+def check_properties_length(length_bytes: int) -> None:
+    if length_bytes > limits.PROPERTIES_LENGTH_MAX_BYTES:
+        raise PropertiesTooLargeError(
+            f"properties are {length_bytes} bytes, more than {limits.PROPERTIES_LENGTH_MAX_BYTES}"
+        )
+
+
+def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
+    """Decode a property string as Java does (invalid segments are dropped, later keys win)."""
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="replace")
+    result: dict[str, str] = {}
+    if not text:
+        return result
+    for segment in text.split(PROPERTY_SEPARATOR):
+        if len(segment) < 3:
+            continue
+        cut = segment.find(NAME_VALUE_SEPARATOR)
+        if cut <= 0 or cut >= len(segment) - 1:
+            continue
+        result[segment[:cut]] = segment[cut + 1 :]
+    return result
+
+
+def find_property(data: bytes | memoryview, name: bytes) -> str | None:
+    """One property's value without decoding the whole string (the Dispatcher's hot path)."""
+    raw = bytes(data)
+    start = 0
+    needle = name + b"\x01"
+    while True:
+        at = raw.find(needle, start)
+        if at < 0:
+            return None
+        if at == 0 or raw[at - 1] == 2:
+            end = raw.find(b"\x02", at)
+            value = raw[at + len(needle) : end if end >= 0 else len(raw)]
+            return value.decode("utf-8", errors="replace") if value else None
+        start = at + 1
+
+
+def message_keys(value: str | None) -> list[str]:
+    """The business keys of a KEYS property (space separated, empty tokens skipped)."""
+    if not value:
+        return []
+    return [key for key in value.split(KEY_SEPARATOR) if key]
+
+
+def _has_separator(text: str) -> bool:
+    return NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text

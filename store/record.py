@@ -1,0 +1,372 @@
+"""The CommitLog record: one declaration used by the encoder, the decoder, recovery and Spark.
+
+Spec §1.2-§1.5. Big-endian. Offsets for IPv4 born and store hosts; an IPv6 host (sysflag bits
+0x10 / 0x20) is 20 bytes instead of 8 and shifts every later field by 12.
+
+    offset  size  field
+    0       4     TOTALSIZE            whole record, this field included
+    4       4     MAGICCODE            0xDAA320A7 (V1); 0xDAA320AB (V2, 5.x: TOPICLENGTH is a short)
+    8       4     BODYCRC              zlib CRC-32 of the stored body & 0x7FFFFFFF
+    12      4     QUEUEID
+    16      4     FLAG                 the producer's opaque int
+    20      8     QUEUEOFFSET          logical ConsumeQueue index (0 for PREPARED/ROLLBACK)
+    28      8     PHYSICALOFFSET       global CommitLog offset of this record
+    36      4     SYSFLAG              shoal.store.sysflag
+    40      8     BORNTIMESTAMP        ms
+    48      8/20  BORNHOST             address (4/16) + port (int)
+    56      8     STORETIMESTAMP       ms, broker clock
+    64      8/20  STOREHOST            address (4/16) + port (int)
+    72      4     RECONSUMETIMES
+    76      8     PREPARED_TX_OFFSET
+    84      4     BODYLENGTH
+    88      B     BODY                 as the client sent it (possibly compressed)
+    88+B    1/2   TOPICLENGTH          signed byte (V1) / short (V2)
+    89+B    T     TOPIC                UTF-8
+    89+B+T  2     PROPERTIESLENGTH     signed short
+    91+B+T  P     PROPERTIES           shoal.store.properties
+
+The end-of-file blank record is 8 bytes: `int remaining_bytes, int BLANK_MAGIC_CODE`.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from shoal.store import limits
+from shoal.store.errors import MessageIllegalError
+from shoal.store.properties import check_properties_length
+from shoal.store.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+
+TOTAL_SIZE_OFFSET = 0
+MAGIC_OFFSET = 4
+BODY_CRC_OFFSET = 8
+QUEUE_ID_OFFSET = 12
+FLAG_OFFSET = 16
+QUEUE_OFFSET_OFFSET = 20
+PHYSICAL_OFFSET_OFFSET = 28
+SYSFLAG_OFFSET = 36
+BORN_TIMESTAMP_OFFSET = 40
+BORN_HOST_OFFSET = 48
+
+PREFIX = struct.Struct(">iiiiiqqi")
+"""TOTALSIZE .. SYSFLAG: the part whose layout never moves."""
+assert PREFIX.size == BORN_TIMESTAMP_OFFSET
+
+
+def _header_struct(born_host_len: int, store_host_len: int) -> struct.Struct:
+    return struct.Struct(f">iiiiiqqiq{born_host_len}sq{store_host_len}siqi")
+
+
+HEADERS: dict[tuple[int, int], struct.Struct] = {
+    (born, store): _header_struct(born, store) for born in (8, 20) for store in (8, 20)
+}
+"""TOTALSIZE .. BODYLENGTH, keyed by (born host length, store host length)."""
+HEADER_V4 = HEADERS[(8, 8)]
+assert HEADER_V4.size == 88
+
+END_OF_FILE_MIN_BLANK_LENGTH = limits.END_FILE_MIN_BLANK_LENGTH_BYTES
+TAIL = struct.Struct(">ii")
+"""The blank record: remaining bytes of the segment, BLANK_MAGIC_CODE."""
+TIMESTAMP = struct.Struct(">q")
+INT = struct.Struct(">i")
+SHORT = struct.Struct(">h")
+MSG_ID_OFFSET = struct.Struct(">q")
+FIXED_LENGTH_V4 = 91  # every byte of a V1 IPv4/IPv4 record that is not body, topic or properties
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    """RocketMQ's body CRC: zlib CRC-32 with the top bit cleared (spec §1.5)."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_length(
+    body_len: int, topic_len: int, properties_len: int, born_host_len: int = 8, store_host_len: int = 8
+) -> int:
+    """`calMsgLength` for a V1 record."""
+    return (
+        FIXED_LENGTH_V4 + body_len + topic_len + properties_len + (born_host_len - 8) + (store_host_len - 8)
+    )
+
+
+def encode_host(address: str, port: int) -> bytes:
+    """BORNHOST/STOREHOST bytes; IPv4-mapped IPv6 peers are stored as IPv4 (spec gotcha 28)."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.packed + INT.pack(port)
+
+
+def decode_host(data: bytes | memoryview) -> tuple[str, int]:
+    raw = bytes(data)
+    return str(ipaddress.ip_address(raw[:-4])), INT.unpack(raw[-4:])[0]
+
+
+def host_flags(born_host: bytes, store_host: bytes) -> int:
+    """The sysflag bits that say which host is IPv6."""
+    return (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | (
+        STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0
+    )
+
+
+def validate_message(topic: bytes, body_len: int, properties_len: int, body_max_bytes: int) -> None:
+    """Refuse what the record format or the configured limits cannot hold (spec §1.9 step 1)."""
+    if not topic or len(topic) > limits.TOPIC_LENGTH_MAX_BYTES:
+        raise MessageIllegalError(
+            f"topic is {len(topic)} bytes; it must be 1..{limits.TOPIC_LENGTH_MAX_BYTES} bytes"
+        )
+    if body_len > body_max_bytes:
+        raise MessageIllegalError(
+            f"message body is {body_len} bytes, more than maxMessageSize={body_max_bytes}"
+        )
+    check_properties_length(properties_len)
+
+
+def encode_record_into(
+    buffer: bytearray | memoryview,
+    position: int,
+    body: bytes | memoryview,
+    topic: bytes,
+    properties: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sysflag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    crc: int,
+) -> int:
+    """Write one V1 record at `position`; returns its length. Limits are checked by the caller."""
+    body_len = len(body)
+    topic_len = len(topic)
+    properties_len = len(properties)
+    born_len = len(born_host)
+    store_len = len(store_host)
+    total = record_length(body_len, topic_len, properties_len, born_len, store_len)
+    header = HEADERS[(born_len, store_len)]
+    header.pack_into(
+        buffer,
+        position,
+        total,
+        MESSAGE_MAGIC_CODE,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sysflag,
+        born_timestamp,
+        born_host,
+        store_timestamp,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset,
+        body_len,
+    )
+    at = position + header.size
+    buffer[at : at + body_len] = body
+    at += body_len
+    buffer[at] = topic_len
+    buffer[at + 1 : at + 1 + topic_len] = topic
+    at += 1 + topic_len
+    SHORT.pack_into(buffer, at, properties_len)
+    buffer[at + 2 : at + 2 + properties_len] = properties
+    return total
+
+
+def encode_blank_into(buffer: bytearray | memoryview, position: int, remaining_bytes: int) -> None:
+    TAIL.pack_into(buffer, position, remaining_bytes, BLANK_MAGIC_CODE)
+
+
+class RecordHeader(NamedTuple):
+    """Every field of a decoded record; the body and properties stay in the buffer (offsets)."""
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sysflag: int
+    born_timestamp: int
+    born_host: bytes
+    store_timestamp: int
+    store_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_position: int
+    body_length: int
+    topic: str
+    properties_position: int
+    properties_length: int
+
+
+class RecordKind(enum.Enum):
+    MESSAGE = "message"
+    END_OF_FILE = "end of file"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """What lies at a position: a message (with its header), the blank record, or damage."""
+
+    kind: RecordKind
+    size: int
+    header: RecordHeader | None = None
+    reason: str = ""
+
+
+def check_record(
+    buffer: bytes | bytearray | memoryview,
+    position: int,
+    limit: int,
+    *,
+    check_crc: bool,
+    expected_physical_offset: int | None = None,
+) -> RecordCheck:
+    """`checkMessageAndReturnSize`: classify the bytes at `position` (readable up to `limit`).
+
+    Beyond RocketMQ, when `expected_physical_offset` is given the record's PHYSICALOFFSET field
+    must match it: stale records left behind a truncation can never be mistaken for new ones.
+    """
+    if limit - position < TAIL.size:
+        return RecordCheck(RecordKind.INVALID, -1, reason=f"only {limit - position} bytes left")
+    total, magic = TAIL.unpack_from(buffer, position)
+    if magic == BLANK_MAGIC_CODE:
+        return RecordCheck(RecordKind.END_OF_FILE, 0)
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        return RecordCheck(
+            RecordKind.INVALID, -1, reason=f"magic 0x{magic & 0xFFFFFFFF:08X} is neither message nor blank"
+        )
+    if total < FIXED_LENGTH_V4 or total > limit - position:
+        return RecordCheck(
+            RecordKind.INVALID, -1, reason=f"TOTALSIZE {total} does not fit the {limit - position} bytes left"
+        )
+    try:
+        header = decode_header(buffer, position)
+    except (struct.error, ValueError, IndexError) as exc:
+        return RecordCheck(RecordKind.INVALID, -1, reason=f"undecodable record: {exc}")
+    end = header.properties_position + header.properties_length
+    if end - position != total:
+        return RecordCheck(
+            RecordKind.INVALID,
+            total,
+            header,
+            reason=f"TOTALSIZE {total} but the fields add up to {end - position}",
+        )
+    if expected_physical_offset is not None and header.physical_offset != expected_physical_offset:
+        return RecordCheck(
+            RecordKind.INVALID,
+            -1,
+            header,
+            reason=f"PHYSICALOFFSET field {header.physical_offset} != position {expected_physical_offset}",
+        )
+    if check_crc and header.body_length > 0:
+        body = memoryview(buffer)[header.body_position : header.body_position + header.body_length]
+        actual = body_crc(body)
+        body.release()
+        if actual != header.body_crc:
+            return RecordCheck(
+                RecordKind.INVALID, -1, header, reason=f"body CRC {actual} != stored {header.body_crc}"
+            )
+    return RecordCheck(RecordKind.MESSAGE, total, header)
+
+
+def decode_header(buffer: bytes | bytearray | memoryview, position: int) -> RecordHeader:
+    """Decode every field of the record at `position` (no validation beyond struct bounds)."""
+    total, magic, crc, queue_id, flag, queue_offset, physical_offset, sysflag = PREFIX.unpack_from(
+        buffer, position
+    )
+    born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
+    store_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
+    (
+        _total,
+        _magic,
+        _crc,
+        _qid,
+        _flag,
+        _qoff,
+        _phys,
+        _sysflag,
+        born_ts,
+        born_host,
+        store_ts,
+        store_host,
+        reconsume,
+        prepared,
+        body_len,
+    ) = HEADERS[(born_len, store_len)].unpack_from(buffer, position)
+    if body_len < 0:
+        raise ValueError(f"negative BODYLENGTH {body_len}")
+    body_pos = position + HEADERS[(born_len, store_len)].size
+    at = body_pos + body_len
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        topic_len = SHORT.unpack_from(buffer, at)[0]
+        at += 2
+    else:
+        topic_len = buffer[at]
+        at += 1
+    if topic_len > 127 and magic == MESSAGE_MAGIC_CODE:
+        raise ValueError(f"TOPICLENGTH {topic_len} is negative as a signed byte")
+    topic = bytes(buffer[at : at + topic_len]).decode("utf-8")
+    at += topic_len
+    properties_len = SHORT.unpack_from(buffer, at)[0]
+    if properties_len < 0:
+        raise ValueError(f"negative PROPERTIESLENGTH {properties_len}")
+    return RecordHeader(
+        total,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sysflag,
+        born_ts,
+        born_host,
+        store_ts,
+        store_host,
+        reconsume,
+        prepared,
+        body_pos,
+        body_len,
+        topic,
+        at + 2,
+        properties_len,
+    )
+
+
+def store_timestamp_at(buffer: bytes | bytearray | memoryview, position: int) -> int:
+    """`pickupStoreTimestamp`: the STORETIMESTAMP of the record at `position`."""
+    sysflag = INT.unpack_from(buffer, position + SYSFLAG_OFFSET)[0]
+    born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
+    return int(TIMESTAMP.unpack_from(buffer, position + BORN_HOST_OFFSET + born_len)[0])
+
+
+def message_id(store_host: bytes, physical_offset: int) -> str:
+    """The offset message id: store address + port + CommitLog offset, uppercase hex (spec §1.8)."""
+    return (store_host + MSG_ID_OFFSET.pack(physical_offset)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[str, int, int]:
+    """(store address, store port, CommitLog offset) of an offset message id."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"message id {msg_id!r} is not 32 (IPv4) or 56 (IPv6) hex characters")
+    raw = bytes.fromhex(msg_id)
+    address, port = decode_host(raw[:-8])
+    return address, port, MSG_ID_OFFSET.unpack(raw[-8:])[0]

@@ -1,0 +1,70 @@
+"""A small background service: one thread, `start()`, `stop()`, `wakeup()`, bounded waits.
+
+Every loop iteration waits at most its interval, so `stop()` returns within one interval and
+nothing polls faster than it was asked to.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+STOP_JOIN_TIMEOUT_S = 30.0
+
+
+class ServiceThread:
+    name = "shoal-service"
+
+    def __init__(self) -> None:
+        self._wakeup = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
+        """The exception that ended the loop, if any (an I/O error on flush is fatal)."""
+
+    def start(self) -> None:
+        assert self._thread is None, f"{self.name} already started"
+        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wakeup.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(STOP_JOIN_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.error("%s did not stop within %.0f s", self.name, STOP_JOIN_TIMEOUT_S)
+        self._thread = None
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def wait_for_running(self, interval_s: float) -> None:
+        """Sleep up to `interval_s`, returning early on wakeup() or stop()."""
+        if self._wakeup.wait(interval_s):
+            self._wakeup.clear()
+
+    def _main(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                self.run_once()
+            self.on_stop()
+        except BaseException as exc:
+            self.failure = exc
+            log.exception("%s stopped by an error", self.name)
+            self.on_failure(exc)
+
+    def run_once(self) -> None:
+        raise NotImplementedError  # abstract: every service overrides it
+
+    def on_stop(self) -> None:
+        """Last work after stop() (e.g. a final flush)."""
+
+    def on_failure(self, exc: BaseException) -> None:
+        """Called once when the loop died; services that others wait on release them here."""

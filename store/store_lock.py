@@ -1,0 +1,62 @@
+"""The `lock` and `abort` files (spec §4.2).
+
+`lock` holds an exclusive `fcntl` lock on its first byte while a store is open, so a second
+process fails at once with a clear error. `abort` exists while the store runs; finding it at
+start means the last run did not shut down cleanly and recovery must be abnormal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+from shoal.store.errors import StoreLockedError
+
+
+class StoreLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            raise StoreLockedError(
+                f"{self.path}: the store is in use by another process (lock failed, store already started)"
+            ) from None
+        os.pwrite(fd, b"lock", 0)
+        os.fsync(fd)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
+        os.close(self._fd)
+        self._fd = None
+
+
+class AbortMarker:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def last_exit_ok(self) -> bool:
+        return not self.path.exists()
+
+    def create(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
