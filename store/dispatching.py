@@ -18,10 +18,26 @@ from shoal.store.commitlog import CommitLog
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.index_service import IndexService
 from shoal.store.java_hash import tags_code
-from shoal.store.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties
-from shoal.store.record import RecordHeader, RecordKind, check_record
+from shoal.store.properties import decode_properties
+from shoal.store.record import (
+    BODY_OFFSET_WITHOUT_HOSTS,
+    BORN_HOST_OFFSET,
+    FIXED_LENGTH_V4,
+    INT,
+    MESSAGE_MAGIC_CODE,
+    PREFIX,
+    SHORT,
+    TIMESTAMP,
+    RecordKind,
+    check_record,
+)
 from shoal.store.service import ServiceThread
-from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType, gets_consume_queue_entry
+from shoal.store.sysflag import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
+    TransactionType,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +54,11 @@ class DispatchRequest(NamedTuple):
     tags_code: int
     store_timestamp: int
     queue_offset: int
-    properties: dict[str, str]
+    raw_properties: bytes
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.raw_properties)
 
 
 TagsCodeHook = Callable[[str, dict[str, str], int, int], int | None]
@@ -63,6 +83,7 @@ class Dispatcher:
         self.dispatched_count = 0
         self._lock = threading.Lock()
         self._reported_damage_at = -1
+        self._topic_names: dict[bytes, str] = {}
 
     @property
     def behind_bytes(self) -> int:
@@ -99,66 +120,150 @@ class Dispatcher:
         return dispatched
 
     def _dispatch_view(self, view: memoryview, count_max: int) -> tuple[int, int, bool]:
-        """Dispatch records in one segment's readable bytes: (bytes consumed, records, stop)."""
+        """Dispatch records in one segment's readable bytes: (bytes consumed, records, stop).
+
+        The common case decodes only the fields dispatch needs, straight from the record layout
+        in shoal.store.record; anything unusual goes through `check_record` for a precise reason.
+        """
         position = 0
         count = 0
         limit = len(view)
         base = self.reput_from_offset
+        topics = self._topic_names
         while position < limit and count < count_max:
-            check = check_record(
-                view, position, limit, check_crc=False, expected_physical_offset=base + position
-            )
-            if check.kind is RecordKind.END_OF_FILE:
-                return self.commitlog.rolled_offset(base + position) - base, count, False
-            if check.kind is RecordKind.INVALID or check.header is None:
-                if check.size > 0:
+            fields = _fast_fields(view, position, limit, base + position, topics)
+            if fields is None:
+                check = check_record(
+                    view, position, limit, check_crc=False, expected_physical_offset=base + position
+                )
+                if check.kind is RecordKind.END_OF_FILE:
+                    return self.commitlog.rolled_offset(base + position) - base, count, False
+                if check.kind is RecordKind.MESSAGE and check.header is not None:
+                    header = check.header
+                    fields = (
+                        header.total_size,
+                        header.queue_id,
+                        header.queue_offset,
+                        header.physical_offset,
+                        header.sysflag,
+                        header.store_timestamp,
+                        header.topic,
+                        bytes(
+                            view[
+                                header.properties_position : header.properties_position
+                                + header.properties_length
+                            ]
+                        ),
+                    )
+                elif check.size > 0:
                     log.error("skipping %d bytes at %d: %s", check.size, base + position, check.reason)
                     position += check.size
                     continue
-                if self._reported_damage_at != base + position:
-                    self._reported_damage_at = base + position
-                    log.error("dispatch stopped at CommitLog offset %d: %s", base + position, check.reason)
-                return position, count, True
-            self._dispatch_one(check.header, view, position)
-            position += check.size
+                else:
+                    if self._reported_damage_at != base + position:
+                        self._reported_damage_at = base + position
+                        log.error(
+                            "dispatch stopped at CommitLog offset %d: %s", base + position, check.reason
+                        )
+                    return position, count, True
+            self._dispatch_one(*fields)
+            position += fields[0]
             count += 1
         return position, count, False
 
-    def _dispatch_one(self, header: RecordHeader, view: memoryview, position: int) -> None:
-        start = header.properties_position
-        properties = decode_properties(view[start : start + header.properties_length])
-        commitlog_offset = header.physical_offset
-        store_timestamp = header.store_timestamp
-        code = tags_code(properties.get(TAGS))
-        if self.tags_code_hook is not None:
-            override = self.tags_code_hook(header.topic, properties, store_timestamp, code)
+    def _dispatch_one(
+        self,
+        size: int,
+        queue_id: int,
+        queue_offset: int,
+        commitlog_offset: int,
+        sysflag: int,
+        store_timestamp: int,
+        topic: str,
+        raw_properties: bytes,
+    ) -> None:
+        tags, keys, uniq_key = dispatch_properties(raw_properties)
+        code = tags_code(tags)
+        hook = self.tags_code_hook
+        if hook is not None:
+            override = hook(topic, decode_properties(raw_properties), store_timestamp, code)
             if override is not None:
                 code = override
-        if gets_consume_queue_entry(header.sysflag):
-            queue = self.consume_queues.find_or_create(header.topic, header.queue_id)
-            queue.put(commitlog_offset, header.total_size, code, header.queue_offset)
+        transaction = sysflag & TRANSACTION_TYPE_MASK
+        if transaction in _CONSUME_QUEUE_TYPES:
+            queue = self.consume_queues.find_or_create(topic, queue_id)
+            queue.put(commitlog_offset, size, code, queue_offset)
             self.checkpoint.logics_msg_timestamp = store_timestamp
-        if (
-            self.index is not None
-            and (header.sysflag & TRANSACTION_TYPE_MASK) != TransactionType.ROLLBACK_TYPE
-        ):
-            uniq_key = properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            keys = properties.get(KEYS)
-            if uniq_key or keys:
-                self.index.build(header.topic, commitlog_offset, store_timestamp, uniq_key, keys)
+        if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):
+            self.index.build(topic, commitlog_offset, store_timestamp, uniq_key, keys)
         if self.listeners:
             request = DispatchRequest(
-                header.topic,
-                header.queue_id,
-                commitlog_offset,
-                header.total_size,
-                code,
-                store_timestamp,
-                header.queue_offset,
-                properties,
+                topic, queue_id, commitlog_offset, size, code, store_timestamp, queue_offset, raw_properties
             )
             for listener in self.listeners:
                 listener(request)
+
+
+_TOPIC_CACHE_MAX = 100_000
+_CONSUME_QUEUE_TYPES = frozenset({int(TransactionType.NOT_TYPE), int(TransactionType.COMMIT_TYPE)})
+
+
+def _fast_fields(
+    view: memoryview, position: int, limit: int, expected_offset: int, topics: dict[bytes, str]
+) -> tuple[int, int, int, int, int, int, str, bytes] | None:
+    """The dispatch fields of a well-formed V1 message at `position`, or None for anything else."""
+    if limit - position < FIXED_LENGTH_V4:
+        return None
+    total, magic, _crc, queue_id, _flag, queue_offset, physical, sysflag = PREFIX.unpack_from(view, position)
+    if magic != MESSAGE_MAGIC_CODE or physical != expected_offset or total > limit - position:
+        return None
+    born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
+    store_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
+    store_timestamp = TIMESTAMP.unpack_from(view, position + BORN_HOST_OFFSET + born_len)[0]
+    body_at = position + BODY_OFFSET_WITHOUT_HOSTS + born_len + store_len
+    body_len = INT.unpack_from(view, body_at - 4)[0]
+    topic_at = body_at + body_len
+    if body_len < 0 or topic_at + 3 > position + total:
+        return None
+    topic_len = view[topic_at]
+    raw_topic = bytes(view[topic_at + 1 : topic_at + 1 + topic_len])
+    props_at = topic_at + 1 + topic_len
+    props_len = SHORT.unpack_from(view, props_at)[0]
+    if props_len < 0 or props_at + 2 + props_len - position != total or topic_len > 127:
+        return None
+    topic = topics.get(raw_topic)
+    if topic is None:
+        topic = raw_topic.decode("utf-8", errors="replace")
+        if len(topics) < _TOPIC_CACHE_MAX:
+            topics[raw_topic] = topic
+    return (
+        total,
+        queue_id,
+        queue_offset,
+        physical,
+        sysflag,
+        store_timestamp,
+        topic,
+        bytes(view[props_at + 2 : props_at + 2 + props_len]),
+    )
+
+
+def dispatch_properties(raw: bytes) -> tuple[str | None, str | None, str | None]:
+    """(TAGS, KEYS, UNIQ_KEY) from an encoded property string, without building the whole map."""
+    tags = keys = uniq = None
+    if not raw:
+        return tags, keys, uniq
+    for segment in raw.split(b"\x02"):
+        name, sep, value = segment.partition(b"\x01")
+        if not sep or not value:
+            continue
+        if name == b"TAGS":
+            tags = value.decode("utf-8", errors="replace")
+        elif name == b"KEYS":
+            keys = value.decode("utf-8", errors="replace")
+        elif name == b"UNIQ_KEY":
+            uniq = value.decode("utf-8", errors="replace")
+    return tags, keys, uniq
 
 
 class DispatchService(ServiceThread):

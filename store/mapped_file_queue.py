@@ -132,6 +132,16 @@ class MappedFileQueue:
             self._schedule(create_from + self.file_size)
         return mapped
 
+    def prepare_next(self) -> None:
+        """Start allocating the segment the next append will need (at start-up)."""
+        if not self.preallocate_next:
+            return
+        last = self.last
+        if last is None:
+            self._schedule(0)
+        elif last.is_full:
+            self._schedule(last.file_from_offset + self.file_size)
+
     def _take_or_create(self, offset: int) -> MappedFile:
         future = self._pending.pop(offset, None)
         if future is not None:

@@ -185,6 +185,7 @@ class MessageStore:
     def start(self) -> None:
         """Start the background services and mark the store as running (`abort`)."""
         assert self.recovery_report is not None, "open() first"
+        self.commitlog.queue.prepare_next()
         self.flusher.start()
         if self.committer is not None:
             self.committer.start()

@@ -80,6 +80,7 @@ TIMESTAMP = struct.Struct(">q")
 INT = struct.Struct(">i")
 SHORT = struct.Struct(">h")
 MSG_ID_OFFSET = struct.Struct(">q")
+BODY_OFFSET_WITHOUT_HOSTS = 72  # BODY starts at 72 + born host length + store host length
 FIXED_LENGTH_V4 = 91  # every byte of a V1 IPv4/IPv4 record that is not body, topic or properties
 
 

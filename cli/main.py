@@ -1,0 +1,35 @@
+"""The `shoal` command."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+from shoal.cli.demo import demo, demo_writer
+from shoal.cli.store_commands import store_group
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR.")
+def cli(log_level: str) -> None:
+    """Shoal: a RocketMQ-compatible, persistent message broker.
+
+    \b
+    shoal demo            write, crash, recover and read back a store (what `make run` shows)
+    shoal store inspect   decode the files of a store directory
+    shoal store verify    check every record's CRC and the indexes against the CommitLog
+    """
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+cli.add_command(demo)
+cli.add_command(demo_writer)
+cli.add_command(store_group)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""Read-only walks over a store directory, for `shoal store inspect` / `verify` and for tools.
+
+Nothing here takes the store lock or writes a byte: files are mapped read-only, so a live store
+can be inspected. A segment that disappears mid-walk (retention) ends that segment's walk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shoal.store import limits
+from shoal.store.consume_queue import UNIT, is_blank_unit
+from shoal.store.index_file import ENTRY, HEADER
+from shoal.store.java_hash import index_key_hash
+from shoal.store.mapped_file import is_segment_name
+from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
+from shoal.store.record import RecordCheck, RecordKind, check_record, decode_header
+
+ProgressCallback = Callable[[int], None]
+"""Called with the number of bytes just processed (progress bars)."""
+
+
+@dataclass(frozen=True)
+class RecordAt:
+    offset: int
+    check: RecordCheck
+    properties: dict[str, str]
+
+
+def segment_paths(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if is_segment_name(p.name))
+
+
+@contextlib.contextmanager
+def map_read_only(path: Path) -> Iterator[memoryview | None]:
+    """A read-only view of a file, or None if it vanished or is empty."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            yield None
+            return
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                yield view
+            finally:
+                view.release()
+    finally:
+        os.close(fd)
+
+
+def iter_commitlog(
+    directory: Path, *, check_crc: bool, progress: ProgressCallback | None = None
+) -> Iterator[RecordAt]:
+    """Every record, segment by segment; stops a segment at its blank record, zeros or damage.
+    Damage is yielded as an INVALID RecordAt so callers can report it."""
+    for path in segment_paths(directory):
+        base = int(path.name)
+        with map_read_only(path) as view:
+            if view is None:
+                continue
+            position = 0
+            limit = len(view)
+            while position < limit:
+                check = check_record(
+                    view, position, limit, check_crc=check_crc, expected_physical_offset=base + position
+                )
+                if check.kind is RecordKind.END_OF_FILE:
+                    break
+                if check.kind is RecordKind.INVALID or check.header is None:
+                    tail = view[position : position + 8]
+                    zeros = not any(tail)
+                    tail.release()
+                    if not zeros:
+                        yield RecordAt(base + position, check, {})
+                    break
+                header = check.header
+                props_view = view[
+                    header.properties_position : header.properties_position + header.properties_length
+                ]
+                properties = decode_properties(props_view)
+                props_view.release()
+                yield RecordAt(base + position, check, properties)
+                position += check.size
+            if progress is not None:
+                progress(limit)
+
+
+def iter_consume_queue(queue_dir: Path) -> Iterator[tuple[int, int, int, int]]:
+    """(logical offset, commitlog offset, size, tagsCode) of every written unit; blanks skipped."""
+    for path in segment_paths(queue_dir):
+        first = int(path.name) // UNIT.size
+        with map_read_only(path) as view:
+            if view is None:
+                continue
+            for index, (offset, size, tags) in enumerate(UNIT.iter_unpack(view)):
+                if not (offset >= 0 and size > 0):
+                    break
+                if not is_blank_unit(offset, size):
+                    yield first + index, offset, size, tags
+
+
+def consume_queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
+    base = root / "consumequeue"
+    if not base.is_dir():
+        return
+    for topic_dir in sorted(base.iterdir()):
+        if not topic_dir.is_dir():
+            continue
+        for queue_dir in sorted(topic_dir.iterdir()):
+            if queue_dir.is_dir() and queue_dir.name.isdigit():
+                yield topic_dir.name, int(queue_dir.name), queue_dir
+
+
+def iter_index_entries(index_path: Path, hash_slots: int) -> Iterator[tuple[int, int, int, int]]:
+    """(keyHash, phyOffset, timeDiff, prevIndex) of every entry of one index file."""
+    with map_read_only(index_path) as view:
+        if view is None:
+            return
+        index_count = HEADER.unpack_from(view, 0)[5]
+        entries_at = limits.INDEX_HEADER_SIZE_BYTES + hash_slots * 4
+        for number in range(1, max(index_count, 1)):
+            position = entries_at + number * ENTRY.size
+            if position + ENTRY.size > len(view):
+                break
+            yield ENTRY.unpack_from(view, position)
+
+
+@dataclass
+class VerifyReport:
+    records: int = 0
+    bytes_checked: int = 0
+    consume_queue_units: int = 0
+    index_entries: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+PROBLEMS_MAX_COUNT = 1000  # a badly damaged store must not produce an unbounded report
+
+
+def verify_store(
+    root: Path, *, hash_slots: int = limits.INDEX_HASH_SLOTS_DEFAULT, progress: ProgressCallback | None = None
+) -> VerifyReport:
+    """CRC of every record; every ConsumeQueue unit and index entry agrees with the CommitLog."""
+    report = VerifyReport()
+    records: dict[int, tuple[str, int, int, int, frozenset[int]]] = {}
+
+    def problem(text: str) -> None:
+        if len(report.problems) < PROBLEMS_MAX_COUNT:
+            report.problems.append(text)
+
+    for item in iter_commitlog(root / "commitlog", check_crc=True, progress=progress):
+        if item.check.kind is not RecordKind.MESSAGE or item.check.header is None:
+            problem(f"CommitLog offset {item.offset}: {item.check.reason}")
+            continue
+        header = item.check.header
+        report.records += 1
+        report.bytes_checked += item.check.size
+        keys = {index_key_hash(f"{header.topic}#{key}") for key in message_keys(item.properties.get(KEYS))}
+        uniq = item.properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq:
+            keys.add(index_key_hash(f"{header.topic}#{uniq}"))
+        records[item.offset] = (
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            item.check.size,
+            frozenset(keys),
+        )
+    _verify_consume_queues(root, records, report, problem)
+    _verify_index(root, records, hash_slots, report, problem)
+    return report
+
+
+def _verify_consume_queues(
+    root: Path,
+    records: dict[int, tuple[str, int, int, int, frozenset[int]]],
+    report: VerifyReport,
+    problem: Callable[[str], None],
+) -> None:
+    commitlog_min = min(records, default=0)
+    for topic, queue_id, queue_dir in consume_queue_dirs(root):
+        for logical, offset, size, _tags in iter_consume_queue(queue_dir):
+            report.consume_queue_units += 1
+            record = records.get(offset)
+            if record is None:
+                if offset >= commitlog_min:
+                    problem(
+                        f"{topic}/{queue_id} unit {logical}: no valid record at CommitLog offset {offset}"
+                    )
+                continue
+            if (record[0], record[1], record[2], record[3]) != (topic, queue_id, logical, size):
+                problem(
+                    f"{topic}/{queue_id} unit {logical}: points at a record of {record[0]}/{record[1]} "
+                    f"queue offset {record[2]}, size {record[3]} (unit says size {size})"
+                )
+
+
+def _verify_index(
+    root: Path,
+    records: dict[int, tuple[str, int, int, int, frozenset[int]]],
+    hash_slots: int,
+    report: VerifyReport,
+    problem: Callable[[str], None],
+) -> None:
+    index_dir = root / "index"
+    if not index_dir.is_dir():
+        return
+    commitlog_min = min(records, default=0)
+    for path in sorted(p for p in index_dir.iterdir() if p.name.isdigit()):
+        for key_hash, offset, _diff, _prev in iter_index_entries(path, hash_slots):
+            report.index_entries += 1
+            record = records.get(offset)
+            if record is None:
+                if offset >= commitlog_min:
+                    problem(f"index {path.name}: entry for CommitLog offset {offset} has no valid record")
+                continue
+            if key_hash not in record[4]:
+                problem(f"index {path.name}: entry hash {key_hash} matches no key of the record at {offset}")
+
+
+def describe_record(view: memoryview, offset: int) -> dict[str, object]:
+    """A printable dict of every field of the record at the start of `view`."""
+    header = decode_header(view, 0)
+    props = decode_properties(
+        view[header.properties_position : header.properties_position + header.properties_length]
+    )
+    return {
+        "offset": offset,
+        "size": header.total_size,
+        "topic": header.topic,
+        "queueId": header.queue_id,
+        "queueOffset": header.queue_offset,
+        "sysFlag": header.sysflag,
+        "bornTimestamp": header.born_timestamp,
+        "storeTimestamp": header.store_timestamp,
+        "bodyLength": header.body_length,
+        "bodyCRC": header.body_crc,
+        "reconsumeTimes": header.reconsume_times,
+        "properties": props,
+    }
