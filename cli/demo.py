@@ -53,9 +53,7 @@ def demo(data_dir: Path) -> None:
     """Write, crash, recover and read back a store in DATA_DIR, explaining each step."""
     root = data_dir.resolve() / "store"
     click.echo(f"[1/4] store directory: {root} (RocketMQ 4.x layout, SYNC_FLUSH, 64 MiB segments)")
-    click.echo(
-        f"[2/4] a writer process appends to {DEMO_TOPIC}; it will be killed with SIGKILL after {DEMO_RUN_S} s"
-    )
+    click.echo(f"[2/4] a writer process appends to {DEMO_TOPIC}; it will be killed with SIGKILL after {DEMO_RUN_S} s")
     writer = subprocess.Popen(
         [sys.executable, "-u", "-m", "shoal.cli.main", "demo-writer", str(root)],
         stdout=subprocess.PIPE,
@@ -146,7 +144,5 @@ def demo_writer(root: Path) -> None:
         result = store.put_message(message)
         if result.ok and result.append is not None:
             append = result.append
-            click.echo(
-                f"ACK {number % DEMO_QUEUES} {append.queue_offset} {append.wrote_offset} {zlib.crc32(body)}"
-            )
+            click.echo(f"ACK {number % DEMO_QUEUES} {append.queue_offset} {append.wrote_offset} {zlib.crc32(body)}")
         number += 1

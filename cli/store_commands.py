@@ -27,9 +27,7 @@ def store_group() -> None:
 
 @store_group.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--limit", default=20, show_default=True, help="Records / units / entries to print per section."
-)
+@click.option("--limit", default=20, show_default=True, help="Records / units / entries to print per section.")
 @click.option("--topic", default=None, help="Only records and ConsumeQueues of this topic.")
 @click.option(
     "--hash-slots",
@@ -79,11 +77,7 @@ def inspect(directory: Path, limit: int, topic: str | None, hash_slots: int) -> 
         for index, (logical, offset, size, tags) in enumerate(iter_consume_queue(queue_dir)):
             if index >= limit:
                 break
-            click.echo(
-                json.dumps(
-                    {"queueOffset": logical, "commitLogOffset": offset, "size": size, "tagsCode": tags}
-                )
-            )
+            click.echo(json.dumps({"queueOffset": logical, "commitLogOffset": offset, "size": size, "tagsCode": tags}))
     index_dir = directory / "index"
     if index_dir.is_dir():
         for path in sorted(p for p in index_dir.iterdir() if p.name.isdigit()):
@@ -92,9 +86,7 @@ def inspect(directory: Path, limit: int, topic: str | None, hash_slots: int) -> 
                 if index >= limit:
                     break
                 click.echo(
-                    json.dumps(
-                        {"keyHash": key_hash, "phyOffset": offset, "timeDiff": diff, "prevIndex": previous}
-                    )
+                    json.dumps({"keyHash": key_hash, "phyOffset": offset, "timeDiff": diff, "prevIndex": previous})
                 )
 
 

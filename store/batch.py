@@ -41,12 +41,8 @@ def decode_batch_body(data: bytes | memoryview) -> list[BatchItem]:
         props_len = PROPERTIES_LENGTH.unpack_from(view, props_at)[0]
         end = props_at + PROPERTIES_LENGTH.size + props_len
         if props_len < 0 or end > len(view) or total != end - position:
-            raise MessageIllegalError(
-                f"batch block {len(items)} has TOTALSIZE {total} but spans {end - position}"
-            )
-        items.append(
-            BatchItem(flag, view[body_at:props_at], bytes(view[props_at + PROPERTIES_LENGTH.size : end]))
-        )
+            raise MessageIllegalError(f"batch block {len(items)} has TOTALSIZE {total} but spans {end - position}")
+        items.append(BatchItem(flag, view[body_at:props_at], bytes(view[props_at + PROPERTIES_LENGTH.size : end])))
         position = end
     if not items:
         raise MessageIllegalError("batch body holds no message")

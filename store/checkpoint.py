@@ -59,9 +59,7 @@ class StoreCheckpoint:
             log.warning("%s fails its CRC: treating every timestamp as unknown", self.path)
             self.trusted = False
             return
-        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = (
-            TIMESTAMPS.unpack_from(data, 0)
-        )
+        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = TIMESTAMPS.unpack_from(data, 0)
 
     @property
     def min_timestamp(self) -> int:
@@ -77,9 +75,7 @@ class StoreCheckpoint:
         TIMESTAMPS.pack_into(
             self._page, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp
         )
-        TRAILER.pack_into(
-            self._page, TRAILER_OFFSET, TRAILER_MAGIC, crc32c.crc32c(self._page[: TIMESTAMPS.size])
-        )
+        TRAILER.pack_into(self._page, TRAILER_OFFSET, TRAILER_MAGIC, crc32c.crc32c(self._page[: TIMESTAMPS.size]))
         temp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

@@ -134,23 +134,14 @@ class CommitLog:
         """Append one record (limits already checked by the caller). Raises OSError on I/O failure."""
         crc = body_crc(body)
         length = (
-            FIXED_LENGTH_V4
-            + len(body)
-            + len(topic)
-            + len(properties)
-            + len(born_host)
-            - 8
-            + self._store_host_extra
+            FIXED_LENGTH_V4 + len(body) + len(topic) + len(properties) + len(born_host) - 8 + self._store_host_extra
         )
         key = (topic_name, queue_id)
         takes_offset = (sysflag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
         with self.put_lock:
             self.lock_stats.begin_monotonic_s = time.monotonic()
             mapped = self._current
-            if (
-                mapped is None
-                or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position
-            ):
+            if mapped is None or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position:
                 mapped = self._segment_for(length)
             position = mapped.wrote_position
             physical = mapped.file_from_offset + position
@@ -180,9 +171,7 @@ class CommitLog:
             if takes_offset:
                 self.topic_queue_table[key] = queue_offset + 1
             self.lock_stats.begin_monotonic_s = 0.0
-        return AppendResult(
-            PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host
-        )
+        return AppendResult(PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host)
 
     def append_batch(
         self,
@@ -199,10 +188,7 @@ class CommitLog:
         Returns the result and each record's size (for the message ids)."""
         assert entries and len(entries) <= limits.BATCH_MESSAGES_MAX_COUNT
         store_len = len(self.store_host)
-        sizes = [
-            record_length(len(e.body), len(topic), len(e.properties), len(born_host), store_len)
-            for e in entries
-        ]
+        sizes = [record_length(len(e.body), len(topic), len(e.properties), len(born_host), store_len) for e in entries]
         crcs = [body_crc(e.body) for e in entries]
         total = sum(sizes)
         key = (topic_name, queue_id)
@@ -257,9 +243,7 @@ class CommitLog:
         with self.put_lock:
             expected = self.queue.max_wrote_offset
             if physical_offset != expected:
-                raise ValueError(
-                    f"replicated bytes start at {physical_offset}, our CommitLog ends at {expected}"
-                )
+                raise ValueError(f"replicated bytes start at {physical_offset}, our CommitLog ends at {expected}")
             at = 0
             while at < len(view):
                 mapped = self.queue.last_file(physical_offset + at)

@@ -110,9 +110,7 @@ class ConsumeQueue:
             max_end = -1
             while keep < last.wrote_position:
                 offset, size, _tags = UNIT.unpack_from(last.view, keep)
-                if not (offset >= 0 and size > 0) or (
-                    offset >= physical_offset and not is_blank_unit(offset, size)
-                ):
+                if not (offset >= 0 and size > 0) or (offset >= physical_offset and not is_blank_unit(offset, size)):
                     break
                 if not is_blank_unit(offset, size):
                     max_end = offset + size

@@ -46,9 +46,7 @@ class ConsumeQueueTable:
         with self._lock:
             queue = self._queues.get((topic, queue_id))
             if queue is None:
-                queue = ConsumeQueue(
-                    topic, queue_id, self.directory / topic / str(queue_id), self.units_per_file
-                )
+                queue = ConsumeQueue(topic, queue_id, self.directory / topic / str(queue_id), self.units_per_file)
                 self._queues = {**self._queues, (topic, queue_id): queue}
         return queue
 

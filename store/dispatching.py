@@ -133,9 +133,7 @@ class Dispatcher:
         while position < limit and count < count_max:
             fields = _fast_fields(view, position, limit, base + position, topics)
             if fields is None:
-                check = check_record(
-                    view, position, limit, check_crc=False, expected_physical_offset=base + position
-                )
+                check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)
                 if check.kind is RecordKind.END_OF_FILE:
                     return self.commitlog.rolled_offset(base + position) - base, count, False
                 if check.kind is RecordKind.MESSAGE and check.header is not None:
@@ -148,12 +146,7 @@ class Dispatcher:
                         header.sysflag,
                         header.store_timestamp,
                         header.topic,
-                        bytes(
-                            view[
-                                header.properties_position : header.properties_position
-                                + header.properties_length
-                            ]
-                        ),
+                        bytes(view[header.properties_position : header.properties_position + header.properties_length]),
                     )
                 elif check.size > 0:
                     log.error("skipping %d bytes at %d: %s", check.size, base + position, check.reason)
@@ -162,9 +155,7 @@ class Dispatcher:
                 else:
                     if self._reported_damage_at != base + position:
                         self._reported_damage_at = base + position
-                        log.error(
-                            "dispatch stopped at CommitLog offset %d: %s", base + position, check.reason
-                        )
+                        log.error("dispatch stopped at CommitLog offset %d: %s", base + position, check.reason)
                     return position, count, True
             self._dispatch_one(*fields)
             position += fields[0]

@@ -111,9 +111,7 @@ class GroupCommitService(CommitLogFlusher):
 class FlushRealTimeService(CommitLogFlusher):
     name = "shoal-flush-commitlog"
 
-    def __init__(
-        self, queue: MappedFileQueue, checkpoint: StoreCheckpoint, settings: FlushSettings, clock: Clock
-    ):
+    def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint, settings: FlushSettings, clock: Clock):
         super().__init__(queue, checkpoint, settings)
         self.clock = clock
         self._last_thorough_s = clock.monotonic_s()
@@ -131,9 +129,7 @@ class FlushRealTimeService(CommitLogFlusher):
 class CommitRealTimeService(ServiceThread):
     name = "shoal-commit-commitlog"
 
-    def __init__(
-        self, queue: MappedFileQueue, flusher: CommitLogFlusher, settings: FlushSettings, clock: Clock
-    ):
+    def __init__(self, queue: MappedFileQueue, flusher: CommitLogFlusher, settings: FlushSettings, clock: Clock):
         super().__init__()
         self.queue = queue
         self.flusher = flusher

@@ -85,9 +85,7 @@ class IndexService:
             created = IndexFile(path, self.settings.hash_slots, self.settings.entries, create=True)
             if previous is not None:
                 created.begin_timestamp = created.end_timestamp = max(previous.end_timestamp, 0)
-                created.begin_physical_offset = created.end_physical_offset = max(
-                    previous.end_physical_offset, 0
-                )
+                created.begin_physical_offset = created.end_physical_offset = max(previous.end_physical_offset, 0)
             self.files = [*self.files, created]
         if previous is not None:
             previous.flush()

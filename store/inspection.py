@@ -61,9 +61,7 @@ def map_read_only(path: Path) -> Iterator[memoryview | None]:
         os.close(fd)
 
 
-def iter_commitlog(
-    directory: Path, *, check_crc: bool, progress: ProgressCallback | None = None
-) -> Iterator[RecordAt]:
+def iter_commitlog(directory: Path, *, check_crc: bool, progress: ProgressCallback | None = None) -> Iterator[RecordAt]:
     """Every record, segment by segment; stops a segment at its blank record, zeros or damage.
     Damage is yielded as an INVALID RecordAt so callers can report it."""
     for path in segment_paths(directory):
@@ -87,9 +85,7 @@ def iter_commitlog(
                         yield RecordAt(base + position, check, {})
                     break
                 header = check.header
-                props_view = view[
-                    header.properties_position : header.properties_position + header.properties_length
-                ]
+                props_view = view[header.properties_position : header.properties_position + header.properties_length]
                 properties = decode_properties(props_view)
                 props_view.release()
                 yield RecordAt(base + position, check, properties)
@@ -201,9 +197,7 @@ def _verify_consume_queues(
             record = records.get(offset)
             if record is None:
                 if offset >= commitlog_min:
-                    problem(
-                        f"{topic}/{queue_id} unit {logical}: no valid record at CommitLog offset {offset}"
-                    )
+                    problem(f"{topic}/{queue_id} unit {logical}: no valid record at CommitLog offset {offset}")
                 continue
             if (record[0], record[1], record[2], record[3]) != (topic, queue_id, logical, size):
                 problem(
@@ -238,9 +232,7 @@ def _verify_index(
 def describe_record(view: memoryview, offset: int) -> dict[str, object]:
     """A printable dict of every field of the record at the start of `view`."""
     header = decode_header(view, 0)
-    props = decode_properties(
-        view[header.properties_position : header.properties_position + header.properties_length]
-    )
+    props = decode_properties(view[header.properties_position : header.properties_position + header.properties_length])
     return {
         "offset": offset,
         "size": header.total_size,

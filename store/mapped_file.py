@@ -50,9 +50,7 @@ class MappedFile:
         self.file_from_offset = int(path.name)
         actual = path.stat().st_size
         if actual != file_size:
-            raise StoreCorruptionError(
-                f"{path}: file is {actual} bytes but the configured segment size is {file_size}"
-            )
+            raise StoreCorruptionError(f"{path}: file is {actual} bytes but the configured segment size is {file_size}")
         self.fd = os.open(path, os.O_RDWR)
         try:
             self.mm = mmap.mmap(self.fd, file_size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
@@ -69,9 +67,7 @@ class MappedFile:
         self.available = True
 
     @classmethod
-    def create(
-        cls, path: Path, file_size: int, *, warm: bool, write_buffer: bytearray | None = None
-    ) -> MappedFile:
+    def create(cls, path: Path, file_size: int, *, warm: bool, write_buffer: bytearray | None = None) -> MappedFile:
         """Allocate a new segment under a temporary name, sync it, then rename it into place."""
         temp = path.with_name(path.name + TEMP_SUFFIX)
         fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -217,9 +217,7 @@ class MappedFileQueue:
         self.committed_where = min(self.committed_where, offset)
         return dropped
 
-    def delete_first_files(
-        self, should_delete: Callable[[MappedFile], bool], count_max: int
-    ) -> list[MappedFile]:
+    def delete_first_files(self, should_delete: Callable[[MappedFile], bool], count_max: int) -> list[MappedFile]:
         """Delete leading segments while `should_delete` holds, never the last, at most `count_max`."""
         deleted: list[MappedFile] = []
         files = self.files

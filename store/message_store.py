@@ -95,12 +95,8 @@ class MessageStore:
             store_host=store_host,
             check_crc_on_recover=settings.commitlog.check_crc_on_recover,
         )
-        self.consume_queues = ConsumeQueueTable(
-            settings.consume_queue_dir, settings.consume_queue.units_per_file
-        )
-        self.index = (
-            IndexService(settings.index_dir, settings.index, clock) if settings.index.enabled else None
-        )
+        self.consume_queues = ConsumeQueueTable(settings.consume_queue_dir, settings.consume_queue.units_per_file)
+        self.index = IndexService(settings.index_dir, settings.index, clock) if settings.index.enabled else None
         self.checkpoint = StoreCheckpoint(settings.checkpoint_path)
         self.dispatcher = Dispatcher(self.commitlog, self.consume_queues, self.index, self.checkpoint)
         self.dispatch_service = DispatchService(self.dispatcher)
@@ -243,9 +239,7 @@ class MessageStore:
         if self.shutting_down:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is shutting down")
         if self.cleaner.disk_full:
-            return PutResult(
-                PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is not writeable: disk full"
-            )
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is not writeable: disk full")
         if self.flusher.failure is not None:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, remark=f"message store flush failed: {self.flusher.failure}"
@@ -306,9 +300,7 @@ class MessageStore:
                 validate_message(topic, len(entry.body), len(entry.properties), body_max)
                 total_body += len(entry.body)
             if total_body > body_max:
-                raise MessageIllegalError(
-                    f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}"
-                )
+                raise MessageIllegalError(f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}")
             append, sizes = self.commitlog.append_batch(
                 topic,
                 template.topic,
@@ -423,9 +415,7 @@ class MessageStore:
             )
         found = queue.units_from(offset)
         if found is None:
-            return GetResult(
-                GetMessageStatus.OFFSET_FOUND_NULL, max(offset + 1, min_offset), min_offset, max_offset
-            )
+            return GetResult(GetMessageStatus.OFFSET_FOUND_NULL, max(offset + 1, min_offset), min_offset, max_offset)
         units, _ = found
         try:
             return self._collect(
@@ -534,8 +524,7 @@ class MessageStore:
             start = header.properties_position
             properties = decode_properties(view[start : start + header.properties_length])
             if header.topic == topic and (
-                properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key
-                or key in message_keys(properties.get(KEYS))
+                properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key or key in message_keys(properties.get(KEYS))
             ):
                 found.append(record)
         return found

@@ -615,9 +615,7 @@ class TopicConfig:
     def from_json(cls, value: Any, where: str = "topicConfig") -> TopicConfig:
         config = _bean_from_json(cls, value, where)
         if config.topic_filter_type not in TOPIC_FILTER_TYPES:
-            raise _shape_error(
-                f"{where}.topicFilterType", "SINGLE_TAG or MULTI_TAG", config.topic_filter_type
-            )
+            raise _shape_error(f"{where}.topicFilterType", "SINGLE_TAG or MULTI_TAG", config.topic_filter_type)
         return config
 
 

@@ -93,9 +93,7 @@ def record_length(
     body_len: int, topic_len: int, properties_len: int, born_host_len: int = 8, store_host_len: int = 8
 ) -> int:
     """`calMsgLength` for a V1 record."""
-    return (
-        FIXED_LENGTH_V4 + body_len + topic_len + properties_len + (born_host_len - 8) + (store_host_len - 8)
-    )
+    return FIXED_LENGTH_V4 + body_len + topic_len + properties_len + (born_host_len - 8) + (store_host_len - 8)
 
 
 def encode_host(address: str, port: int) -> bytes:
@@ -121,13 +119,9 @@ def host_flags(born_host: bytes, store_host: bytes) -> int:
 def validate_message(topic: bytes, body_len: int, properties_len: int, body_max_bytes: int) -> None:
     """Refuse what the record format or the configured limits cannot hold (spec §1.9 step 1)."""
     if not topic or len(topic) > limits.TOPIC_LENGTH_MAX_BYTES:
-        raise MessageIllegalError(
-            f"topic is {len(topic)} bytes; it must be 1..{limits.TOPIC_LENGTH_MAX_BYTES} bytes"
-        )
+        raise MessageIllegalError(f"topic is {len(topic)} bytes; it must be 1..{limits.TOPIC_LENGTH_MAX_BYTES} bytes")
     if body_len > body_max_bytes:
-        raise MessageIllegalError(
-            f"message body is {body_len} bytes, more than maxMessageSize={body_max_bytes}"
-        )
+        raise MessageIllegalError(f"message body is {body_len} bytes, more than maxMessageSize={body_max_bytes}")
     check_properties_length(properties_len)
 
 
@@ -282,17 +276,13 @@ def check_record(
         actual = body_crc(body)
         body.release()
         if actual != header.body_crc:
-            return RecordCheck(
-                RecordKind.INVALID, -1, header, reason=f"body CRC {actual} != stored {header.body_crc}"
-            )
+            return RecordCheck(RecordKind.INVALID, -1, header, reason=f"body CRC {actual} != stored {header.body_crc}")
     return RecordCheck(RecordKind.MESSAGE, total, header)
 
 
 def decode_header(buffer: bytes | bytearray | memoryview, position: int) -> RecordHeader:
     """Decode every field of the record at `position` (no validation beyond struct bounds)."""
-    total, magic, crc, queue_id, flag, queue_offset, physical_offset, sysflag = PREFIX.unpack_from(
-        buffer, position
-    )
+    total, magic, crc, queue_id, flag, queue_offset, physical_offset, sysflag = PREFIX.unpack_from(buffer, position)
     born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
     store_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
     (

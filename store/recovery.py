@@ -107,9 +107,7 @@ def scan_commitlog(commitlog: CommitLog, start_offset: int, check_crc: bool) -> 
         return offset, "" if clean_end else f"at CommitLog offset {offset}: {check.reason}"
 
 
-def recover_commitlog(
-    commitlog: CommitLog, checkpoint: StoreCheckpoint, last_exit_ok: bool
-) -> RecoveryReport:
+def recover_commitlog(commitlog: CommitLog, checkpoint: StoreCheckpoint, last_exit_ok: bool) -> RecoveryReport:
     """Scan, truncate the CommitLog at the end of valid data, and report."""
     report = RecoveryReport(last_exit_ok=last_exit_ok)
     queue = commitlog.queue

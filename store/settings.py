@@ -155,8 +155,7 @@ class StoreSettings:
         size = self.commitlog.segment_size_bytes
         if size < limits.COMMITLOG_SEGMENT_SIZE_MIN_BYTES:
             raise ValueError(
-                f"mappedFileSizeCommitLog={size} is below the minimum "
-                f"{limits.COMMITLOG_SEGMENT_SIZE_MIN_BYTES} bytes"
+                f"mappedFileSizeCommitLog={size} is below the minimum {limits.COMMITLOG_SEGMENT_SIZE_MIN_BYTES} bytes"
             )
         if self.commitlog.message_body_size_max_bytes + 8 * 1024 > size:
             raise ValueError(
