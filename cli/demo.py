@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 
 import click
+
 from shoal.store import (
     CommitLogSettings,
     FlushDiskType,
@@ -72,6 +73,7 @@ def demo(data_dir: Path) -> None:
             writer.send_signal(signal.SIGKILL)
             break
     writer.wait()
+    writer.stdout.close()
     click.echo(f"      killed the writer (exit {writer.returncode}) after {len(acked)} acknowledged messages")
 
     click.echo("[3/4] reopening the store: recovery")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import click
+
 from shoal.cli.demo import demo, demo_writer
 from shoal.cli.store_commands import store_group
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+
 from shoal.store import limits
 from shoal.store.consume_queue import UNIT_SIZE
 from shoal.store.inspection import (

@@ -23,6 +23,7 @@ import struct
 from pathlib import Path
 
 import crc32c
+
 from shoal.store import limits
 
 log = logging.getLogger(__name__)

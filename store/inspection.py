@@ -19,7 +19,15 @@ from shoal.store.index_file import ENTRY, HEADER
 from shoal.store.java_hash import index_key_hash
 from shoal.store.mapped_file import is_segment_name
 from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
-from shoal.store.record import RecordCheck, RecordKind, check_record, decode_header
+from shoal.store.record import (
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    TAIL,
+    RecordCheck,
+    RecordKind,
+    check_record,
+    decode_header,
+)
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of bytes just processed (progress bars)."""
@@ -83,7 +91,11 @@ def iter_commitlog(directory: Path, *, check_crc: bool, progress: ProgressCallba
                     tail.release()
                     if not zeros:
                         yield RecordAt(base + position, check, {})
-                    break
+                    skip = _resync_size(view, position, base, check_crc)
+                    if zeros or skip <= 0:
+                        break
+                    position += skip  # the framing holds (e.g. only the CRC failed): keep checking
+                    continue
                 header = check.header
                 props_view = view[header.properties_position : header.properties_position + header.properties_length]
                 properties = decode_properties(props_view)
@@ -92,6 +104,20 @@ def iter_commitlog(directory: Path, *, check_crc: bool, progress: ProgressCallba
                 position += check.size
             if progress is not None:
                 progress(limit)
+
+
+def _resync_size(view: memoryview, position: int, base: int, check_crc: bool) -> int:
+    """How far to skip past a damaged record so checking can go on: its TOTALSIZE, when that
+    lands exactly on a valid record or blank record; else 0 (the walk of this segment ends)."""
+    if len(view) - position < 8:
+        return 0
+    total, magic = TAIL.unpack_from(view, position)
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or not 0 < total <= len(view) - position - 8:
+        return 0
+    following = check_record(
+        view, position + total, len(view), check_crc=check_crc, expected_physical_offset=base + position + total
+    )
+    return total if following.kind is not RecordKind.INVALID else 0
 
 
 def iter_consume_queue(queue_dir: Path) -> Iterator[tuple[int, int, int, int]]:

@@ -21,7 +21,9 @@ from shoal.store import (
 SMALL_SEGMENT_BYTES = 64 * 1024
 
 
-def small_settings(root: Path, *, flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH, **flush: object) -> StoreSettings:
+def small_settings(
+    root: Path, *, flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH, **flush: object
+) -> StoreSettings:
     """Settings with tiny files so tests roll segments, CQ files and index files quickly."""
     return StoreSettings(
         root_dir=root,
