@@ -181,6 +181,7 @@ class MessageStore:
     def start(self) -> None:
         """Start the background services and mark the store as running (`abort`)."""
         assert self.recovery_report is not None, "open() first"
+        self.cleaner.check_disk()
         self.commitlog.queue.prepare_next()
         self.flusher.start()
         if self.committer is not None:
@@ -318,9 +319,11 @@ class MessageStore:
         return PutResult(PutStatus.PUT_OK, append, record_sizes=sizes)
 
     def _write_failed(self, exc: OSError) -> PutResult:
-        log.error("CommitLog write failed, refusing further writes: %s", exc)
-        self.flusher.failure = exc
-        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=f"CommitLog write failed: {exc}")
+        """A new segment could not be created (e.g. ENOSPC): nothing was written, so later puts
+        may succeed once space is back. (A failed flush is different: the flusher records it and
+        every later put is refused, since acknowledged data may not be durable.)"""
+        log.error("cannot create the next CommitLog segment, message not stored: %s", exc)
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=f"create mapped file failed: {exc}")
 
     def put_message(self, message: MessageToStore) -> PutResult:
         """Append, then (SYNC_FLUSH) block until durable; a slow disk answers FLUSH_DISK_TIMEOUT."""

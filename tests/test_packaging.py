@@ -45,7 +45,8 @@ def test_operator_folder_has_no_init() -> None:
 def test_wheel_contains_every_module(tmp_path: Path) -> None:
     """Goal: the built wheel holds every .py and py.typed file. Method: build it and list its members."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(tmp_path), str(ROOT)],
         check=True,
         capture_output=True,
     )
