@@ -257,13 +257,19 @@ class CommitLog:
             return self.queue.max_wrote_offset
 
     def _segment_for(self, length: int) -> MappedFile:
-        """The segment with room for `length` bytes plus a blank record; closes a full one (held lock)."""
-        mapped = self.queue.last_file(self.queue.max_wrote_offset)
-        remaining = mapped.file_size - mapped.wrote_position
-        if length + END_OF_FILE_MIN_BLANK_LENGTH > remaining:
-            encode_blank_into(mapped.target, mapped.wrote_position, remaining)
-            mapped.wrote_position = mapped.file_size
-            mapped = self.queue.last_file(0)
+        """The segment with room for `length` bytes plus a blank record; closes a full one (held lock).
+        If the next segment cannot be created the error propagates and the put lock is released
+        with the busy clock reset, so the store keeps answering."""
+        try:
+            mapped = self.queue.last_file(self.queue.max_wrote_offset)
+            remaining = mapped.file_size - mapped.wrote_position
+            if length + END_OF_FILE_MIN_BLANK_LENGTH > remaining:
+                encode_blank_into(mapped.target, mapped.wrote_position, remaining)
+                mapped.wrote_position = mapped.file_size
+                mapped = self.queue.last_file(0)
+        except BaseException:
+            self.lock_stats.begin_monotonic_s = 0.0
+            raise
         self._current = mapped
         return mapped
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from shoal.store import limits
 from shoal.store.metadata import (
     BUILTIN_SUBSCRIPTION_GROUPS,
@@ -135,9 +136,7 @@ def clock() -> Callable[[], int]:
 
 def test_parse_reads_unquoted_numeric_keys_including_negative() -> None:
     """Goal: Map<Integer,Long> as Java writes it parses to int keys. Method: parse a sample."""
-    assert parse_fastjson('{"offsetTable":{0:5280,1:5312,-1:7}}') == {
-        "offsetTable": {0: 5280, 1: 5312, -1: 7}
-    }
+    assert parse_fastjson('{"offsetTable":{0:5280,1:5312,-1:7}}') == {"offsetTable": {0: 5280, 1: 5312, -1: 7}}
     assert parse_fastjson('{0:"127.0.0.1:10911"}') == {0: "127.0.0.1:10911"}
 
 
@@ -247,9 +246,7 @@ def test_parse_refuses_nesting_deeper_than_the_limit() -> None:
     assert parse_fastjson(at_limit) is not None
     with pytest.raises(MetadataFormatError, match="levels of nesting"):
         parse_fastjson("[" + at_limit + "]")
-    too_deep_key = (
-        '{"a":' * (METADATA_NESTING_MAX_DEPTH - 1) + "{{}:1}" + "}" * (METADATA_NESTING_MAX_DEPTH - 1)
-    )
+    too_deep_key = '{"a":' * (METADATA_NESTING_MAX_DEPTH - 1) + "{{}:1}" + "}" * (METADATA_NESTING_MAX_DEPTH - 1)
     with pytest.raises(MetadataFormatError, match="levels of nesting"):
         parse_fastjson(too_deep_key)
 
@@ -271,25 +268,17 @@ def test_parse_rejects_integers_beyond_pythons_digit_limit() -> None:
 
 
 _JSON_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
 )
 _JSON_VALUES = st.recursive(
     _JSON_SCALARS,
-    lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
-    ),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
     max_leaves=40,
 )
 
 
 @given(value=_JSON_VALUES, indent=st.sampled_from([None, "\t", 2]), ensure_ascii=st.booleans())
-def test_parse_reads_standard_json_as_json_dumps_writes_it(
-    value: Any, indent: Any, ensure_ascii: bool
-) -> None:
+def test_parse_reads_standard_json_as_json_dumps_writes_it(value: Any, indent: Any, ensure_ascii: bool) -> None:
     """Goal: parse_fastjson accepts all standard JSON. Method: json.dumps random values, parse back."""
     assert parse_fastjson(json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)) == value
 
@@ -352,9 +341,7 @@ def test_read_returns_the_main_file_when_it_parses(tmp_path: Path) -> None:
     assert read_json_file_tolerantly(tmp_path / "a.json") == {0: 1}
 
 
-@pytest.mark.parametrize(
-    "main", ["{0:1", "", " \n\t", b"\xff\xfe{}"], ids=["corrupt", "empty", "blank", "not-utf8"]
-)
+@pytest.mark.parametrize("main", ["{0:1", "", " \n\t", b"\xff\xfe{}"], ids=["corrupt", "empty", "blank", "not-utf8"])
 def test_read_falls_back_to_backup_when_main_is_unusable(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, main: str | bytes
 ) -> None:
@@ -378,9 +365,7 @@ def test_read_falls_back_to_backup_when_main_is_missing(tmp_path: Path) -> None:
     assert read_json_file_tolerantly(tmp_path / "a.json") == {"x": 1}
 
 
-def test_read_returns_none_when_neither_file_is_usable(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_read_returns_none_when_neither_file_is_usable(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Goal: start empty rather than crash. Method: no files, then two corrupt files."""
     path = tmp_path / "a.json"
     assert read_json_file_tolerantly(path) is None
@@ -642,9 +627,7 @@ def test_subscription_group_table_round_trips_through_its_file(tmp_path: Path) -
     """Goal: persist then load gives the same groups and version. Method: put, delete, persist, load."""
     path = tmp_path / "subscriptionGroup.json"
     groups = SubscriptionGroupTable(path, clock())
-    groups.put(
-        SubscriptionGroupConfig("g1", retry_queue_nums=2, broker_id=1, which_broker_when_consume_slowly=0)
-    )
+    groups.put(SubscriptionGroupConfig("g1", retry_queue_nums=2, broker_id=1, which_broker_when_consume_slowly=0))
     assert groups.delete("SELF_TEST_C_GROUP") is not None
     assert groups.data_version.counter == 2
     groups.persist()
