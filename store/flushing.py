@@ -74,7 +74,10 @@ class CommitLogFlusher(ServiceThread):
         with self._condition:
             self._condition.notify_all()
         for listener in self._listeners:
-            listener(after)
+            try:
+                listener(after)
+            except Exception:  # a listener's bug must never stop durability for everyone else
+                log.exception("flush listener %r failed", listener)
         return True
 
     def wait_flushed(self, offset: int, timeout_s: float) -> bool:
@@ -233,9 +236,13 @@ class AsyncFlushWaiter:
         return future
 
     def _on_flushed(self, flushed_offset: int) -> None:
-        if not self._scheduled:
-            self._scheduled = True
+        if self._scheduled or self.loop.is_closed():
+            return
+        self._scheduled = True
+        try:
             self.loop.call_soon_threadsafe(self._release)
+        except RuntimeError:  # the loop closed between the check and the call
+            self._scheduled = False
 
     def _release(self) -> None:
         self._scheduled = False
