@@ -7,6 +7,7 @@ import logging
 import click
 
 from shoal.cli.demo import demo, demo_writer
+from shoal.cli.server_commands import broker, local, namesrv
 from shoal.cli.store_commands import store_group
 
 
@@ -16,7 +17,10 @@ def cli(log_level: str) -> None:
     """Shoal: a RocketMQ-compatible, persistent message broker.
 
     \b
-    shoal demo            write, crash, recover and read back a store (what `make run` shows)
+    shoal local           a NameServer and a Broker in one process (what `make run` starts)
+    shoal namesrv         run a NameServer
+    shoal broker          run a Broker (-c broker.conf)
+    shoal demo            write, crash, recover and read back a store
     shoal store inspect   decode the files of a store directory
     shoal store verify    check every record's CRC and the indexes against the CommitLog
     """
@@ -26,6 +30,9 @@ def cli(log_level: str) -> None:
 cli.add_command(demo)
 cli.add_command(demo_writer)
 cli.add_command(store_group)
+cli.add_command(namesrv)
+cli.add_command(broker)
+cli.add_command(local)
 
 
 def main() -> None:

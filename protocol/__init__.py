@@ -62,6 +62,7 @@ from shoal.protocol.framing import (
     decode_frame,
     encode_frame,
     encode_frame_bytes,
+    encode_frame_with_body_parts,
 )
 from shoal.protocol.headers import (
     REQUEST_HEADER_OF_CODE,
@@ -232,6 +233,7 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "encode_frame_bytes",
+    "encode_frame_with_body_parts",
     "make_request",
     "make_response",
     "register_body_crc32",

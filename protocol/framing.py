@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Sequence
 from json.encoder import encode_basestring
 
 from shoal.protocol.codes import LanguageCode, SerializeType
@@ -363,6 +364,27 @@ def encode_frame(command: RemotingCommand) -> list[bytes | memoryview]:
     if body is None or body_size == 0:
         return [first]
     return [first, body]
+
+
+def encode_frame_with_body_parts(
+    command: RemotingCommand, body_parts: Sequence[bytes | memoryview]
+) -> list[bytes | memoryview]:
+    """A frame whose body is the concatenation of `body_parts` (e.g. CommitLog records for a pull),
+    as gather-write parts: prefix + header, then the parts themselves, none of them copied.
+    `command.body` is ignored."""
+    header = encode_header(command)
+    header_size = len(header)
+    if header_size > HEADER_SIZE_MAX_BYTES:
+        raise EncodeError(f"header of {header_size} bytes exceeds the limit of {HEADER_SIZE_MAX_BYTES}")
+    body_size = sum(part.nbytes if isinstance(part, memoryview) else len(part) for part in body_parts)
+    frame_length = HEADER_LENGTH_FIELD_SIZE_BYTES + header_size + body_size
+    if LENGTH_FIELD_SIZE_BYTES + frame_length > FRAME_SIZE_MAX_BYTES:
+        raise EncodeError(
+            f"frame of {LENGTH_FIELD_SIZE_BYTES + frame_length} bytes exceeds the limit of "
+            f"{FRAME_SIZE_MAX_BYTES} (body {body_size} bytes)"
+        )
+    first = _PREFIX.pack(frame_length, (int(command.serialize_type) << 24) | header_size) + header
+    return [first, *body_parts]
 
 
 def encode_frame_bytes(command: RemotingCommand) -> bytes:

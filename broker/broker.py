@@ -1,0 +1,359 @@
+"""The Broker process: wires the store, metadata, processors, long polling and NameServer registration.
+
+    broker = BrokerController(load_broker_settings(conf))
+    await broker.start()   # bind, open + recover the store, serve, register with every NameServer
+    ...
+    await broker.stop()    # stop accepting, unregister, persist metadata, flush, checkpoint, unlock
+
+Requests are handled on one asyncio loop; the store's flush, dispatch and cleaning run in their
+own threads (docs/locking.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from shoal.broker import limits
+from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
+from shoal.broker.config import BrokerRole, BrokerSettings
+from shoal.broker.long_polling import PullRequestHoldService
+from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
+from shoal.broker.processors.admin import AdminProcessors
+from shoal.broker.processors.consumer import ConsumerProcessors
+from shoal.broker.processors.pull import PullProcessor
+from shoal.broker.processors.send import SendProcessor
+from shoal.broker.remoting_server import Processor, RemotingServer
+from shoal.broker.topic_manager import TopicManager
+from shoal.client.remoting import RemotingClient, RemotingError
+from shoal.protocol import RequestCode, ResponseCode, make_request
+from shoal.protocol.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
+from shoal.protocol.route_bodies import RegisterBrokerBody, register_body_crc32
+from shoal.store import MessageStore, RecoveryReport
+from shoal.store.metadata import (
+    ConsumerOffsetTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    TopicConfigTable,
+)
+from shoal.store.record import encode_host
+
+log = logging.getLogger(__name__)
+
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40
+SCAN_CHANNELS_INTERVAL_S = 10.0
+REGISTER_DEBOUNCE_S = 0.05  # topic changes in a burst (auto-creation) cause one registration
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerController:
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.config = settings.broker
+        self.metrics = BrokerMetrics()
+        self.registry = CollectorRegistry()
+        self.server = RemotingServer(
+            "broker",
+            max_connections=self.config.max_connections,
+            idle_timeout_s=self.config.server_channel_max_idle_time_s,
+        )
+        self.namesrv_client = RemotingClient()
+        self.consumers = ConsumerManager(self._notify_ids_changed, self.config.channel_expired_timeout_ms / 1000)
+        self.producers = ProducerManager(self.config.channel_expired_timeout_ms / 1000)
+        self.locks = RebalanceLockManager()
+        self.port = 0
+        self.metrics_port = 0
+        self.boot_timestamp_ms = _now_ms()
+        self.recovery_report: RecoveryReport | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_soon: asyncio.TimerHandle | None = None
+        self._metrics_server: MetricsServer | None = None
+        self._stopping = False
+        self.registered_namesrvs: set[str] = set()
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle ---
+    async def start(self, *, host: str | None = None, port: int | None = None) -> None:
+        config = self.config
+        sock = socket.create_server(
+            (host or config.listen_host, config.listen_port if port is None else port), backlog=1024
+        )
+        sock.setblocking(False)
+        self.port = int(sock.getsockname()[1])
+        advertised_host = self.advertised_address.rpartition(":")[0]
+        self.store = MessageStore(self.settings.store, store_host=encode_host(advertised_host, self.port))
+        try:
+            self.recovery_report = await asyncio.to_thread(self.store.open)
+        except BaseException:
+            sock.close()
+            raise
+        self.store.start()
+        self._load_metadata()
+        loop = asyncio.get_running_loop()
+        self.pull_processor = PullProcessor(self)
+        self.hold = PullRequestHoldService(loop, self.pull_processor.pull_again, self.store.max_offset_in_queue)
+        self.store.dispatcher.listeners.append(self.hold.on_dispatch)
+        self._register_processors()
+        self.server.on_close.extend(
+            [self.consumers.connection_closed, self.producers.connection_closed, self.hold.connection_closed]
+        )
+        await self.server.start(host or config.listen_host, self.port, sock=sock)
+        self.registry.register(BrokerCollector(self))
+        if config.metrics_port >= 0:
+            self._metrics_server = MetricsServer(self.registry, self.health)
+            metrics_port = 0 if port == 0 else config.metrics_port_effective
+            self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)
+        self._tasks = [
+            loop.create_task(self._every(config.register_name_server_period_ms / 1000, self.register_all, now=True)),
+            loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
+            loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
+        ]
+        log.info(
+            "broker %s[%d] of %s serving on port %d (%s, %s)",
+            config.broker_name,
+            config.broker_id,
+            config.broker_cluster_name,
+            self.port,
+            config.broker_role.value,
+            self.settings.store.flush.flush_disk_type.value,
+        )
+
+    def _load_metadata(self) -> None:
+        config_dir = self.settings.store.config_dir
+        self.topics = TopicManager(
+            TopicConfigTable(config_dir / "topics.json", _now_ms), self.config, self.register_soon
+        )
+        self.topics.table.load()
+        self.topics.create_builtin_topics()
+        self.topics.table.persist()
+        self.groups = SubscriptionGroupTable(config_dir / "subscriptionGroup.json", _now_ms)
+        self.groups.load()
+        self.offsets = ConsumerOffsetTable(config_dir / "consumerOffset.json")
+        self.offsets.load()
+
+    def _register_processors(self) -> None:
+        send = SendProcessor(self)
+        consumer = ConsumerProcessors(self)
+        admin = AdminProcessors(self)
+        table: dict[int, Processor] = {
+            RequestCode.SEND_MESSAGE: send,
+            RequestCode.SEND_MESSAGE_V2: send,
+            RequestCode.SEND_BATCH_MESSAGE: send,
+            RequestCode.PULL_MESSAGE: self.pull_processor,
+            RequestCode.HEART_BEAT: consumer.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
+            RequestCode.LOCK_BATCH_MQ: consumer.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
+            RequestCode.CONSUMER_SEND_MSG_BACK: consumer.send_back,
+            RequestCode.GET_MAX_OFFSET: admin.max_offset,
+            RequestCode.GET_MIN_OFFSET: admin.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: admin.earliest_time,
+            RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,
+            RequestCode.QUERY_MESSAGE: admin.query_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: admin.all_consumer_offsets,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_subscription_groups,
+            RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+            RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+        }
+        for code, processor in table.items():
+            self.server.register(code, processor)
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop accepting, unregister, persist, flush, checkpoint, remove abort."""
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("broker stopping")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._register_soon is not None:
+            self._register_soon.cancel()
+        await self.server.stop()
+        await self.unregister_all()
+        await self.namesrv_client.close()
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+        self.hold.close()
+        self.persist_metadata()
+        await asyncio.to_thread(self.store.shutdown)
+        log.info("broker stopped")
+
+    # --- state used by processors ---
+    @property
+    def is_master(self) -> bool:
+        return self.config.broker_role is not BrokerRole.SLAVE
+
+    @property
+    def advertised_address(self) -> str:
+        host = self.config.advertised_address.rpartition(":")[0]
+        return f"{host}:{self.port or self.config.listen_port}"
+
+    def subscription_group(self, name: str) -> SubscriptionGroupConfig | None:
+        group = self.groups.get(name)
+        if group is None and (self.config.auto_create_subscription_group or name.startswith("CID_RMQ_SYS_")):
+            group = SubscriptionGroupConfig(name)
+            self.groups.put(group)
+            self.groups.persist()
+        return group
+
+    def head_on_disk(self, topic: str, queue_id: int) -> bool:
+        """True when the queue's first message is older than what stays in memory (spec §8.8)."""
+        queue = self.store.find_consume_queue(topic, queue_id)
+        unit = queue.unit_at(queue.min_offset) if queue is not None else None
+        if unit is None:
+            return False
+        budget = self.store._memory_bytes * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO
+        return self.store.commitlog.max_offset - unit.physical_offset > budget
+
+    def suggest_broker_id(self, group: SubscriptionGroupConfig, from_slave: bool) -> int:
+        if not self.config.slave_read_enable:
+            return 0
+        return group.which_broker_when_consume_slowly if from_slave else group.broker_id
+
+    def consumer_lag(self) -> dict[tuple[str, str], int]:
+        lag: dict[tuple[str, str], int] = {}
+        for key, offsets in self.offsets.all().items():
+            topic, _, group = key.partition("@")
+            total = 0
+            for queue_id, committed in offsets.items():
+                total += max(0, self.store.max_offset_in_queue(topic, queue_id) - committed)
+            lag[(group, topic)] = total
+        return lag
+
+    def health(self) -> tuple[bool, str]:
+        store = self.store
+        if store.flusher.failure is not None:
+            return False, f"store flush failed: {store.flusher.failure}"
+        if store.cleaner.disk_full:
+            return False, "disk full: writes refused"
+        if self._stopping:
+            return False, "stopping"
+        return True, f"ok: {self.config.broker_name}[{self.config.broker_id}] {self.config.broker_role.value}"
+
+    # --- periodic work ---
+    async def _every(self, interval_s: float, action: object, *, now: bool = False) -> None:
+        assert callable(action)
+        if not now:
+            await asyncio.sleep(interval_s)
+        while True:
+            try:
+                result = action()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("periodic task %s failed", getattr(action, "__name__", action))
+            await asyncio.sleep(interval_s)
+
+    def persist_offsets(self) -> None:
+        self.offsets.persist()
+
+    def persist_metadata(self) -> None:
+        for table in (self.offsets, self.groups, self.topics.table):
+            try:
+                table.persist()
+            except OSError:
+                log.exception("persisting %s failed", table.path)
+
+    def _scan_channels(self) -> None:
+        self.consumers.scan_expired()
+        self.producers.scan_expired()
+
+    def _notify_ids_changed(self, info: ConsumerGroupInfo) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return
+        group = self.groups.get(info.group)
+        if group is not None and not group.notify_consumer_ids_changed_enable:
+            return
+        ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=info.group).to_ext_fields()
+        for channel in info.channels.values():
+            request = make_request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                opaque=self.namesrv_client.next_opaque(),
+                ext_fields=ext,
+                oneway=True,
+            )
+            channel.connection.send(request)
+
+    # --- NameServer registration ---
+    def register_soon(self) -> None:
+        """Topic set changed: register again shortly (coalescing bursts of changes)."""
+        if self._stopping or self._register_soon is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._register_soon = None
+            task = loop.create_task(self.register_all())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+        self._register_soon = loop.call_later(REGISTER_DEBOUNCE_S, fire)
+
+    async def register_all(self) -> None:
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.serialize_wrapper()).encode(False)
+        header = RegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.advertised_address,
+            cluster_name=self.config.broker_cluster_name,
+            ha_server_addr=self.config.ha_address,
+            broker_id=self.config.broker_id,
+            compressed=False,
+            body_crc32=register_body_crc32(body),
+        ).to_ext_fields()
+        await asyncio.gather(*(self._register_one(addr, header, body) for addr in self.config.namesrv_addresses))
+
+    async def _register_one(self, address: str, header: dict[str, str], body: bytes) -> None:
+        try:
+            response = await self.namesrv_client.invoke(
+                address, RequestCode.REGISTER_BROKER, header, body, timeout_s=limits.BROKER_REGISTER_TIMEOUT_S
+            )
+        except RemotingError as error:
+            if address in self.registered_namesrvs:
+                log.warning("registration with NameServer %s failed: %s", address, error)
+            self.registered_namesrvs.discard(address)
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("NameServer %s refused registration: %s %s", address, response.code, response.remark)
+            return
+        if address not in self.registered_namesrvs:
+            log.info("registered with NameServer %s", address)
+        self.registered_namesrvs.add(address)
+
+    async def unregister_all(self) -> None:
+        header = UnregisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.advertised_address,
+            cluster_name=self.config.broker_cluster_name,
+            broker_id=self.config.broker_id,
+        ).to_ext_fields()
+        for address in self.config.namesrv_addresses:
+            with contextlib.suppress(RemotingError):
+                await self.namesrv_client.invoke(address, RequestCode.UNREGISTER_BROKER, header, timeout_s=2.0)
+
+
+def default_store_root(data_dir: Path) -> Path:
+    return data_dir / "store"

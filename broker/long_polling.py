@@ -1,0 +1,161 @@
+"""Long polling: pulls that found nothing wait here until a message arrives or they time out (spec §12).
+
+A parked pull is answered (by re-running it without suspension) when the Dispatcher reports a
+message for its queue whose tagsCode passes the pull's filter, or at its deadline — a timer per
+request, so the answer comes when the client asked, not up to 5 s later as in RocketMQ. The
+Dispatcher runs in a store thread: it only queues (topic, queueId, tagsCode) and wakes the loop
+once per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shoal.broker import limits
+from shoal.broker.remoting_server import ServerConnection
+from shoal.protocol import RemotingCommand
+from shoal.store.dispatching import DispatchRequest
+
+log = logging.getLogger(__name__)
+
+TagFilter = Callable[[int], bool] | None
+PullAgain = Callable[[ServerConnection, RemotingCommand], None]
+
+
+@dataclass(eq=False)
+class ParkedPull:
+    connection: ServerConnection
+    request: RemotingCommand
+    key: tuple[str, int]
+    offset: int
+    tag_filter: TagFilter
+    timer: asyncio.TimerHandle | None = None
+
+
+class PullRequestHoldService:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pull_again: PullAgain, max_offset: Callable[[str, int], int]
+    ) -> None:
+        self.loop = loop
+        self.pull_again = pull_again
+        self.max_offset = max_offset
+        self.parked: dict[tuple[str, int], list[ParkedPull]] = {}
+        self.parked_count = 0
+        self._arrived: collections.deque[tuple[str, int, int]] = collections.deque()
+        self._scheduled = False
+        self.held_total = 0
+        self.woken_total = 0
+        self.expired_total = 0
+
+    def park(
+        self,
+        connection: ServerConnection,
+        request: RemotingCommand,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        timeout_ms: int,
+        tag_filter: TagFilter,
+    ) -> bool:
+        """Hold the pull; False when too many are held already (the caller answers at once)."""
+        if self.parked_count >= limits.PARKED_PULLS_MAX_COUNT:
+            return False
+        key = (topic, queue_id)
+        parked = ParkedPull(connection, request, key, offset, tag_filter)
+        timeout_s = min(max(timeout_ms, 0), limits.PULL_SUSPEND_MAX_MS) / 1000
+        parked.timer = self.loop.call_later(timeout_s, self._expire, parked)
+        self.parked.setdefault(key, []).append(parked)
+        self.parked_count += 1
+        self.held_total += 1
+        if self.max_offset(topic, queue_id) > offset:  # a message arrived while we decided to park
+            self._wake_key(key, None)
+        return True
+
+    # --- called from the Dispatcher's thread ---
+    def on_dispatch(self, request: DispatchRequest) -> None:
+        if (request.topic, request.queue_id) not in self.parked:
+            return
+        self._arrived.append((request.topic, request.queue_id, request.tags_code))
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # loop closed during shutdown
+                self._scheduled = False
+
+    # --- loop thread ---
+    def _drain(self) -> None:
+        self._scheduled = False
+        seen: dict[tuple[str, int], set[int]] = {}
+        arrived = self._arrived
+        while arrived:
+            topic, queue_id, tags_code = arrived.popleft()
+            seen.setdefault((topic, queue_id), set()).add(tags_code)
+        for key, codes in seen.items():
+            self._wake_key(key, codes)
+
+    def _wake_key(self, key: tuple[str, int], tags_codes: set[int] | None) -> None:
+        waiting = self.parked.get(key)
+        if not waiting:
+            return
+        newest = self.max_offset(*key)
+        keep: list[ParkedPull] = []
+        for parked in waiting:
+            matches = parked.tag_filter is None or tags_codes is None or any(map(parked.tag_filter, tags_codes))
+            if newest > parked.offset and matches:
+                self._answer(parked)
+                self.woken_total += 1
+            else:
+                keep.append(parked)
+        if keep:
+            self.parked[key] = keep
+        else:
+            del self.parked[key]
+
+    def _expire(self, parked: ParkedPull) -> None:
+        waiting = self.parked.get(parked.key)
+        if waiting is None or parked not in waiting:
+            return
+        waiting.remove(parked)
+        if not waiting:
+            del self.parked[parked.key]
+        parked.timer = None
+        self.expired_total += 1
+        self._answer(parked)
+
+    def _answer(self, parked: ParkedPull) -> None:
+        self.parked_count -= 1
+        if parked.timer is not None:
+            parked.timer.cancel()
+            parked.timer = None
+        if not parked.connection.is_open:
+            return
+        try:
+            self.pull_again(parked.connection, parked.request)
+        except Exception:
+            log.exception("answering a held pull for %s failed", parked.key)
+
+    def connection_closed(self, connection: ServerConnection) -> None:
+        for key in list(self.parked):
+            waiting = self.parked[key]
+            keep = [p for p in waiting if p.connection is not connection]
+            for dropped in waiting:
+                if dropped.connection is connection and dropped.timer is not None:
+                    dropped.timer.cancel()
+                    self.parked_count -= 1
+            if keep:
+                self.parked[key] = keep
+            else:
+                del self.parked[key]
+
+    def close(self) -> None:
+        for waiting in self.parked.values():
+            for parked in waiting:
+                if parked.timer is not None:
+                    parked.timer.cancel()
+        self.parked.clear()
+        self.parked_count = 0

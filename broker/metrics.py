@@ -1,0 +1,171 @@
+"""Prometheus metrics and the HTTP endpoint serving `/metrics` and `/healthz`.
+
+Hot paths only bump plain integers in dicts; a custom collector turns them (and store, long-poll
+and consumer-lag figures read at scrape time) into metric families. Exposition is
+prometheus-client's, so the text format is exactly what Prometheus expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from shoal.store import PutResult
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+HTTP_REQUEST_MAX_BYTES = 8192
+HTTP_READ_TIMEOUT_S = 5.0
+
+
+class BrokerMetrics:
+    """Counters the processors bump (no locks: the event loop is the only writer)."""
+
+    def __init__(self) -> None:
+        self.messages_in: dict[str, int] = defaultdict(int)
+        self.bytes_in: dict[str, int] = defaultdict(int)
+        self.put_failures: dict[str, int] = defaultdict(int)
+        self.messages_out: dict[tuple[str, str], int] = defaultdict(int)
+        self.bytes_out: dict[tuple[str, str], int] = defaultdict(int)
+        self.messages_in_total = 0
+        self.messages_out_total = 0
+
+    def sends(self, topic: str, result: PutResult) -> None:
+        append = result.append
+        if append is None:
+            self.put_failures[result.status.value] += 1
+            return
+        self.messages_in[topic] += append.message_count
+        self.bytes_in[topic] += append.wrote_bytes
+        self.messages_in_total += append.message_count
+
+    def pulls(self, topic: str, group: str, count: int, size: int) -> None:
+        if count:
+            key = (topic, group)
+            self.messages_out[key] += count
+            self.bytes_out[key] += size
+            self.messages_out_total += count
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        broker = self.broker
+        metrics = broker.metrics
+        yield _counter("shoal_messages_in", "Messages stored, by topic", ["topic"], metrics.messages_in)
+        yield _counter("shoal_bytes_in", "Record bytes stored, by topic", ["topic"], metrics.bytes_in)
+        yield _counter(
+            "shoal_put_failures", "Puts refused or failed, by store status", ["status"], metrics.put_failures
+        )
+        yield _counter(
+            "shoal_messages_out", "Messages pulled, by topic and group", ["topic", "group"], metrics.messages_out
+        )
+        yield _counter(
+            "shoal_bytes_out", "Record bytes pulled, by topic and group", ["topic", "group"], metrics.bytes_out
+        )
+        store = broker.store
+        stats = store.stats()
+        for name, help_text in (
+            ("commitlog_min_offset", "First CommitLog byte still stored"),
+            ("commitlog_max_offset", "End of the CommitLog"),
+            ("commitlog_flushed_offset", "End of the durable CommitLog"),
+            ("commitlog_segments", "CommitLog segment files"),
+            ("dispatch_behind_bytes", "CommitLog bytes not yet in ConsumeQueues"),
+            ("consume_queues", "ConsumeQueues"),
+            ("disk_full", "1 while writes are refused for lack of disk"),
+        ):
+            yield GaugeMetricFamily(f"shoal_store_{name}", help_text, value=float(stats[name]))
+        yield CounterMetricFamily("shoal_store_flushes", "CommitLog fdatasync calls", value=float(stats["flush_count"]))
+        yield CounterMetricFamily(
+            "shoal_store_flush_seconds", "Time spent in CommitLog flushes", value=float(stats["flush_seconds_total"])
+        )
+        hold = broker.hold
+        yield GaugeMetricFamily("shoal_long_poll_held", "Pull requests held now", value=float(hold.parked_count))
+        yield CounterMetricFamily(
+            "shoal_long_poll_wakeups", "Held pulls answered by arriving messages", value=float(hold.woken_total)
+        )
+        yield CounterMetricFamily(
+            "shoal_long_poll_timeouts", "Held pulls answered at their timeout", value=float(hold.expired_total)
+        )
+        yield GaugeMetricFamily(
+            "shoal_connections", "Open client connections", value=float(len(broker.server.connections))
+        )
+        lag = GaugeMetricFamily(
+            "shoal_consumer_lag", "Messages not yet consumed, by group and topic", labels=["group", "topic"]
+        )
+        for (group, topic), value in broker.consumer_lag().items():
+            lag.add_metric([group, topic], float(value))
+        yield lag
+
+
+def _counter(
+    name: str, help_text: str, labels: list[str], values: dict[str, int] | dict[tuple[str, str], int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, help_text, labels=labels)
+    for key, value in list(values.items()):
+        label_values = [str(part) for part in key] if isinstance(key, tuple) else [str(key)]
+        family.add_metric(label_values, float(value))
+    return family
+
+
+class MetricsServer:
+    """A minimal HTTP/1.0 responder: GET /metrics (Prometheus text) and GET /healthz."""
+
+    def __init__(self, registry: CollectorRegistry, healthy: Callable[[], tuple[bool, str]]) -> None:
+        self.registry = registry
+        self.healthy = healthy
+        self._server: asyncio.AbstractServer | None = None
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._handle, host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("metrics on http://%s:%d/metrics", host, self.port)
+        return self.port
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HTTP_READ_TIMEOUT_S)
+            line = request[: min(len(request), HTTP_REQUEST_MAX_BYTES)].split(b"\r\n", 1)[0].decode("latin-1")
+            parts = line.split()
+            path = parts[1] if len(parts) >= 2 else ""
+            if parts and parts[0] != "GET":
+                status, body, kind = "405 Method Not Allowed", b"only GET\n", "text/plain"
+            elif path.startswith("/metrics"):
+                status, body, kind = (
+                    "200 OK",
+                    generate_latest(self.registry),
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )
+            elif path.startswith("/healthz"):
+                ok, detail = self.healthy()
+                status = "200 OK" if ok else "503 Service Unavailable"
+                body, kind = (detail + "\n").encode(), "text/plain"
+            else:
+                status, body, kind = "404 Not Found", b"try /metrics or /healthz\n", "text/plain"
+            head = (
+                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()

@@ -1,0 +1,1 @@
+"""Request processors of the broker, one module per family of request codes."""

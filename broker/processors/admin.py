@@ -1,0 +1,239 @@
+"""Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, topic create/update/delete, config
+bodies, topic and consume stats, runtime info (spec §8.8)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from shoal.broker.remoting_server import ServerConnection
+from shoal.broker.topic_manager import is_system_topic, validate_topic_name
+from shoal.protocol import RemotingCommand, ResponseCode, make_response
+from shoal.protocol.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    ConsumeStats,
+    MessageQueue,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+)
+from shoal.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    ViewMessageRequestHeader,
+)
+from shoal.store.limits import QUERY_MESSAGES_MAX_COUNT, QUERY_UNIQUE_KEY_MAX_COUNT
+from shoal.store.metadata import TopicConfig
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import BrokerController
+
+
+class AdminProcessors:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    # --- offsets ---
+    def max_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.store.max_offset_in_queue(header.topic, header.queue_id)
+        return make_response(
+            request, ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
+
+    def min_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.store.min_offset_in_queue(header.topic, header.queue_id)
+        return make_response(
+            request, ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
+
+    def search_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.store.offset_by_time(header.topic, header.queue_id, header.timestamp_ms)
+        return make_response(
+            request, ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
+
+    def earliest_time(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
+        stamp = self.broker.store.earliest_message_time(header.topic, header.queue_id)
+        return make_response(
+            request,
+            ResponseCode.SUCCESS,
+            ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp_ms=stamp).to_ext_fields(),
+        )
+
+    # --- lookups ---
+    def view_message(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
+        header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
+        found = self.broker.store.message_at(header.offset)
+        if found is None:
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}"
+            )
+        _record, view = found
+        connection.send(make_response(request, ResponseCode.SUCCESS), [view])
+        view.release()
+        return None
+
+    def query_message(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
+        header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
+        count = min(header.max_num, QUERY_MESSAGES_MAX_COUNT)
+        if header.unique_key_query:
+            count = QUERY_UNIQUE_KEY_MAX_COUNT
+        store = self.broker.store
+        if store.index is None:
+            return make_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                "message index is disabled on this broker (messageIndexEnable=false)",
+            )
+        offsets = store.index.query(header.topic, header.key, count, header.begin_timestamp_ms, header.end_timestamp_ms)
+        stamp, physical = store.index.last_update
+        response_header = QueryMessageResponseHeader(
+            index_last_update_timestamp_ms=stamp, index_last_update_phyoffset=physical
+        )
+        views = []
+        for offset in offsets:
+            found = store.message_at(offset)
+            if found is not None:
+                views.append(found[1])
+        if not views:
+            return make_response(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                "can not find message, maybe time range not correct",
+                ext_fields=response_header.to_ext_fields(),
+            )
+        connection.send(make_response(request, ResponseCode.SUCCESS, ext_fields=response_header.to_ext_fields()), views)
+        for view in views:
+            view.release()
+        return None
+
+    # --- topics ---
+    def create_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        if not broker.is_master:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "a slave does not accept topic changes")
+        problem = validate_topic_name(header.topic)
+        if problem is not None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
+        if header.topic == header.default_topic or is_system_topic(header.topic):
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is conflict with system topic."
+            )
+        if not (0 < header.read_queue_nums <= 1024 and 0 < header.write_queue_nums <= 1024):
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "queue numbers must be within 1..1024")
+        if header.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {header.topic_filter_type!r}"
+            )
+        broker.topics.update(
+            TopicConfig(
+                header.topic,
+                read_queue_nums=header.read_queue_nums,
+                write_queue_nums=header.write_queue_nums,
+                perm=header.perm,
+                topic_filter_type=header.topic_filter_type,
+                topic_sys_flag=header.topic_sys_flag or 0,
+                order=header.order,
+            )
+        )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def delete_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
+        if is_system_topic(header.topic):
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is a system topic and cannot be deleted"
+            )
+        self.broker.topics.delete(header.topic)
+        self.broker.offsets.remove_topic(header.topic)
+        self.broker.store.consume_queues.remove_topic(header.topic)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def all_topic_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        return make_response(request, ResponseCode.SUCCESS, body=self.broker.topics.table.encode().encode("utf-8"))
+
+    def all_consumer_offsets(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        return make_response(request, ResponseCode.SUCCESS, body=self.broker.offsets.encode().encode("utf-8"))
+
+    def all_subscription_groups(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        return make_response(request, ResponseCode.SUCCESS, body=self.broker.groups.encode().encode("utf-8"))
+
+    def topic_stats(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        topic = broker.topics.get(header.topic)
+        if topic is None:
+            return make_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        table = {}
+        for queue_id in range(topic.write_queue_nums):
+            mq = MessageQueue(topic=header.topic, broker_name=broker.config.broker_name, queue_id=queue_id)
+            max_offset = broker.store.max_offset_in_queue(header.topic, queue_id)
+            last = 0
+            if max_offset > 0:
+                queue = broker.store.find_consume_queue(header.topic, queue_id)
+                unit = queue.last_unit() if queue is not None else None
+                last = (broker.store.store_time_at(unit.physical_offset) or 0) if unit is not None else 0
+            table[mq] = TopicOffset(
+                min_offset=broker.store.min_offset_in_queue(header.topic, queue_id),
+                max_offset=max_offset,
+                last_update_timestamp_ms=last,
+            )
+        return make_response(request, ResponseCode.SUCCESS, body=TopicStatsTable(offset_table=table).to_json())
+
+    def consume_stats(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        topics = [header.topic] if header.topic else sorted(broker.offsets.topics_of_group(header.consumer_group))
+        table = {}
+        for topic in topics:
+            config = broker.topics.get(topic)
+            if config is None:
+                continue
+            committed = broker.offsets.offsets_of_group(header.consumer_group, topic)
+            for queue_id in range(config.read_queue_nums):
+                mq = MessageQueue(topic=topic, broker_name=broker.config.broker_name, queue_id=queue_id)
+                table[mq] = OffsetWrapper(
+                    broker_offset=broker.store.max_offset_in_queue(topic, queue_id),
+                    consumer_offset=committed.get(queue_id, 0),
+                    last_timestamp_ms=0,
+                )
+        return make_response(request, ResponseCode.SUCCESS, body=ConsumeStats(offset_table=table).to_json())
+
+    def runtime_info(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_RUNTIME_INFO: `{"table":{...}}` of strings, like RocketMQ's KVTable."""
+        broker = self.broker
+        stats = broker.store.stats()
+        table = {
+            "brokerVersionDesc": "Shoal (RocketMQ 4.9 compatible)",
+            "msgPutTotalTodayNow": str(broker.metrics.messages_in_total),
+            "msgGetTotalTodayNow": str(broker.metrics.messages_out_total),
+            "commitLogMinOffset": str(stats["commitlog_min_offset"]),
+            "commitLogMaxOffset": str(stats["commitlog_max_offset"]),
+            "dispatchBehindBytes": str(stats["dispatch_behind_bytes"]),
+            "bootTimestamp": str(broker.boot_timestamp_ms),
+            "runtime": f"{int(time.time() - broker.boot_timestamp_ms / 1000)} s",
+            "brokerRole": broker.config.broker_role.value,
+        }
+        return make_response(request, ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode("utf-8"))
+
+    def all_consumer_offsets_wrapper(self) -> ConsumerOffsetSerializeWrapper:
+        return ConsumerOffsetSerializeWrapper(offset_table=self.broker.offsets.all())

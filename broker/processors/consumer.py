@@ -1,0 +1,179 @@
+"""Client bookkeeping and consumer progress: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
+QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ and CONSUMER_SEND_MSG_BACK (spec §8.8, §10.3, §13)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from shoal.broker.remoting_server import ServerConnection
+from shoal.broker.topic_manager import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from shoal.protocol import RemotingCommand, ResponseCode, make_response
+from shoal.protocol.bodies import (
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+)
+from shoal.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from shoal.store import MessageToStore
+from shoal.store.properties import (
+    ORIGIN_MESSAGE_ID,
+    RETRY_TOPIC,
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    decode_properties,
+    encode_properties,
+)
+from shoal.store.record import message_id
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerProcessors:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def heartbeat(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        data = HeartbeatData.from_json(request.body or b"{}")
+        language = str(getattr(request.language, "name", request.language))
+        for consumer in data.consumer_data_set:
+            group = broker.subscription_group(consumer.group_name)
+            if group is not None:
+                broker.topics.create_if_absent(
+                    retry_topic(consumer.group_name), max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
+                )
+            broker.consumers.register(connection, data.client_id, language, request.version, consumer)
+        for producer in data.producer_data_set:
+            broker.producers.register(connection, producer.group_name, data.client_id, language, request.version)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def unregister_client(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        if header.consumer_group:
+            self.broker.consumers.unregister(header.consumer_group, header.client_id)
+        if header.producer_group:
+            self.broker.producers.unregister(header.producer_group, header.client_id)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def consumer_list(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
+        info = self.broker.consumers.find(header.consumer_group)
+        if info is None or not info.channels:
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+            )
+        body = GetConsumerListByGroupResponseBody(consumer_id_list=tuple(info.client_ids()))
+        return make_response(request, ResponseCode.SUCCESS, body=body.to_json())
+
+    def query_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """The committed offset; for a group that never committed, 0 while the queue's head is
+        still in memory (spec §8.8), else QUERY_NOT_FOUND so the client applies consume-from-where."""
+        broker = self.broker
+        header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if offset < 0:
+            store = broker.store
+            if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not broker.head_on_disk(
+                header.topic, header.queue_id
+            ):
+                offset = 0
+        if offset < 0:
+            return make_response(
+                request, ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+            )
+        return make_response(
+            request, ResponseCode.SUCCESS, ext_fields=QueryConsumerOffsetResponseHeader(offset=offset).to_ext_fields()
+        )
+
+    def update_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def lock_batch(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        body = LockBatchRequestBody.from_json(request.body or b"{}")
+        wanted = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
+        granted = self.broker.locks.try_lock(body.consumer_group, body.client_id, wanted)
+        response = LockBatchResponseBody(
+            lock_ok_mq_set=tuple(MessageQueue(topic=t, broker_name=b, queue_id=q) for t, b, q in granted)
+        )
+        return make_response(request, ResponseCode.SUCCESS, body=response.to_json())
+
+    def unlock_batch(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        body = UnlockBatchRequestBody.from_json(request.body or b"{}")
+        queues = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
+        self.broker.locks.unlock(body.consumer_group, body.client_id, queues)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def send_back(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: store the consumed message again in %RETRY%<group> (or the DLQ
+        after maxReconsumeTimes) with RETRY_TOPIC / ORIGIN_MESSAGE_ID set and reconsumeTimes + 1.
+        Delivery is immediate: delay levels come with the schedule service (not in this broker yet)."""
+        broker = self.broker
+        header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        group = broker.subscription_group(header.group)
+        if group is None:
+            return make_response(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
+            )
+        found = broker.store.message_at(header.offset)
+        if found is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        record, view = found
+        properties = decode_properties(
+            view[record.properties_position : record.properties_position + record.properties_length]
+        )
+        body = bytes(view[record.body_position : record.body_position + record.body_length])
+        view.release()
+        original_topic = properties.get(RETRY_TOPIC) or record.topic
+        reconsume_times = record.reconsume_times + 1
+        max_times = group.retry_max_times
+        if request.version >= 121 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if record.reconsume_times >= max_times or header.delay_level < 0:
+            target = dlq_topic(header.group)
+        else:
+            target = retry_topic(header.group)
+        broker.topics.create_if_absent(
+            target, 1 if target.startswith("%DLQ%") else max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
+        )
+        properties[RETRY_TOPIC] = original_topic
+        properties.setdefault(
+            ORIGIN_MESSAGE_ID,
+            header.origin_msg_id
+            or properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            or message_id(record.store_host, record.physical_offset),
+        )
+        properties.pop("DELAY", None)
+        result = broker.store.append_message(
+            MessageToStore(
+                target,
+                0,
+                body,
+                encode_properties(properties),
+                record.flag,
+                record.sysflag,
+                record.born_timestamp,
+                record.born_host,
+                reconsume_times,
+            )
+        )
+        if result.append is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, result.remark or result.status.value)
+        log.debug(
+            "message at %d of %s sent back to %s (attempt %d)", header.offset, original_topic, target, reconsume_times
+        )
+        return make_response(request, ResponseCode.SUCCESS)

@@ -1,0 +1,170 @@
+"""PULL_MESSAGE (spec §8.8): read a ConsumeQueue, answer with raw CommitLog records, or hold the pull.
+
+The response body is the records exactly as stored, sent with one gather write straight from
+the mapped CommitLog (no per-message copies). Filtering is by tagsCode from the ConsumeQueue.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shoal.broker.remoting_server import ServerConnection
+from shoal.broker.topic_manager import PERM_READ, SCHEDULE_TOPIC
+from shoal.protocol import PullSysFlag, RemotingCommand, ResponseCode, make_response
+from shoal.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from shoal.store import GetMessageStatus
+from shoal.store.java_hash import java_string_hash
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import BrokerController
+
+_CODE_OF_STATUS = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def parse_subscription(expression: str | None) -> frozenset[int] | None:
+    """Tag codes of a TAG expression (`A || B`); None means every message (`*` or empty)."""
+    if expression is None:
+        return None
+    tags = [tag.strip() for tag in expression.split("||")]
+    tags = [tag for tag in tags if tag]
+    if not tags or "*" in tags:
+        return None
+    return frozenset(java_string_hash(tag) for tag in tags)
+
+
+class PullProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def __call__(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(connection, request, allow_suspend=True)
+
+    def pull_again(self, connection: ServerConnection, request: RemotingCommand) -> None:
+        """Re-run a held pull (woken or timed out); always answers."""
+        response = self.process(connection, request, allow_suspend=False)
+        if response is not None:
+            connection.reply(response, request)
+
+    def process(
+        self, connection: ServerConnection, request: RemotingCommand, *, allow_suspend: bool
+    ) -> RemotingCommand | None:
+        broker = self.broker
+        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        if not broker.config.broker_permission & PERM_READ:
+            return make_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.config.broker_name}] pulling message is forbidden",
+            )
+        group = broker.subscription_group(header.consumer_group)
+        if group is None:
+            return make_response(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+            )
+        if not group.consume_enable:
+            return make_response(
+                request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
+            )
+        topic = broker.topics.get(header.topic)
+        if topic is None:
+            return make_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
+        if not topic.perm & PERM_READ:
+            return make_response(
+                request, ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+            )
+        if not 0 <= header.queue_id < topic.read_queue_nums:
+            return make_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                f"[{topic.read_queue_nums}] consumer:[{connection.address}]",
+            )
+        tag_codes, error = self._subscription(request, header)
+        if error is not None:
+            return error
+        if header.topic == SCHEDULE_TOPIC:
+            tag_codes = None  # tagsCode holds delivery times there (spec gotcha 17)
+        tag_filter = None if tag_codes is None else tag_codes.__contains__
+        found = broker.store.get_messages(
+            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tag_filter
+        )
+        code = self._code_of(found.status, header.queue_offset)
+        next_offset = found.next_begin_offset
+        if found.status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+            next_offset = 0
+        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and broker.is_master:
+            broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        broker.metrics.pulls(header.topic, header.consumer_group, len(found.messages), found.total_bytes)
+        if (
+            code == ResponseCode.PULL_NOT_FOUND
+            and allow_suspend
+            and header.sys_flag & PullSysFlag.SUSPEND
+            and broker.hold.park(
+                connection,
+                request,
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                header.suspend_timeout_ms if broker.config.long_polling_enable else broker.config.short_polling_time_ms,
+                tag_filter,
+            )
+        ):
+            found.release()
+            return None
+        response_header = PullMessageResponseHeader(
+            suggest_which_broker_id=broker.suggest_broker_id(group, found.suggest_pulling_from_slave),
+            next_begin_offset=next_offset,
+            min_offset=found.min_offset,
+            max_offset=found.max_offset,
+        )
+        response = make_response(request, code, found.status.value, ext_fields=response_header.to_ext_fields())
+        if found.messages:
+            connection.send(response, found.messages)
+            found.release()
+            return None
+        return response
+
+    def _subscription(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> tuple[frozenset[int] | None, RemotingCommand | None]:
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+            if header.expression_type not in (None, "", "TAG"):
+                return None, make_response(
+                    request,
+                    ResponseCode.SYSTEM_ERROR,
+                    f"The broker does not support consumer to filter message by {header.expression_type}",
+                )
+            return parse_subscription(header.subscription), None
+        info = self.broker.consumers.find(header.consumer_group)
+        if info is None:
+            return None, make_response(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info not exist, group: {header.consumer_group}",
+            )
+        subscription = info.subscriptions.get(header.topic)
+        if subscription is None:
+            return None, make_response(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist, topic: {header.topic}",
+            )
+        return parse_subscription(subscription.sub_string), None
+
+    @staticmethod
+    def _code_of(status: GetMessageStatus, offset: int) -> int:
+        if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+            return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        return _CODE_OF_STATUS[status]

@@ -1,0 +1,264 @@
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (spec §1.9, §1.10, §8.8).
+
+Checks the topic (auto-creating it from `defaultTopic` when allowed), routes retry messages that
+ran out of attempts to the DLQ, adds the `CLUSTER` property, drops `WAIT` from the stored string
+(still honouring it), appends through the store, and answers once the message is as durable as
+the flush mode promises.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from shoal.broker.remoting_server import ServerConnection
+from shoal.broker.topic_manager import (
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    validate_topic_name,
+)
+from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
+from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, send_message_request_header_of
+from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus
+from shoal.store.batch import decode_batch_body
+from shoal.store.errors import MessageIllegalError
+from shoal.store.properties import CLUSTER, DELAY_TIME_LEVEL, TRANSACTION_PREPARED, WAIT_STORE_MSG_OK
+from shoal.store.record import encode_host, host_flags
+from shoal.store.sysflag import MULTI_TAGS_FLAG, TRANSACTION_TYPE_MASK
+
+if TYPE_CHECKING:
+    from shoal.broker.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+SEND_BACK_MIN_VERSION = 121  # MQVersion V3_4_9: maxReconsumeTimes in the header is honoured from here
+
+RESPONSE_CODE_OF_STATUS = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.CREATE_MAPPED_FILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_ERROR,
+    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+
+
+def stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool]:
+    """The property string as stored (WAIT removed, CLUSTER added) and whether to wait for a flush."""
+    text = properties or ""
+    wait = True
+    if WAIT_STORE_MSG_OK + "\x01" in text:
+        kept = []
+        for segment in text.split("\x02"):
+            if segment.startswith(WAIT_STORE_MSG_OK + "\x01"):
+                wait = segment[len(WAIT_STORE_MSG_OK) + 1 :].lower() != "false"
+            elif segment:
+                kept.append(segment)
+        text = "\x02".join(kept)
+    elif text.endswith("\x02"):
+        text = text[:-1]
+    cluster_property = f"{CLUSTER}\x01{cluster}"
+    text = f"{text}\x02{cluster_property}" if text else cluster_property
+    return text.encode("utf-8"), wait
+
+
+def _has_property(properties: str | None, name: str) -> str | None:
+    if not properties:
+        return None
+    needle = name + "\x01"
+    at = properties.find(needle)
+    while at >= 0:
+        if at == 0 or properties[at - 1] == "\x02":
+            end = properties.find("\x02", at)
+            return properties[at + len(needle) : end if end >= 0 else len(properties)]
+        at = properties.find(needle, at + 1)
+    return None
+
+
+class SendProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._born_hosts: dict[tuple[str, int], bytes] = {}
+
+    def __call__(
+        self, connection: ServerConnection, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        broker = self.broker
+        header = send_message_request_header_of(request.code, request.ext_fields)
+        refusal = self._check(request, header)
+        if refusal is not None:
+            return refusal
+        topic_config = broker.topics.get(header.topic)
+        if topic_config is None:
+            topic_config = broker.topics.create_from_default(
+                header.topic, header.default_topic, header.default_topic_queue_nums, 0
+            )
+            if topic_config is None and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                topic_config = broker.topics.create_if_absent(header.topic, 1, PERM_READ | PERM_WRITE)
+            if topic_config is None:
+                return make_response(
+                    request,
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{header.topic}] not exist, apply first please! (auto-create is "
+                    f"{'on' if broker.config.auto_create_topic_enable else 'off'})",
+                )
+        if not topic_config.perm & PERM_WRITE:
+            return make_response(
+                request, ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden"
+            )
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, topic_config.write_queue_nums))
+        if queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums):
+            return make_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic:{header.topic} topicConfig.writeQueueNums: "
+                f"{topic_config.write_queue_nums} producer: {connection.address}",
+            )
+        topic = header.topic
+        reconsume_times = header.reconsume_times or 0
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            routed = self._route_retry(request, header, reconsume_times)
+            if isinstance(routed, RemotingCommand):
+                return routed
+            topic, queue_id = routed
+        if _has_property(header.properties, TRANSACTION_PREPARED) == "true":
+            return make_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                "transactional (half) messages are not supported by this broker yet",
+            )
+        delay = _has_property(header.properties, DELAY_TIME_LEVEL)
+        if delay not in (None, "0"):
+            return make_response(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"delay level {delay}: delayed delivery is not supported by this broker yet",
+            )
+        properties, wait = stored_properties(header.properties, broker.config.broker_cluster_name)
+        born_host = self._born_host(connection)
+        sysflag = header.sys_flag & ~TRANSACTION_TYPE_MASK | host_flags(born_host, broker.store.commitlog.store_host)
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sysflag |= MULTI_TAGS_FLAG
+        message = MessageToStore(
+            topic,
+            queue_id,
+            request.body or b"",
+            properties,
+            header.flag,
+            sysflag,
+            header.born_timestamp_ms,
+            born_host,
+            reconsume_times,
+            0,
+            wait,
+        )
+        if header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
+            result = self._append_batch(message)
+        else:
+            result = broker.store.append_message(message)
+        broker.metrics.sends(topic, result)
+        if result.append is not None and broker.store.settings.flush.flush_disk_type.value == "SYNC_FLUSH" and wait:
+            return self._respond_when_durable(request, result, queue_id)
+        return self.response(request, result, queue_id)
+
+    def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand | None:
+        broker = self.broker
+        if not broker.is_master:
+            return make_response(
+                request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave and does not accept messages"
+            )
+        if not broker.config.broker_permission & PERM_WRITE:
+            return make_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.config.broker_name}] sending message is forbidden",
+            )
+        problem = validate_topic_name(header.topic)
+        if problem is not None:
+            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            return make_response(
+                request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."
+            )
+        return None
+
+    def _route_retry(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, reconsume_times: int
+    ) -> tuple[str, int] | RemotingCommand:
+        """A message sent to %RETRY%group: keep it there, or to the DLQ once out of attempts."""
+        group_name = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group = self.broker.subscription_group(group_name)
+        if group is None:
+            return make_response(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group_name}"
+            )
+        max_times = group.retry_max_times
+        if request.version >= SEND_BACK_MIN_VERSION and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if reconsume_times < max_times:
+            return header.topic, header.queue_id if header.queue_id >= 0 else 0
+        dlq = dlq_topic(group_name)
+        self.broker.topics.create_if_absent(dlq, 1, PERM_READ | PERM_WRITE)
+        log.info("message for %s reached %d attempts: stored in %s", header.topic, reconsume_times, dlq)
+        return dlq, 0
+
+    def _append_batch(self, message: MessageToStore) -> PutResult:
+        try:
+            items = decode_batch_body(message.body)
+        except MessageIllegalError as error:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(error))
+        shared = message.properties
+        entries = []
+        for item in items:
+            properties = item.properties
+            if properties and shared and not properties.endswith(b"\x02"):
+                properties = properties + b"\x02" + shared
+            elif shared:
+                properties = properties + shared
+            entries.append(BatchEntry(item.flag, item.body, properties))
+        return self.broker.store.append_batch(message, entries)
+
+    async def _respond_when_durable(
+        self, request: RemotingCommand, result: PutResult, queue_id: int
+    ) -> RemotingCommand:
+        durable = await self.broker.store.await_durable(result)
+        return self.response(request, durable, queue_id)
+
+    def response(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+        code = RESPONSE_CODE_OF_STATUS[result.status]
+        append = result.append
+        if append is None or not result.status.stored:
+            remark = result.remark or result.status.value
+            return make_response(request, code, remark)
+        header = SendMessageResponseHeader(
+            msg_id=",".join(result.message_ids()),
+            queue_id=queue_id,
+            queue_offset=append.queue_offset,
+            msg_region=self.broker.config.region_id,
+            trace_on=self.broker.config.trace_on,
+        )
+        return make_response(request, code, None, ext_fields=header.to_ext_fields())
+
+    def _born_host(self, connection: ServerConnection) -> bytes:
+        key = (connection.peer_host, connection.peer_port)
+        cached = self._born_hosts.get(key)
+        if cached is None:
+            try:
+                cached = encode_host(connection.peer_host, connection.peer_port)
+            except ValueError:
+                cached = encode_host("127.0.0.1", 0)
+            if len(self._born_hosts) > 100_000:
+                self._born_hosts.clear()
+            self._born_hosts[key] = cached
+        return cached

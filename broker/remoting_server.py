@@ -1,0 +1,301 @@
+"""Asyncio transport for the remoting protocol, server side (NameServer and Broker).
+
+Each connection decodes frames with `shoal.protocol.FrameDecoder` and hands requests to the
+processor registered for their code. Processors are plain functions that return the response
+(the fast path: no task per request) or an awaitable of it (sends that wait for a group commit,
+parked pulls), which then runs as a task, so responses may leave out of order as RocketMQ's do.
+
+Large responses (pulls) are written with `socket.sendmsg` straight from the CommitLog's
+memoryviews when the transport has nothing buffered, so record bytes are never copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import cast
+
+from shoal.broker import limits
+from shoal.protocol import (
+    FrameDecoder,
+    FrameError,
+    HeaderFieldError,
+    ProtocolError,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode_frame,
+    encode_frame_with_body_parts,
+    make_response,
+)
+
+log = logging.getLogger(__name__)
+
+Response = RemotingCommand | None
+Processor = Callable[["ServerConnection", RemotingCommand], Response | Awaitable[Response]]
+ConnectionListener = Callable[["ServerConnection"], None]
+
+
+class ServerConnection(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder()
+        self.peer_host = ""
+        self.peer_port = 0
+        self.address = ""
+        self.last_active_s = time.monotonic()
+        self._raw: socket.socket | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.pending_client_requests: dict[int, asyncio.Future[RemotingCommand]] = {}
+
+    # --- asyncio.Protocol ---
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        self.address = f"{self.peer_host}:{self.peer_port}"
+        transport.set_write_buffer_limits(high=limits.CONNECTION_WRITE_BUFFER_HIGH_BYTES)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                self._raw = socket.socket(fileno=sock.fileno())
+                self._raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                self._raw = None
+        if not self.server.accept(self):
+            transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active_s = time.monotonic()
+        try:
+            commands = self.decoder.feed(data)
+        except FrameError as error:
+            log.warning("closing %s: %s", self.address, error)
+            for command in error.decoded_before:
+                self._dispatch(command)
+            self.close()
+            return
+        for command in commands:
+            self._dispatch(command)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self._raw is not None:
+            self._raw.detach()  # the fd belongs to the transport
+            self._raw = None
+        for task in list(self._tasks):
+            task.cancel()
+        for future in self.pending_client_requests.values():
+            if not future.done():
+                future.cancel()
+        self.server.forget(self)
+
+    # --- requests ---
+    def _dispatch(self, command: RemotingCommand) -> None:
+        if command.is_response:
+            future = self.pending_client_requests.pop(command.opaque, None)
+            if future is not None and not future.done():
+                future.set_result(command)
+            return
+        try:
+            result = self.server.process(self, command)
+        except ProtocolError as error:
+            self._reply_error(command, error)
+            return
+        except Exception as error:
+            log.exception("request code %d from %s failed", command.code, self.address)
+            self._reply_error(command, error)
+            return
+        if inspect.isawaitable(result):
+            if len(self._tasks) >= limits.PENDING_TASKS_PER_CONNECTION_MAX_COUNT:
+                if inspect.iscoroutine(result):
+                    result.close()
+                self.reply(make_response(command, ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy"), command)
+                return
+            task = asyncio.get_running_loop().create_task(self._finish(command, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif result is not None:
+            self.reply(result, command)
+
+    async def _finish(self, command: RemotingCommand, pending: Awaitable[Response]) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.exception("request code %d from %s failed", command.code, self.address)
+            self._reply_error(command, error)
+            return
+        if response is not None:
+            self.reply(response, command)
+
+    def _reply_error(self, command: RemotingCommand, error: Exception) -> None:
+        remark = (
+            str(error) if isinstance(error, ProtocolError) else f"internal error: {error.__class__.__name__}: {error}"
+        )
+        code = ResponseCode.SYSTEM_ERROR
+        if isinstance(error, HeaderFieldError):
+            remark = f"invalid request header: {error}"
+        self.reply(make_response(command, code, remark), command)
+
+    def reply(self, response: RemotingCommand, request: RemotingCommand) -> None:
+        """Send `response` unless the request was oneway."""
+        if request.is_oneway:
+            return
+        self.send(response)
+
+    def send(self, command: RemotingCommand, body_parts: Sequence[bytes | memoryview] | None = None) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        try:
+            parts = encode_frame(command) if body_parts is None else encode_frame_with_body_parts(command, body_parts)
+        except ProtocolError as error:
+            log.error("cannot encode response code %d to %s: %s", command.code, self.address, error)
+            parts = encode_frame(make_response(command, ResponseCode.SYSTEM_ERROR, f"response too large: {error}"))
+        self.write_parts(parts)
+        self.last_active_s = time.monotonic()
+
+    def write_parts(self, parts: Sequence[bytes | memoryview]) -> None:
+        """Gather-write when possible (no copy of record bytes), else one buffered write."""
+        transport = self.transport
+        assert transport is not None
+        total = sum(len(part) for part in parts)
+        raw = self._raw
+        if raw is not None and total >= limits.GATHER_WRITE_MIN_BYTES and transport.get_write_buffer_size() == 0:
+            try:
+                sent = raw.sendmsg(parts)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as error:
+                log.info("write to %s failed: %s", self.address, error)
+                transport.close()
+                return
+            if sent >= total:
+                return
+            transport.write(_remainder(parts, sent))
+            return
+        transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    async def request(self, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """A broker -> client request that expects an answer."""
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self.pending_client_requests[command.opaque] = future
+        try:
+            self.send(command)
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            self.pending_client_requests.pop(command.opaque, None)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+
+def _remainder(parts: Sequence[bytes | memoryview], sent: int) -> bytes:
+    """The bytes of `parts` after the first `sent` (copied: only the unsent tail)."""
+    pieces: list[bytes | memoryview] = []
+    for part in parts:
+        size = len(part)
+        if sent >= size:
+            sent -= size
+            continue
+        pieces.append(memoryview(part)[sent:] if sent else part)
+        sent = 0
+    return b"".join(pieces)
+
+
+class RemotingServer:
+    """Listens on one port; routes requests by code to processors."""
+
+    def __init__(self, name: str, *, max_connections: int = 10_000, idle_timeout_s: float = 120.0) -> None:
+        self.name = name
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.processors: dict[int, Processor] = {}
+        self.connections: set[ServerConnection] = set()
+        self.on_close: list[ConnectionListener] = []
+        self._server: asyncio.AbstractServer | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+        self.requests_total = 0
+
+    def register(self, code: int, processor: Processor) -> None:
+        self.processors[int(code)] = processor
+
+    def accept(self, connection: ServerConnection) -> bool:
+        if len(self.connections) >= self.max_connections:
+            log.warning("%s: refusing %s, %d connections already", self.name, connection.address, self.max_connections)
+            return False
+        self.connections.add(connection)
+        return True
+
+    def forget(self, connection: ServerConnection) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            for listener in self.on_close:
+                try:
+                    listener(connection)
+                except Exception:
+                    log.exception("connection-close listener failed")
+
+    def process(self, connection: ServerConnection, command: RemotingCommand) -> Response | Awaitable[Response]:
+        self.requests_total += 1
+        processor = self.processors.get(command.code)
+        if processor is None:
+            return self.unsupported(command)
+        return processor(connection, command)
+
+    def unsupported(self, command: RemotingCommand) -> Response:
+        """RocketMQ's answer to an unknown request code (spec §8.2)."""
+        return make_response(
+            command, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {command.code} not supported"
+        )
+
+    async def start(self, host: str, port: int, *, sock: socket.socket | None = None) -> int:
+        """Listen on host:port, or on an already bound `sock` (so the port is known before start)."""
+        loop = asyncio.get_running_loop()
+        if sock is not None:
+            self._server = await loop.create_server(lambda: ServerConnection(self), sock=sock)
+        else:
+            self._server = await loop.create_server(lambda: ServerConnection(self), host, port, reuse_address=True)
+        sockets = self._server.sockets
+        bound = int(sockets[0].getsockname()[1]) if sockets else port
+        self._idle_task = loop.create_task(self._close_idle())
+        log.info("%s listening on %s:%d", self.name, host, bound)
+        return bound
+
+    async def _close_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(10.0, self.idle_timeout_s / 2))
+            deadline = time.monotonic() - self.idle_timeout_s
+            for connection in list(self.connections):
+                if connection.last_active_s < deadline and not connection._tasks:
+                    log.info("%s: closing %s, idle for %.0f s", self.name, connection.address, self.idle_timeout_s)
+                    connection.close()
+
+    async def stop(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self.connections):
+                connection.close()
+            await self._server.wait_closed()
+            self._server = None
+
+
+def request_code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return str(code)

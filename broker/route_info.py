@@ -1,0 +1,201 @@
+"""The NameServer's tables (RocketMQ's RouteInfoManager, spec §8.10), kept pure: no sockets here.
+
+    cluster -> broker names;  broker name -> BrokerData {brokerId: address}
+    topic -> broker name -> QueueData;  broker address -> liveness (last registration, version)
+
+A broker is live while it re-registers within `broker_expired_timeout_ms`; otherwise, or when
+its connection closes, it is removed along with the queues it alone served.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from shoal.protocol.route_bodies import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicConfigSerializeWrapper,
+    TopicList,
+    TopicRouteData,
+)
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+
+
+@dataclass
+class BrokerLiveInfo:
+    last_update_ms: int
+    data_version: DataVersion
+    ha_server_addr: str
+    connection_key: object | None = None
+
+
+@dataclass
+class RegisterResult:
+    master_addr: str | None = None
+    ha_server_addr: str | None = None
+
+
+@dataclass
+class RouteInfoManager:
+    topic_queue_table: dict[str, dict[str, QueueData]] = field(default_factory=dict)
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
+    broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
+
+    def register_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topics: TopicConfigSerializeWrapper,
+        now_ms: int,
+        connection_key: object | None = None,
+    ) -> RegisterResult:
+        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+        broker = self.broker_addr_table.get(broker_name)
+        first = broker is None
+        if broker is None:
+            broker = BrokerData(cluster=cluster, broker_name=broker_name, broker_addrs={})
+        addrs = {
+            bid: addr for bid, addr in broker.broker_addrs.items() if not (addr == broker_addr and bid != broker_id)
+        }
+        first = first or broker_addrs_changed(addrs, broker_id, broker_addr)
+        addrs[broker_id] = broker_addr
+        self.broker_addr_table[broker_name] = BrokerData(cluster=cluster, broker_name=broker_name, broker_addrs=addrs)
+        previous = self.broker_live_table.get(broker_addr)
+        version_changed = previous is None or previous.data_version != topics.data_version
+        if broker_id == MASTER_ID and (version_changed or first):
+            for name, config in topics.topic_config_table.items():
+                self.topic_queue_table.setdefault(name, {})[broker_name] = QueueData(
+                    broker_name=broker_name,
+                    read_queue_nums=config.read_queue_nums,
+                    write_queue_nums=config.write_queue_nums,
+                    perm=config.perm,
+                    topic_sys_flag=config.topic_sys_flag,
+                )
+            self._drop_topics_no_longer_served(broker_name, set(topics.topic_config_table))
+        if previous is None:
+            log.info("new broker registered: %s %s[%d] at %s", cluster, broker_name, broker_id, broker_addr)
+        self.broker_live_table[broker_addr] = BrokerLiveInfo(
+            now_ms, topics.data_version, ha_server_addr, connection_key
+        )
+        result = RegisterResult()
+        if broker_id != MASTER_ID:
+            master = addrs.get(MASTER_ID)
+            if master is not None and master in self.broker_live_table:
+                result.master_addr = master
+                result.ha_server_addr = self.broker_live_table[master].ha_server_addr
+        return result
+
+    def _drop_topics_no_longer_served(self, broker_name: str, served: set[str]) -> None:
+        for topic in list(self.topic_queue_table):
+            queues = self.topic_queue_table[topic]
+            if broker_name in queues and topic not in served:
+                del queues[broker_name]
+                if not queues:
+                    del self.topic_queue_table[topic]
+
+    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        self.broker_live_table.pop(broker_addr, None)
+        broker = self.broker_addr_table.get(broker_name)
+        if broker is not None:
+            addrs = {bid: addr for bid, addr in broker.broker_addrs.items() if addr != broker_addr}
+            if addrs:
+                self.broker_addr_table[broker_name] = BrokerData(
+                    cluster=broker.cluster, broker_name=broker_name, broker_addrs=addrs
+                )
+            else:
+                del self.broker_addr_table[broker_name]
+                names = self.cluster_addr_table.get(cluster)
+                if names is not None:
+                    names.discard(broker_name)
+                    if not names:
+                        del self.cluster_addr_table[cluster]
+                self._remove_queues_of(broker_name)
+        log.info("broker unregistered: %s %s[%d] at %s", cluster, broker_name, broker_id, broker_addr)
+
+    def _remove_queues_of(self, broker_name: str) -> None:
+        for topic in list(self.topic_queue_table):
+            queues = self.topic_queue_table[topic]
+            queues.pop(broker_name, None)
+            if not queues:
+                del self.topic_queue_table[topic]
+
+    def remove_broker_at(self, broker_addr: str, reason: str) -> None:
+        """Forget the broker registered from `broker_addr` (expired, or its connection closed)."""
+        for broker in list(self.broker_addr_table.values()):
+            for broker_id, addr in broker.broker_addrs.items():
+                if addr == broker_addr:
+                    log.warning("removing broker %s[%d] at %s: %s", broker.broker_name, broker_id, addr, reason)
+                    self.unregister_broker(broker.cluster, addr, broker.broker_name, broker_id)
+                    return
+        self.broker_live_table.pop(broker_addr, None)
+
+    def scan_not_active(self, now_ms: int, timeout_ms: int) -> list[str]:
+        expired = [addr for addr, live in self.broker_live_table.items() if now_ms - live.last_update_ms > timeout_ms]
+        for addr in expired:
+            self.remove_broker_at(addr, f"no registration for {timeout_ms // 1000} s")
+        return expired
+
+    def connection_closed(self, connection_key: object) -> None:
+        for addr, live in list(self.broker_live_table.items()):
+            if live.connection_key is connection_key:
+                self.remove_broker_at(addr, "its connection closed")
+
+    def route(self, topic: str) -> TopicRouteData | None:
+        queues = self.topic_queue_table.get(topic)
+        if not queues:
+            return None
+        brokers = tuple(self.broker_addr_table[name] for name in sorted(queues) if name in self.broker_addr_table)
+        if not brokers:
+            return None
+        return TopicRouteData(queue_datas=tuple(queues[name] for name in sorted(queues)), broker_datas=brokers)
+
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo(
+            broker_addr_table=dict(self.broker_addr_table),
+            cluster_addr_table={cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
+        )
+
+    def topic_list(self) -> TopicList:
+        return TopicList(topic_list=tuple(sorted(self.topic_queue_table)))
+
+    def topics_of_cluster(self, cluster: str) -> TopicList:
+        names = self.cluster_addr_table.get(cluster, set())
+        return TopicList(
+            topic_list=tuple(sorted(t for t, queues in self.topic_queue_table.items() if names & queues.keys()))
+        )
+
+    def delete_topic(self, topic: str) -> bool:
+        return self.topic_queue_table.pop(topic, None) is not None
+
+    def set_write_permission(self, broker_name: str, writable: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER: returns topics changed."""
+        changed = 0
+        for queues in self.topic_queue_table.values():
+            queue = queues.get(broker_name)
+            if queue is None:
+                continue
+            perm = queue.perm | 2 if writable else queue.perm & ~2
+            if perm != queue.perm:
+                queues[broker_name] = QueueData(
+                    broker_name=broker_name,
+                    read_queue_nums=queue.read_queue_nums,
+                    write_queue_nums=queue.write_queue_nums,
+                    perm=perm,
+                    topic_sys_flag=queue.topic_sys_flag,
+                )
+                changed += 1
+        return changed
+
+
+def broker_addrs_changed(addrs: dict[int, str], broker_id: int, broker_addr: str) -> bool:
+    return addrs.get(broker_id) != broker_addr

@@ -1,0 +1,193 @@
+"""Topics of this broker: built-in topics, auto-creation from TBW102, retry/DLQ topics (spec §7.3).
+
+Wraps `shoal.store.metadata.TopicConfigTable` (config/topics.json) with RocketMQ's policies and
+the validation every topic name goes through.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+from shoal.broker.config import BrokerConfig
+from shoal.protocol import TopicFilterType
+from shoal.protocol.route_bodies import DataVersion as RouteDataVersion
+from shoal.protocol.route_bodies import TopicConfig as RouteTopicConfig
+from shoal.protocol.route_bodies import TopicConfigSerializeWrapper
+from shoal.store.metadata import TopicConfig, TopicConfigTable
+
+log = logging.getLogger(__name__)
+
+TBW102 = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_LEVELS = 18
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+TOPIC_NAME_MAX_LENGTH = 127
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+
+
+def validate_topic_name(topic: str) -> str | None:
+    """None when `topic` is a valid name, else why not (RocketMQ's TopicValidator)."""
+    if not topic or not topic.strip():
+        return "the topic name is blank"
+    if len(topic) > TOPIC_NAME_MAX_LENGTH:
+        return f"the topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters"
+    if not _VALID_TOPIC.match(topic):
+        return f"the topic name {topic!r} contains characters other than [%|a-zA-Z0-9_-]"
+    return None
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in NOT_ALLOWED_SEND_TOPICS or topic in (TBW102, BENCHMARK_TOPIC) or topic.startswith("rmq_sys_")
+
+
+class TopicManager:
+    def __init__(self, table: TopicConfigTable, config: BrokerConfig, on_change: Callable[[], None]) -> None:
+        self.table = table
+        self.config = config
+        self.on_change = on_change
+        """Called after a change that the NameServers must learn (re-registration)."""
+
+    def create_builtin_topics(self) -> None:
+        c = self.config
+        builtins = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_READ | PERM_WRITE),
+            TopicConfig(BENCHMARK_TOPIC, 1024, 1024, PERM_READ | PERM_WRITE),
+            TopicConfig(
+                c.broker_cluster_name, 16, 16, PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)
+            ),
+            TopicConfig(c.broker_name, 1, 1, PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1, PERM_READ | PERM_WRITE),
+            TopicConfig(SCHEDULE_TOPIC, SCHEDULE_LEVELS, SCHEDULE_LEVELS, PERM_READ | PERM_WRITE),
+            TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1, PERM_READ | PERM_WRITE),
+        ]
+        if c.auto_create_topic_enable:
+            builtins.append(
+                TopicConfig(
+                    TBW102,
+                    c.default_topic_queue_nums,
+                    c.default_topic_queue_nums,
+                    PERM_READ | PERM_WRITE | PERM_INHERIT,
+                )
+            )
+        for topic in builtins:
+            if self.table.get(topic.topic_name) is None:
+                self.table.put(topic)
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def create_from_default(self, topic: str, default_topic: str, queue_nums: int, sys_flag: int) -> TopicConfig | None:
+        """Auto-create `topic` from `default_topic` (TBW102) when that topic allows it (spec §7.3)."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        template = self.table.get(default_topic)
+        if template is None or (not self.config.auto_create_topic_enable and default_topic == TBW102):
+            return None
+        if not template.perm & PERM_INHERIT:
+            log.warning(
+                "auto-create of %s refused: default topic %s lacks the inherit permission", topic, default_topic
+            )
+            return None
+        if validate_topic_name(topic) is not None:
+            return None
+        queues = max(1, min(queue_nums, template.write_queue_nums))
+        created = TopicConfig(
+            topic,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=template.perm & ~PERM_INHERIT,
+            topic_filter_type=template.topic_filter_type,
+            topic_sys_flag=sys_flag,
+        )
+        self._put_and_persist(created, "auto-created from " + default_topic)
+        return created
+
+    def create_if_absent(self, topic: str, queues: int, perm: int, sys_flag: int = 0) -> TopicConfig:
+        """Retry, DLQ and system topics the broker creates itself."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(
+            topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, topic_sys_flag=sys_flag
+        )
+        self._put_and_persist(created, "created by the broker")
+        return created
+
+    def update(self, config: TopicConfig) -> None:
+        self._put_and_persist(config, "created or updated by an admin request")
+
+    def delete(self, topic: str) -> bool:
+        removed = self.table.delete(topic) is not None
+        if removed:
+            self.table.persist()
+            self.on_change()
+        return removed
+
+    def _put_and_persist(self, config: TopicConfig, why: str) -> None:
+        self.table.put(config)
+        self.table.persist()
+        log.info(
+            "topic %s %s: %d/%d queues, perm %d",
+            config.topic_name,
+            why,
+            config.read_queue_nums,
+            config.write_queue_nums,
+            config.perm,
+        )
+        self.on_change()
+
+    def serialize_wrapper(self) -> TopicConfigSerializeWrapper:
+        """The REGISTER_BROKER view of every topic, with the broker's permission applied."""
+        version = self.table.data_version
+        topics = {}
+        broker_perm = self.config.broker_permission
+        for name, config in self.table.all().items():
+            perm = config.perm if broker_perm & PERM_WRITE else config.perm & ~PERM_WRITE
+            topics[name] = RouteTopicConfig(
+                topic_name=name,
+                read_queue_nums=config.read_queue_nums,
+                write_queue_nums=config.write_queue_nums,
+                perm=perm & (broker_perm | PERM_INHERIT | PERM_PRIORITY),
+                topic_filter_type=TopicFilterType(config.topic_filter_type),
+                topic_sys_flag=config.topic_sys_flag,
+                order=config.order,
+            )
+        return TopicConfigSerializeWrapper(
+            topic_config_table=topics,
+            data_version=RouteDataVersion(timestamp_ms=version.timestamp_ms, counter=version.counter),
+        )

@@ -1,0 +1,161 @@
+"""`shoal namesrv`, `shoal broker` and `shoal local`: run the processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import click
+
+try:
+    import uvloop
+except ImportError:  # optional: a faster event loop where it builds
+    uvloop = None
+
+from shoal.broker.broker import BrokerController
+from shoal.broker.config import NamesrvConfig, load_broker_settings, load_namesrv_config, parse_properties
+from shoal.broker.namesrv import NameServer
+from shoal.cli.local_demo import round_trip
+
+log = logging.getLogger("shoal")
+
+SWITCH_INTERVAL_S = 0.0005  # lets the flush/dispatch threads get the GIL back quickly (performance.md §1.5)
+
+
+def run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run `main(stop)` on uvloop when available; SIGTERM/SIGINT set `stop` for a graceful exit."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    if uvloop is None:
+        asyncio.run(runner())
+    else:
+        uvloop.run(runner())
+
+
+def _read_conf(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        return parse_properties(path.read_text())
+    except (OSError, ValueError) as error:
+        raise click.ClickException(f"{path}: {error}") from None
+
+
+@click.command()
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="namesrv.conf (Java properties).",
+)
+@click.option("--port", type=int, default=None, help="Listen port (default 9876, or listenPort from the file).")
+def namesrv(config_path: Path | None, port: int | None) -> None:
+    """Run a NameServer: brokers register with it, clients ask it for routes."""
+    config, unknown = load_namesrv_config(_read_conf(config_path))
+    for key in unknown:
+        log.warning("namesrv.conf: unknown key %s ignored", key)
+
+    async def main(stop: asyncio.Event) -> None:
+        server = NameServer(config)
+        bound = await server.start(port=port)
+        click.echo(f"NameServer listening on port {bound}", err=True)
+        await stop.wait()
+        await server.stop()
+
+    run_until_signal(main)
+
+
+@click.command()
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="broker.conf (RocketMQ key names); missing keys take the embedded defaults.",
+)
+@click.option("-n", "--namesrv-addr", default=None, help="NameServer addresses, ';'-separated (overrides namesrvAddr).")
+@click.option("--store-dir", type=click.Path(path_type=Path), default=None, help="storePathRootDir override.")
+@click.option("--port", type=int, default=None, help="listenPort override (0: any free port).")
+def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path | None, port: int | None) -> None:
+    """Run a Broker: stores messages and serves producers and consumers."""
+    conf = _read_conf(config_path)
+    if namesrv_addr:
+        conf["namesrvAddr"] = namesrv_addr
+    if store_dir is not None:
+        conf["storePathRootDir"] = str(store_dir)
+    if port is not None:
+        conf["listenPort"] = str(port)
+    try:
+        settings = load_broker_settings(conf)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    for key in settings.unknown_keys:
+        log.warning("broker.conf: key %s is not used by Shoal", key)
+
+    async def main(stop: asyncio.Event) -> None:
+        controller = BrokerController(settings)
+        await controller.start()
+        click.echo(f"Broker {settings.broker.broker_name} listening on port {controller.port}", err=True)
+        await stop.wait()
+        await controller.stop()
+
+    run_until_signal(main)
+
+
+@click.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=Path("data"),
+    show_default=True,
+    help="Where the store lives.",
+)
+@click.option("--namesrv-port", type=int, default=9876, show_default=True)
+@click.option("--broker-port", type=int, default=10911, show_default=True)
+@click.option(
+    "--demo/--no-demo",
+    default=False,
+    help="Produce and consume a few messages once the cluster is up, then keep running.",
+)
+def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool) -> None:
+    """Run a NameServer and a Broker in one process with the embedded default config (Ctrl-C stops)."""
+    settings = load_broker_settings(
+        {
+            "namesrvAddr": f"127.0.0.1:{namesrv_port}",
+            "listenPort": str(broker_port),
+            "storePathRootDir": str(data_dir.resolve() / "store"),
+        }
+    )
+
+    async def main(stop: asyncio.Event) -> None:
+        name_server = NameServer(NamesrvConfig())
+        await name_server.start(host="127.0.0.1", port=namesrv_port)
+        controller = BrokerController(settings)
+        await controller.start()
+        click.echo(
+            f"local cluster up: NameServer 127.0.0.1:{namesrv_port}, broker {settings.broker.broker_name} "
+            f"127.0.0.1:{controller.port}, metrics http://127.0.0.1:{controller.metrics_port}/metrics, "
+            f"store {settings.store.root_dir}",
+            err=True,
+        )
+        if demo:
+            await round_trip(f"127.0.0.1:{namesrv_port}")
+        await stop.wait()
+        await controller.stop()
+        await name_server.stop()
+
+    run_until_signal(main)
