@@ -55,7 +55,7 @@ class ServerConnection(asyncio.Protocol):
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        transport = self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer_host, self.peer_port = str(peer[0]), int(peer[1])

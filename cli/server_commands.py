@@ -15,7 +15,7 @@ import click
 try:
     import uvloop
 except ImportError:  # optional: a faster event loop where it builds
-    uvloop = None
+    uvloop = None  # type: ignore[assignment]
 
 from shoal.broker.broker import BrokerController
 from shoal.broker.config import NamesrvConfig, load_broker_settings, load_namesrv_config, parse_properties
