@@ -80,8 +80,11 @@ class CleaningService(ServiceThread):
         self.manual_delete_rounds = rounds
         self.wakeup()
 
-    def check_disk(self) -> tuple[float, bool]:
-        """(usage ratio, clean immediately); updates the disk-full flag."""
+    def check_disk(self) -> tuple[float, bool, bool]:
+        """(usage ratio, clean immediately, space pressure); updates the disk-full flag.
+
+        Above diskMaxUsedSpaceRatio expired files go at any hour (space pressure); above
+        diskSpaceCleanForciblyRatio (or the warning level) files go even before they expire."""
         ratio = max(
             self.disk_usage(self.commitlog.queue.directory),
             self.disk_usage(self.consume_queues.directory),
@@ -102,19 +105,19 @@ class CleaningService(ServiceThread):
                 log.warning("disk usage %.1f%%: accepting writes again", ratio * 100)
             self.disk_full = False
             clean_now = ratio > settings.disk_space_clean_forcibly_ratio
-        return ratio, clean_now or ratio > settings.disk_max_used_ratio
+        return ratio, clean_now, clean_now or ratio > settings.disk_max_used_ratio
 
     def run_round(self) -> CleaningRound:
         """One cleaning round (what the service does every `cleanResourceInterval`)."""
         result = CleaningRound()
-        ratio, space_pressure = self.check_disk()
+        ratio, clean_now, space_pressure = self.check_disk()
         result.disk_usage_ratio, result.disk_full = ratio, self.disk_full
         manual = self.manual_delete_rounds > 0
         if manual:
             self.manual_delete_rounds -= 1
         hour = time.localtime(self.clock.now_ms() / 1000).tm_hour
         time_up = hour in self.settings.delete_hours
-        forced = space_pressure and self.settings.clean_file_forcibly_enable
+        forced = clean_now and self.settings.clean_file_forcibly_enable
         result.forced = forced
         if time_up or space_pressure or manual:
             result.commitlog_files_deleted = self._delete_commitlog(forced)

@@ -75,12 +75,12 @@ class ConsumeQueue:
             process_offset = mapped.file_from_offset + position
             if position < mapped.file_size:
                 break
-        dropped_bytes = self.queue.max_wrote_offset - process_offset
+        dropped = _written_units_from(self.queue.files, process_offset)
         self.queue.truncate_dirty_files(process_offset)
         self._set_end(process_offset)
         if max_physical >= 0:
             self.max_physical_offset = max_physical
-        return max(0, dropped_bytes) // UNIT_SIZE
+        return dropped
 
     def _set_end(self, byte_offset: int) -> None:
         self.queue.flushed_where = byte_offset
@@ -122,9 +122,7 @@ class ConsumeQueue:
             return dropped
 
     def _delete_last(self) -> None:
-        last = self.queue.last
-        assert last is not None
-        self.queue.truncate_dirty_files(last.file_from_offset)
+        self.queue.delete_last_file()
 
     def _scan_max_physical(self) -> int:
         for mapped in reversed(self.queue.files):
@@ -274,6 +272,20 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.queue.close()
+
+
+def _written_units_from(files: list[MappedFile], byte_offset: int) -> int:
+    """Units at or after `byte_offset` that hold anything but zeros (what truncation drops)."""
+    count = 0
+    for mapped in files:
+        start = max(0, byte_offset - mapped.file_from_offset)
+        if start >= mapped.file_size:
+            continue
+        for index, unit in enumerate(UNIT.iter_unpack(mapped.view[start - start % UNIT_SIZE :])):
+            del index
+            if unit != (0, 0, 0):
+                count += 1
+    return count
 
 
 def _valid_prefix(mapped: MappedFile) -> tuple[int, int]:

@@ -51,13 +51,24 @@ class IndexService:
         files = self.files
         return files[-1].end_physical_offset if files else 0
 
+    @property
+    def last_indexed_offset(self) -> int:
+        """CommitLog offset of the newest message already indexed; -1 when none is."""
+        files = self.files
+        if not files:
+            return -1
+        newest = files[-1]
+        if newest.index_count > 1 or len(files) > 1 or newest.end_physical_offset > 0:
+            return newest.end_physical_offset
+        return -1
+
     def build(
         self, topic: str, physical_offset: int, store_timestamp: int, uniq_key: str | None, keys: str | None
     ) -> None:
         """Index one dispatched message (skipped when an earlier file already covers it)."""
-        index_file = self._writable_file()
-        if physical_offset < index_file.end_physical_offset:
-            return
+        self._writable_file()
+        if physical_offset <= self.last_indexed_offset:
+            return  # re-dispatch after recovery: this message is indexed already
         if uniq_key:
             self._put(f"{topic}#{uniq_key}", physical_offset, store_timestamp)
         for key in message_keys(keys):

@@ -217,6 +217,18 @@ class MappedFileQueue:
         self.committed_where = min(self.committed_where, offset)
         return dropped
 
+    def delete_last_file(self) -> None:
+        """Delete the newest segment (ConsumeQueue truncation; RocketMQ's deleteLastMappedFile)."""
+        with self._lock:
+            files = self.files
+            if not files:
+                return
+            last = files[-1]
+            self.files = files[:-1]
+        last.destroy()
+        self.flushed_where = min(self.flushed_where, last.file_from_offset)
+        self.committed_where = min(self.committed_where, last.file_from_offset)
+
     def delete_first_files(self, should_delete: Callable[[MappedFile], bool], count_max: int) -> list[MappedFile]:
         """Delete leading segments while `should_delete` holds, never the last, at most `count_max`."""
         deleted: list[MappedFile] = []

@@ -401,7 +401,7 @@ class MessageStore:
         next offset, slave suggestion); bounded by the in-memory / on-disk transfer limits."""
         queue = self.consume_queues.find(topic, queue_id)
         if queue is None:
-            return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
+            return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = queue.min_offset, queue.max_offset
         if max_offset == 0:
             return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)

@@ -312,8 +312,8 @@ def decode_header(buffer: bytes | bytearray | memoryview, position: int) -> Reco
     else:
         topic_len = buffer[at]
         at += 1
-    if topic_len > 127 and magic == MESSAGE_MAGIC_CODE:
-        raise ValueError(f"TOPICLENGTH {topic_len} is negative as a signed byte")
+    if topic_len < 0 or (topic_len > 127 and magic == MESSAGE_MAGIC_CODE):
+        raise ValueError(f"TOPICLENGTH {topic_len} is negative as a signed byte or short")
     topic = bytes(buffer[at : at + topic_len]).decode("utf-8")
     at += topic_len
     properties_len = SHORT.unpack_from(buffer, at)[0]

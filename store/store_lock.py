@@ -24,6 +24,9 @@ class StoreLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            # flock excludes other opens in this process too; lockf is what a Java broker takes
+            # (FileChannel.tryLock), so a Java and a Shoal broker exclude each other as well.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
         except OSError:
             os.close(fd)
@@ -39,6 +42,7 @@ class StoreLock:
             return
         with contextlib.suppress(OSError):
             fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
 

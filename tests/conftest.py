@@ -1,9 +1,16 @@
-"""Shared fixtures: small store settings on real files, and a bounded wait helper."""
+"""Shared fixtures: small store settings on real files, a bounded wait helper, real server processes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -66,3 +73,135 @@ def wait_until_fixture() -> Callable[..., None]:
 @pytest.fixture(name="small_settings")
 def small_settings_fixture() -> Callable[..., StoreSettings]:
     return small_settings
+
+
+# --- real NameServer + Broker processes ---
+
+PROCESS_START_TIMEOUT_S = 30.0
+PROCESS_STOP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + PROCESS_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"process exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise AssertionError(
+        f"port {port} not listening after {PROCESS_START_TIMEOUT_S} s:\n{log_path.read_text()[-4000:]}"
+    )
+
+
+@dataclass
+class Cluster:
+    """A NameServer and a Broker running as real processes on 127.0.0.1."""
+
+    root: Path
+    namesrv_port: int
+    broker_port: int
+    metrics_port: int
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.root / "store"
+
+    def start_namesrv(self) -> None:
+        self._spawn("namesrv", ["namesrv", "--port", str(self.namesrv_port)], self.namesrv_port)
+
+    def start_broker(self, conf: dict[str, str] | None = None) -> None:
+        settings = {
+            "brokerIP1": "127.0.0.1",
+            "listenPort": str(self.broker_port),
+            "metricsPort": str(self.metrics_port),
+            "namesrvAddr": self.namesrv_addr,
+            "storePathRootDir": str(self.store_dir),
+            "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
+            **(conf or {}),
+        }
+        path = self.root / "broker.conf"
+        path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        self._spawn("broker", ["broker", "-c", str(path)], self.broker_port)
+
+    def _spawn(self, name: str, args: list[str], port: int) -> None:
+        log_path = self.root / f"{name}.log"
+        log_file = log_path.open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "shoal.cli.main", *args], stdout=log_file, stderr=subprocess.STDOUT
+        )
+        log_file.close()
+        self.processes[name] = process
+        self.logs[name] = log_path
+        _wait_for_port(port, process, log_path)
+
+    def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
+        """Stop one process; returns its exit code (SIGKILL after the timeout)."""
+        process = self.processes.pop(name)
+        if process.poll() is None:
+            process.send_signal(sig)
+        try:
+            return process.wait(PROCESS_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"{name} did not stop within {PROCESS_STOP_TIMEOUT_S} s") from None
+
+    def alive(self, name: str) -> bool:
+        return self.processes[name].poll() is None
+
+    def log(self, name: str) -> str:
+        return self.logs[name].read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for name in ("broker", "namesrv"):
+            if name in self.processes:
+                self.stop(name)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A fresh NameServer + Broker (ASYNC_FLUSH, 64 MiB segments) in real processes."""
+    running = Cluster(tmp_path, free_port(), free_port(), free_port())
+    running.start_namesrv()
+    running.start_broker()
+    yield running
+    running.stop_all()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Cluster]]:
+    """Start a NameServer + Broker with extra broker.conf keys; everything is stopped after the test."""
+    started: list[Cluster] = []
+
+    def start(conf: dict[str, str]) -> Cluster:
+        root = tmp_path / f"cluster{len(started)}"
+        root.mkdir()
+        running = Cluster(root, free_port(), free_port(), free_port())
+        started.append(running)
+        running.start_namesrv()
+        running.start_broker(conf)
+        return running
+
+    yield start
+    for running in started:
+        running.stop_all()
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")

@@ -1,0 +1,788 @@
+"""Tests of shoal.store.message_store: the facade, end to end on real files (spec §1, §2, §4, §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shoal.store import (
+    BatchEntry,
+    FlushDiskType,
+    GetMessageStatus,
+    MessageStore,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    StoreLockedError,
+    StoreSettings,
+)
+from shoal.store import message_store as message_store_module
+from shoal.store.java_hash import java_string_hash
+from shoal.store.properties import decode_properties, encode_properties
+from shoal.store.record import decode_header, decode_message_id
+from shoal.store.sysflag import TransactionType
+
+WaitUntil = Callable[..., None]
+SettingsFactory = Callable[..., StoreSettings]
+START_MS = 1_700_000_000_000
+
+
+class FakeClock:
+    """Wall time set by the test; monotonic time stays real so the services keep their pace."""
+
+    def __init__(self, now_ms: int = START_MS) -> None:
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def monotonic_s(self) -> float:
+        return time.monotonic()
+
+
+def props(**values: str) -> bytes:
+    return encode_properties(values)
+
+
+def put(store: MessageStore, topic: str, queue_id: int, body: bytes, **properties: str) -> PutResult:
+    result = store.put_message(MessageToStore(topic, queue_id, body, props(**properties)))
+    assert result.status is PutStatus.PUT_OK, result
+    assert result.append is not None
+    return result
+
+
+def settle(store: MessageStore) -> None:
+    """Dispatch whatever is readable now, so ConsumeQueues and the index are current."""
+    store.dispatch_now()
+    assert store.dispatcher.behind_bytes == 0
+
+
+def body_of(view: memoryview) -> bytes:
+    header = decode_header(view, 0)
+    return bytes(view[header.body_position : header.body_position + header.body_length])
+
+
+def properties_of(view: memoryview) -> dict[str, str]:
+    header = decode_header(view, 0)
+    return decode_properties(view[header.properties_position : header.properties_position + header.properties_length])
+
+
+def open_store(settings: StoreSettings, **kwargs: object) -> MessageStore:
+    store = MessageStore(settings, **kwargs)  # type: ignore[arg-type]
+    store.open()
+    store.start()
+    return store
+
+
+@pytest.fixture
+def sync_store(tmp_path: Path, small_settings: SettingsFactory) -> Iterator[MessageStore]:
+    """An open SYNC_FLUSH store on small segments."""
+    store = open_store(small_settings(tmp_path / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    yield store
+    store.shutdown()
+
+
+# --- put / get ---
+
+
+def test_put_then_get_round_trips_body_topic_properties_and_offsets(store: MessageStore) -> None:
+    """Goal: a put comes back byte-identical with topic, properties and offsets. Method: put 3, get."""
+    bodies = [b"first", b"", os.urandom(3000)]
+    results = [
+        put(store, "RoundTrip", 2, body, KEYS="k1 k2", TAGS="TagA", UNIQ_KEY=f"U{i}") for i, body in enumerate(bodies)
+    ]
+    settle(store)
+    got = store.get_messages("RoundTrip", 2, 0, 32)
+    assert got.status is GetMessageStatus.FOUND
+    assert got.queue_offsets == [0, 1, 2]
+    assert got.commitlog_offsets == [r.append.wrote_offset for r in results if r.append]
+    assert got.next_begin_offset == 3
+    for index, (view, body) in enumerate(zip(got.messages, bodies, strict=True)):
+        header = decode_header(view, 0)
+        assert len(view) == header.total_size == results[index].append.wrote_bytes  # type: ignore[union-attr]
+        assert header.topic == "RoundTrip"
+        assert header.queue_id == 2
+        assert header.queue_offset == index
+        assert header.physical_offset == got.commitlog_offsets[index]
+        assert header.body_crc == zlib.crc32(body) & 0x7FFFFFFF
+        assert body_of(view) == body
+        assert properties_of(view) == {"KEYS": "k1 k2", "TAGS": "TagA", "UNIQ_KEY": f"U{index}"}
+    got.release()
+
+
+def test_queue_offsets_are_consecutive_per_queue_and_independent_across_queues(store: MessageStore) -> None:
+    """Goal: each (topic, queue) numbers its messages from 0. Method: interleave puts to six queues."""
+    seen: dict[tuple[str, int], list[int]] = {}
+    for i in range(30):
+        key = (("A", "B")[i % 2], i % 3)
+        result = put(store, key[0], key[1], b"m%d" % i)
+        seen.setdefault(key, []).append(result.append.queue_offset)  # type: ignore[union-attr]
+    for offsets in seen.values():
+        assert offsets == list(range(len(offsets)))
+    settle(store)
+    for (topic, queue_id), offsets in seen.items():
+        assert store.max_offset_in_queue(topic, queue_id) == len(offsets)
+        assert store.min_offset_in_queue(topic, queue_id) == 0
+    assert store.max_offset_in_queue("Nope", 0) == 0
+    assert store.min_offset_in_queue("Nope", 0) == 0
+
+
+def test_batch_put_gets_consecutive_offsets_one_segment_and_a_message_id_per_record(
+    store: MessageStore,
+) -> None:
+    """Goal: a batch gets consecutive offsets, one segment, an id per record. Method: batch at a segment end."""
+    segment = store.settings.commitlog.segment_size_bytes
+    put(store, "Batch", 1, b"before")
+    while True:
+        last = put(store, "Filler", 0, b"x" * 1000)
+        if last.append.next_offset > segment - 3000:  # type: ignore[union-attr]
+            break
+    entries = [BatchEntry(i, b"batch-%d-" % i + b"y" * 500, props(KEYS=f"bk{i}")) for i in range(5)]
+    result = store.put_batch(MessageToStore("Batch", 1, b""), entries)
+    assert result.status is PutStatus.PUT_OK
+    append = result.append
+    assert append is not None
+    assert append.message_count == 5
+    assert append.queue_offset == 1
+    assert append.wrote_offset == segment  # moved whole to the next segment
+    assert result.record_sizes is not None and sum(result.record_sizes) == append.wrote_bytes
+    settle(store)
+    got = store.get_messages("Batch", 1, 1, 32)
+    assert got.queue_offsets == [1, 2, 3, 4, 5]
+    assert {offset // segment for offset in got.commitlog_offsets} == {1}
+    ids = result.message_ids()
+    assert [decode_message_id(i)[2] for i in ids] == got.commitlog_offsets
+    for index, view in enumerate(got.messages):
+        header = decode_header(view, 0)
+        assert header.flag == index
+        assert header.queue_offset == 1 + index
+        assert body_of(view) == entries[index].body
+        assert properties_of(view) == {"KEYS": f"bk{index}"}
+    got.release()
+
+
+def test_batch_put_refuses_empty_and_transactional_batches(store: MessageStore) -> None:
+    """Goal: empty and transactional batches are MESSAGE_ILLEGAL and write nothing. Method: put both."""
+    before = store.commitlog.max_offset
+    assert store.put_batch(MessageToStore("Batch", 0, b""), []).status is PutStatus.MESSAGE_ILLEGAL
+    prepared = MessageToStore("Batch", 0, b"", sysflag=int(TransactionType.PREPARED_TYPE))
+    entries = [BatchEntry(0, b"x", b"")]
+    assert store.put_batch(prepared, entries).status is PutStatus.MESSAGE_ILLEGAL
+    assert store.commitlog.max_offset == before
+
+
+# --- get_messages statuses ---
+
+
+def test_get_messages_on_an_unknown_queue_is_no_matched_logic_queue(store: MessageStore) -> None:
+    """Goal: a never-written queue is NO_MATCHED_LOGIC_QUEUE. Method: get at offset 0."""
+    got = store.get_messages("Unknown", 0, 0, 32)
+    assert got.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    assert got.messages == []
+    assert (got.min_offset, got.max_offset, got.next_begin_offset) == (0, 0, 0)
+
+
+def test_get_messages_on_an_unknown_queue_suggests_offset_zero(store: MessageStore) -> None:
+    """Goal: a missing queue sends the consumer back to offset 0 (spec §8.8). Method: get at offset 7."""
+    got = store.get_messages("Unknown", 0, 7, 32)
+    assert got.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    assert got.next_begin_offset == 0
+
+
+def test_get_messages_on_an_empty_queue_is_no_message_in_queue(tmp_path: Path, small_settings: SettingsFactory) -> None:
+    """Goal: a queue without units is NO_MESSAGE_IN_QUEUE, next 0. Method: reopen with an empty CQ dir."""
+    settings = small_settings(tmp_path / "store")
+    first = open_store(settings)
+    put(first, "Other", 0, b"so the CommitLog is not empty")
+    first.shutdown()
+    (settings.consume_queue_dir / "Empty" / "3").mkdir(parents=True)
+    store = open_store(settings)
+    try:
+        got = store.get_messages("Empty", 3, 5, 32)
+        assert got.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
+        assert (got.next_begin_offset, got.min_offset, got.max_offset) == (0, 0, 0)
+    finally:
+        store.shutdown()
+
+
+def test_get_messages_found_returns_at_most_max_count_and_the_next_offset(store: MessageStore) -> None:
+    """Goal: FOUND returns <= max_count, next = offset + scanned. Method: read 10 messages 4 at a time."""
+    for i in range(10):
+        put(store, "Paged", 0, b"p%d" % i)
+    settle(store)
+    offset, pages = 0, []
+    while offset < 10:
+        got = store.get_messages("Paged", 0, offset, 4)
+        assert got.status is GetMessageStatus.FOUND
+        pages.append(got.queue_offsets)
+        assert got.next_begin_offset == offset + len(got.messages)
+        offset = got.next_begin_offset
+        got.release()
+    assert pages == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_get_messages_at_and_past_the_end_overflows(store: MessageStore) -> None:
+    """Goal: offset == max is OVERFLOW_ONE (next offset), > max OVERFLOW_BADLY (next min). Method: 3 msgs."""
+    for i in range(3):
+        put(store, "Edge", 0, b"e%d" % i)
+    settle(store)
+    one = store.get_messages("Edge", 0, 3, 32)
+    assert one.status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+    assert (one.next_begin_offset, one.min_offset, one.max_offset) == (3, 0, 3)
+    badly = store.get_messages("Edge", 0, 9, 32)
+    assert badly.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
+    assert (badly.next_begin_offset, badly.min_offset, badly.max_offset) == (0, 0, 3)
+
+
+def test_get_messages_below_the_min_offset_is_offset_too_small(tmp_path: Path, small_settings: SettingsFactory) -> None:
+    """Goal: below min is OFFSET_TOO_SMALL (next min), past max BADLY (next max). Method: force a clean."""
+    usage = [0.0]
+    store = open_store(small_settings(tmp_path / "store"), disk_usage=lambda _path: usage[0])
+    try:
+        for i in range(200):
+            put(store, "Old", 0, b"o" * 1000, KEYS=f"old{i}")
+        settle(store)
+        usage[0] = 0.87  # above diskSpaceCleanForciblyRatio: delete regardless of age
+        assert store.cleaner.run_round().commitlog_files_deleted > 0
+        minimum = store.min_offset_in_queue("Old", 0)
+        assert minimum > 0
+        small = store.get_messages("Old", 0, 0, 32)
+        assert small.status is GetMessageStatus.OFFSET_TOO_SMALL
+        assert (small.next_begin_offset, small.min_offset) == (minimum, minimum)
+        badly = store.get_messages("Old", 0, 500, 32)
+        assert badly.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
+        assert badly.next_begin_offset == 200
+        found = store.get_messages("Old", 0, minimum, 1)
+        assert found.status is GetMessageStatus.FOUND
+        assert found.commitlog_offsets[0] >= store.commitlog.min_offset
+        found.release()
+    finally:
+        store.shutdown()
+
+
+def test_get_messages_with_a_tag_filter_skips_and_may_match_nothing(store: MessageStore) -> None:
+    """Goal: the tag filter skips units, none matching is NO_MATCHED_MESSAGE. Method: tags a/b, filter b, c."""
+    for i in range(6):
+        put(store, "Tagged", 0, b"t%d" % i, TAGS="a" if i % 2 else "b")
+    settle(store)
+    code_b = java_string_hash("b")
+    only_b = store.get_messages("Tagged", 0, 0, 32, tag_filter=lambda code: code == code_b)
+    assert only_b.status is GetMessageStatus.FOUND
+    assert only_b.queue_offsets == [0, 2, 4]
+    assert only_b.next_begin_offset == 6
+    assert [properties_of(v)["TAGS"] for v in only_b.messages] == ["b", "b", "b"]
+    only_b.release()
+    code_c = java_string_hash("c")
+    none = store.get_messages("Tagged", 0, 1, 32, tag_filter=lambda code: code == code_c)
+    assert none.status is GetMessageStatus.NO_MATCHED_MESSAGE
+    assert none.messages == []
+    assert none.next_begin_offset == 6
+
+
+def test_get_messages_returns_zero_copy_views_of_the_mapped_segment(store: MessageStore) -> None:
+    """Goal: returned messages are views of the segment's mmap, not copies. Method: compare view.obj."""
+    put(store, "ZeroCopy", 0, b"payload")
+    settle(store)
+    got = store.get_messages("ZeroCopy", 0, 0, 1)
+    view = got.messages[0]
+    assert isinstance(view, memoryview)
+    assert isinstance(view.obj, mmap.mmap)
+    segment = store.commitlog.queue.find_by_offset(got.commitlog_offsets[0])
+    assert segment is not None
+    assert view.obj is segment.mm
+    assert bytes(view) == bytes(segment.view[0 : len(view)])
+    got.release()
+
+
+def test_get_messages_stops_at_the_in_memory_transfer_limits(store: MessageStore) -> None:
+    """Goal: in memory a pull stops at 32 messages or 256 KiB. Method: 40 small, then 24 x 15 KiB messages."""
+    for i in range(40):
+        put(store, "Many", 0, b"s%d" % i)
+    big = [put(store, "Big", 0, os.urandom(15 * 1024)) for _ in range(24)]
+    settle(store)
+    many = store.get_messages("Many", 0, 0, 1000)
+    assert len(many.messages) == 32
+    assert many.next_begin_offset == 32
+    assert not many.suggest_pulling_from_slave
+    many.release()
+    size = big[0].append.wrote_bytes  # type: ignore[union-attr]
+    got = store.get_messages("Big", 0, 0, 32)
+    assert len(got.messages) == (256 * 1024) // size
+    assert got.total_bytes <= 256 * 1024 < got.total_bytes + size
+    got.release()
+
+
+def test_get_messages_stops_at_the_on_disk_transfer_limits(
+    store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: on disk a pull stops at 8 messages or 64 KiB, suggests a slave. Method: in-memory ratio 0."""
+    monkeypatch.setattr(message_store_module, "ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO", 0.0)
+    for i in range(20):
+        put(store, "Disk", 0, b"d%d" % i)
+    for _ in range(8):
+        put(store, "DiskBig", 0, os.urandom(15 * 1024))
+    settle(store)
+    small = store.get_messages("Disk", 0, 0, 32)
+    assert len(small.messages) == 8
+    assert small.suggest_pulling_from_slave
+    small.release()
+    big = store.get_messages("DiskBig", 0, 0, 32)
+    assert len(big.messages) == 4  # 4 x 15 KiB fit in 64 KiB, a fifth does not
+    assert big.total_bytes <= 64 * 1024
+    big.release()
+
+
+# --- lookups ---
+
+
+def test_offset_by_time_finds_the_first_message_at_or_closest_to_a_time(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: offset_by_time finds exact, nearest and clamped offsets. Method: fake clock, 1 s apart."""
+    clock = FakeClock()
+    store = open_store(small_settings(tmp_path / "store"), clock=clock)
+    try:
+        for i in range(10):
+            clock.now = START_MS + i * 1000
+            put(store, "Timed", 0, b"t%d" % i)
+        settle(store)
+        assert store.offset_by_time("Timed", 0, START_MS + 4000) == 4
+        assert store.offset_by_time("Timed", 0, START_MS + 4300) == 4
+        assert store.offset_by_time("Timed", 0, START_MS + 4700) == 5
+        assert store.offset_by_time("Timed", 0, 0) == 0
+        assert store.offset_by_time("Timed", 0, START_MS + 99_000) == 9
+        assert store.offset_by_time("Unknown", 0, START_MS) == 0
+        assert store.earliest_message_time("Timed", 0) == START_MS
+        assert store.earliest_message_time("Unknown", 0) == -1
+    finally:
+        store.shutdown()
+
+
+def test_message_at_returns_the_record_named_by_its_offset_message_id(store: MessageStore) -> None:
+    """Goal: the offset msgId decodes to the offset message_at reads; others give None. Method: 3 puts."""
+    results = [put(store, "ById", 0, b"body-%d" % i, KEYS=f"id{i}") for i in range(3)]
+    for index, result in enumerate(results):
+        (msg_id,) = result.message_ids()
+        address, port, offset = decode_message_id(msg_id)
+        assert (address, port) == ("127.0.0.1", 10911)
+        assert offset == result.append.wrote_offset  # type: ignore[union-attr]
+        found = store.message_at(offset)
+        assert found is not None
+        header, view = found
+        assert header.physical_offset == offset
+        assert header.queue_offset == index
+        assert bytes(view[header.body_position : header.body_position + header.body_length]) == (b"body-%d" % index)
+        view.release()
+    assert store.message_at(results[1].append.wrote_offset + 1) is None  # type: ignore[union-attr]
+    assert store.message_at(store.commitlog.max_offset) is None
+    assert store.message_at(10 * store.settings.commitlog.segment_size_bytes) is None
+
+
+def test_query_by_key_finds_keys_and_uniq_key_and_filters_hash_collisions(store: MessageStore) -> None:
+    """Goal: KEYS tokens and UNIQ_KEY are found, hash collisions filtered. Method: keys Aa/BB, query."""
+    first = put(store, "Keyed", 0, b"one", KEYS="Aa order-1", UNIQ_KEY="UNIQ1")
+    second = put(store, "Keyed", 1, b"two", KEYS="BB order-2")
+    put(store, "Other", 0, b"three", KEYS="Aa")
+    settle(store)
+    first_offset = first.append.wrote_offset  # type: ignore[union-attr]
+    second_offset = second.append.wrote_offset  # type: ignore[union-attr]
+
+    def offsets(key: str) -> list[int]:
+        return [header.physical_offset for header, _view in store.query_by_key("Keyed", key, 32)]
+
+    assert java_string_hash("Keyed#Aa") == java_string_hash("Keyed#BB")
+    assert store.index is not None
+    raw = store.index.query("Keyed", "Aa", 32, 0, 2**62)
+    assert sorted(raw) == sorted([first_offset, second_offset])  # the collision is real
+    assert offsets("Aa") == [first_offset]
+    assert offsets("BB") == [second_offset]
+    assert offsets("order-1") == [first_offset]
+    assert offsets("order-2") == [second_offset]
+    assert offsets("UNIQ1") == [first_offset]
+    assert offsets("absent") == []
+
+
+# --- refusals ---
+
+
+def test_illegal_messages_are_refused_and_the_store_keeps_working(store: MessageStore) -> None:
+    """Goal: over-limit messages are refused, at-limit ones kept, the store works. Method: alternate puts."""
+    body_max = store.settings.commitlog.message_body_size_max_bytes
+    long_properties = b"KEYS\x01" + b"k" * (32767 - 5)
+    cases = [
+        (MessageToStore("Legal", 0, b"x" * (body_max + 1)), PutStatus.MESSAGE_ILLEGAL),
+        (MessageToStore("T" * 128, 0, b"x"), PutStatus.MESSAGE_ILLEGAL),
+        (MessageToStore("é" * 64, 0, b"x"), PutStatus.MESSAGE_ILLEGAL),  # 128 bytes in UTF-8
+        (MessageToStore("", 0, b"x"), PutStatus.MESSAGE_ILLEGAL),
+        (MessageToStore("Legal", 0, b"x", long_properties + b"k"), PutStatus.PROPERTIES_SIZE_EXCEEDED),
+    ]
+    expected_offset = 0
+    for bad, status in cases:
+        end_before = store.commitlog.max_offset
+        refused = store.put_message(bad)
+        assert refused.status is status
+        assert not refused.status.stored
+        assert refused.append is None and refused.remark
+        assert store.commitlog.max_offset == end_before
+        good = put(store, "Legal", 0, b"ok-%d" % expected_offset)
+        assert good.append.queue_offset == expected_offset  # type: ignore[union-attr]
+        expected_offset += 1
+    at_limits = [
+        MessageToStore("Legal", 0, b"x" * body_max),
+        MessageToStore("T" * 127, 0, b"x"),
+        MessageToStore("Legal", 0, b"x", long_properties),
+    ]
+    for message in at_limits:
+        assert store.put_message(message).status is PutStatus.PUT_OK
+    settle(store)
+    assert store.max_offset_in_queue("Legal", 0) == expected_offset + 2
+    got = store.get_messages("Legal", 0, 0, 64)
+    assert [body_of(v) for v in got.messages[: len(cases)]] == [b"ok-%d" % i for i in range(len(cases))]
+    assert properties_of(got.messages[-1]) == {"KEYS": "k" * (32767 - 5)}
+    got.release()
+
+
+def test_writes_are_refused_after_shutdown(tmp_path: Path, small_settings: SettingsFactory) -> None:
+    """Goal: after shutdown every write is SERVICE_NOT_AVAILABLE. Method: put, append and batch."""
+    store = open_store(small_settings(tmp_path / "store"))
+    put(store, "Closed", 0, b"before")
+    store.shutdown()
+    message = MessageToStore("Closed", 0, b"after")
+    assert store.put_message(message).status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.append_message(message).status is PutStatus.SERVICE_NOT_AVAILABLE
+    batch = store.put_batch(message, [BatchEntry(0, b"x", b"")])
+    assert batch.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert "shut" in batch.remark
+
+
+# --- flushing ---
+
+
+def test_sync_flush_put_returns_only_once_its_record_is_flushed(sync_store: MessageStore) -> None:
+    """Goal: a SYNC_FLUSH put returns once flushed past its record. Method: 4 threads check every put."""
+    failures: list[str] = []
+
+    def producer(thread_index: int) -> None:
+        for i in range(40):
+            result = sync_store.put_message(MessageToStore("Sync", thread_index, os.urandom(200 + i)))
+            if result.status is not PutStatus.PUT_OK or result.append is None:
+                failures.append(f"status {result.status}")
+                continue
+            flushed = sync_store.flusher.flushed_offset
+            if flushed < result.append.next_offset:
+                failures.append(f"flushed {flushed} < record end {result.append.next_offset}")
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+
+
+@pytest.fixture
+def gated_flush(sync_store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Hold every CommitLog flush of `sync_store` until the returned event is set."""
+    gate = threading.Event()
+    queue = sync_store.commitlog.queue
+    original = queue.flush
+
+    def held_flush(least_pages: int) -> bool:
+        gate.wait(10)
+        return original(least_pages)
+
+    monkeypatch.setattr(queue, "flush", held_flush)
+    yield gate
+    gate.set()
+
+
+def test_sync_flush_with_wait_false_returns_before_the_flush(
+    sync_store: MessageStore, gated_flush: threading.Event, wait_until: WaitUntil
+) -> None:
+    """Goal: SYNC_FLUSH with WAIT=false answers before fdatasync. Method: hold the flush, put, release."""
+    started = time.monotonic()
+    result = sync_store.put_message(MessageToStore("NoWait", 0, b"quick", wait_store_msg_ok=False))
+    assert result.status is PutStatus.PUT_OK and result.append is not None
+    assert time.monotonic() - started < 5
+    assert sync_store.flusher.flushed_offset < result.append.next_offset
+    gated_flush.set()
+    end = result.append.next_offset
+    wait_until(lambda: sync_store.flusher.flushed_offset >= end, 5)
+
+
+def test_sync_flush_answers_flush_disk_timeout_when_the_disk_is_slow(
+    tmp_path: Path, small_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch, wait_until: WaitUntil
+) -> None:
+    """Goal: a flush slower than syncFlushTimeout is FLUSH_DISK_TIMEOUT, yet stored. Method: hold the flush."""
+    settings = small_settings(tmp_path / "store", flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=200)
+    store = open_store(settings)
+    gate = threading.Event()
+    original = store.commitlog.queue.flush
+
+    def held_flush(least_pages: int) -> bool:
+        gate.wait(10)
+        return original(least_pages)
+
+    monkeypatch.setattr(store.commitlog.queue, "flush", held_flush)
+    try:
+        result = store.put_message(MessageToStore("Slow", 0, b"late"))
+        assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert result.status.stored and result.append is not None
+        gate.set()
+        end = result.append.next_offset
+        wait_until(lambda: store.flusher.flushed_offset >= end, 5)
+        settle(store)
+        got = store.get_messages("Slow", 0, 0, 1)
+        assert got.status is GetMessageStatus.FOUND
+        got.release()
+    finally:
+        gate.set()
+        store.shutdown()
+
+
+def test_put_message_async_group_commits_many_concurrent_puts(sync_store: MessageStore) -> None:
+    """Goal: 400 concurrent asyncio puts are PUT_OK after few fdatasyncs. Method: gather put_message_async."""
+    count = 400
+    flushes_before = sync_store.flusher.flush_count
+
+    async def main() -> list[PutResult]:
+        return await asyncio.gather(
+            *(sync_store.put_message_async(MessageToStore("Async", i % 4, b"a%d" % i)) for i in range(count))
+        )
+
+    results = asyncio.run(main())
+    assert all(r.status is PutStatus.PUT_OK for r in results)
+    ends = [r.append.next_offset for r in results if r.append is not None]
+    assert len(ends) == count
+    assert sync_store.flusher.flushed_offset >= max(ends)
+    flushes = sync_store.flusher.flush_count - flushes_before
+    assert 1 <= flushes <= count // 10
+    settle(sync_store)
+    assert sum(sync_store.max_offset_in_queue("Async", q) for q in range(4)) == count
+
+
+def test_store_keeps_accepting_writes_after_an_asyncio_loop_that_used_it_closes(
+    sync_store: MessageStore,
+) -> None:
+    """Goal: puts work after an asyncio loop that awaited puts is closed. Method: asyncio.run twice."""
+
+    async def one() -> PutResult:
+        return await sync_store.put_message_async(MessageToStore("Loops", 0, b"first"))
+
+    assert asyncio.run(one()).status is PutStatus.PUT_OK
+    for i in range(3):
+        result = sync_store.put_message(MessageToStore("Loops", 0, b"after-%d" % i))
+        assert result.status is PutStatus.PUT_OK, result.remark
+    assert asyncio.run(one()).status is PutStatus.PUT_OK
+    assert sync_store.flusher.failure is None
+
+
+def test_async_flush_service_flushes_within_its_interval(
+    tmp_path: Path, small_settings: SettingsFactory, wait_until: WaitUntil
+) -> None:
+    """Goal: ASYNC_FLUSH data is flushed by the service in its interval. Method: 20 ms interval, wait."""
+    settings = small_settings(tmp_path / "store", flush_interval_ms=20, flush_least_pages=0)
+    store = open_store(settings)
+    try:
+        flush_count = store.flusher.flush_count
+        result = put(store, "AsyncFlush", 0, b"z" * 100)
+        started = time.monotonic()
+        wait_until(lambda: store.flusher.flushed_offset >= result.append.next_offset, 2)  # type: ignore[union-attr]
+        assert time.monotonic() - started < 2
+        assert store.flusher.flush_count > flush_count
+        assert store.checkpoint.physic_msg_timestamp == result.append.store_timestamp  # type: ignore[union-attr]
+    finally:
+        store.shutdown()
+
+
+def test_transient_store_pool_data_is_readable_after_commit_and_survives_reopen(
+    tmp_path: Path, small_settings: SettingsFactory, wait_until: WaitUntil, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: pool data is readable only after commit, survives reopen. Method: hold commit, 8 segments."""
+    settings = small_settings(
+        tmp_path / "store", transient_store_pool_enable=True, commit_interval_ms=10, commit_least_pages=0
+    )
+    store = open_store(settings)
+    gate = threading.Event()
+    original_commit = store.commitlog.queue.commit
+
+    def held_commit(least_pages: int) -> bool:
+        gate.wait(10)
+        return original_commit(least_pages)
+
+    monkeypatch.setattr(store.commitlog.queue, "commit", held_commit)
+    bodies = [os.urandom(900 + i) for i in range(8 * 64)]  # ~8 segments; the pool holds 5
+    try:
+        assert store.pool is not None and store.committer is not None
+        first = put(store, "Pool", 0, bodies[0], KEYS="pool0")
+        assert store.commitlog.max_offset == 0  # written to the buffer, not yet committed
+        assert store.message_at(first.append.wrote_offset) is None  # type: ignore[union-attr]
+        gate.set()
+        wait_until(lambda: store.message_at(first.append.wrote_offset) is not None, 5)  # type: ignore[union-attr]
+        for index, body in enumerate(bodies[1:], start=1):
+            put(store, "Pool", index % 2, body, KEYS=f"pool{index}")
+        wait_until(lambda: store.commitlog.max_offset == store.commitlog.queue.max_wrote_offset, 5)
+        wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+        assert _bodies_in(store, "Pool", 2) == bodies
+    finally:
+        gate.set()
+        store.shutdown()
+    reopened = open_store(settings)
+    try:
+        report = reopened.recovery_report
+        assert report is not None and report.lossless and report.last_exit_ok
+        assert _bodies_in(reopened, "Pool", 2) == bodies
+        assert [h.topic for h, _v in reopened.query_by_key("Pool", "pool300", 4)] == ["Pool"]
+    finally:
+        reopened.shutdown()
+
+
+def _bodies_in(store: MessageStore, topic: str, queue_count: int) -> list[bytes]:
+    """Every body of a topic in CommitLog order."""
+    found: list[tuple[int, bytes]] = []
+    for queue_id in range(queue_count):
+        offset = 0
+        while True:
+            got = store.get_messages(topic, queue_id, offset, 32)
+            if got.status is not GetMessageStatus.FOUND:
+                break
+            found.extend(zip(got.commitlog_offsets, (body_of(v) for v in got.messages), strict=True))
+            offset = got.next_begin_offset
+            got.release()
+    return [body for _offset, body in sorted(found)]
+
+
+# --- lifecycle ---
+
+
+def test_reopen_after_clean_shutdown_is_lossless_and_continues_offsets(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: a clean reopen is lossless and continues all offsets. Method: write, shut down, reopen, write."""
+    settings = small_settings(tmp_path / "store")
+    store = open_store(settings)
+    assert settings.abort_path.exists()
+    for i in range(150):
+        put(store, "Reopen", i % 3, b"r" * 500, KEYS=f"r{i}")
+    end = store.commitlog.max_offset
+    store.shutdown()
+    assert not settings.abort_path.exists()
+    reopened = MessageStore(settings)
+    report = reopened.open()
+    reopened.start()
+    try:
+        assert report.last_exit_ok and report.lossless
+        assert (report.damage, report.commitlog_bytes_dropped, report.consume_queue_units_dropped) == ("", 0, 0)
+        assert report.recovered_end_offset == end
+        assert report.messages_redispatched == 0
+        assert [reopened.max_offset_in_queue("Reopen", q) for q in range(3)] == [50, 50, 50]
+        result = put(reopened, "Reopen", 1, b"next")
+        assert result.append.queue_offset == 50  # type: ignore[union-attr]
+        assert result.append.wrote_offset == end  # type: ignore[union-attr]
+        settle(reopened)
+        assert [h.queue_offset for h, _v in reopened.query_by_key("Reopen", "r149", 4)] == [49]
+    finally:
+        reopened.shutdown()
+
+
+def test_a_second_store_in_the_same_process_is_refused(store: MessageStore) -> None:
+    """Goal: a second store on one directory fails even in the same process. Method: open it twice."""
+    second = MessageStore(store.settings)
+    try:
+        with pytest.raises(StoreLockedError):
+            second.open()
+    finally:
+        if second.recovery_report is not None:
+            second.shutdown()
+    assert store.put_message(MessageToStore("Still", 0, b"ok")).status is PutStatus.PUT_OK
+
+
+CHILD_HOLDING_THE_STORE = """
+import sys
+from pathlib import Path
+from shoal.store import CommitLogSettings, MessageStore, StoreSettings
+settings = StoreSettings(root_dir=Path(sys.argv[1]), commitlog=CommitLogSettings(
+    segment_size_bytes=64 * 1024, message_body_size_max_bytes=16 * 1024))
+store = MessageStore(settings)
+store.open()
+store.start()
+Path(sys.argv[2]).write_text("ready")
+sys.stdin.read()
+store.shutdown()
+"""
+
+
+def test_a_second_store_on_a_locked_directory_raises_store_locked_error(
+    tmp_path: Path, small_settings: SettingsFactory, wait_until: WaitUntil
+) -> None:
+    """Goal: a store held by another process raises StoreLockedError. Method: a child holds it open."""
+    root = tmp_path / "store"
+    ready = tmp_path / "ready"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD_HOLDING_THE_STORE, str(root), str(ready)],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: ready.exists() or child.poll() is not None, 20)
+        assert child.poll() is None, "the child exited early"
+        second = MessageStore(small_settings(root))
+        with pytest.raises(StoreLockedError, match="lock"):
+            second.open()
+        assert (root / "abort").exists()  # the running child's marker is untouched
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        assert child.wait(30) == 0
+    assert not (root / "abort").exists()
+    reopened = MessageStore(small_settings(root))
+    assert reopened.open().last_exit_ok
+    reopened.shutdown()
+
+
+def test_dispatcher_rebuilds_consume_queues_and_index_from_a_foreign_commitlog(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: a copied commitlog/ alone rebuilds identical CQs and index. Method: copy, open, compare."""
+    original_settings = small_settings(tmp_path / "original")
+    original = open_store(original_settings)
+    for i in range(600):  # several CommitLog segments, ConsumeQueue files and index files
+        topic, queue_id = f"Topic{i % 2}", (i // 2) % 2  # 4 queues of 150 messages each
+        put(original, topic, queue_id, os.urandom(i % 700), KEYS=f"key{i} shared{i % 7}", TAGS=f"t{i % 5}")
+    original.shutdown()
+    copy_settings = small_settings(tmp_path / "copy")
+    copy_settings.root_dir.mkdir()
+    shutil.copytree(original_settings.commitlog_dir, copy_settings.commitlog_dir)
+    copy = MessageStore(copy_settings)
+    report = copy.open()
+    try:
+        assert report.messages_redispatched == 600
+        assert _cq_files(copy_settings.consume_queue_dir) == _cq_files(original_settings.consume_queue_dir)
+        assert _index_entries(copy_settings.index_dir) == _index_entries(original_settings.index_dir)
+        assert len(_cq_files(copy_settings.consume_queue_dir)) == 4 * 3  # 150 units = 3 files each
+        assert len(list(copy_settings.index_dir.iterdir())) > 1
+        for i in (0, 299, 599):
+            found = copy.query_by_key(f"Topic{i % 2}", f"key{i}", 4)
+            assert [h.queue_offset for h, _v in found] == [i // 4]
+    finally:
+        copy.shutdown()
+
+
+def _cq_files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _index_entries(directory: Path) -> list[bytes]:
+    """Every index file's contents, oldest first (file names hold the creation time, so differ)."""
+    return [p.read_bytes() for p in sorted(directory.iterdir())]
