@@ -1,0 +1,76 @@
+"""RouteInfoManager: the NameServer's tables, driven directly (no sockets)."""
+
+from __future__ import annotations
+
+from shoal.broker.route_info import RouteInfoManager
+from shoal.protocol.route_bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+
+def _topics(counter: int, *names: str) -> TopicConfigSerializeWrapper:
+    return TopicConfigSerializeWrapper(
+        topic_config_table={
+            name: TopicConfig(topic_name=name, read_queue_nums=4, write_queue_nums=4) for name in names
+        },
+        data_version=DataVersion(timestamp_ms=1, counter=counter),
+    )
+
+
+def test_master_registration_creates_routes_with_the_master_address() -> None:
+    """Goal: a master's topics become routes. Method: register, then ask for the route."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "10.0.0.1:10911", "b", 0, "10.0.0.1:10912", _topics(1, "T"), now_ms=1000)
+    route = routes.route("T")
+    assert route is not None
+    assert route.broker_datas[0].broker_addrs == {0: "10.0.0.1:10911"}
+    assert route.queue_datas[0].write_queue_nums == 4
+    assert routes.route("Unknown") is None
+    assert routes.cluster_info().cluster_addr_table == {"C": ("b",)}
+
+
+def test_slave_learns_its_master_and_ha_address() -> None:
+    """Goal: REGISTER_BROKER answers a slave with its master's addresses. Method: master then slave."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=1000)
+    result = routes.register_broker("C", "s:1", "b", 1, "s:2", _topics(1, "T"), now_ms=1000)
+    assert (result.master_addr, result.ha_server_addr) == ("m:1", "m:2")
+    route = routes.route("T")
+    assert route is not None and route.broker_datas[0].broker_addrs == {0: "m:1", 1: "s:1"}
+
+
+def test_expired_broker_and_its_queues_are_removed() -> None:
+    """Goal: a broker silent for longer than the timeout disappears. Method: scan after 121 s."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=0)
+    assert routes.scan_not_active(now_ms=60_000, timeout_ms=120_000) == []
+    assert routes.scan_not_active(now_ms=121_000, timeout_ms=120_000) == ["m:1"]
+    assert routes.route("T") is None
+    assert routes.cluster_info().broker_addr_table == {}
+
+
+def test_closed_connection_removes_the_broker_at_once() -> None:
+    """Goal: a dropped broker connection removes its routes. Method: connection_closed with its key."""
+    routes = RouteInfoManager()
+    key = object()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=0, connection_key=key)
+    routes.connection_closed(key)
+    assert routes.route("T") is None
+
+
+def test_new_data_version_replaces_the_topic_set() -> None:
+    """Goal: a topic the broker no longer has leaves the routes. Method: re-register with a new version."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T", "U"), now_ms=0)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(2, "T"), now_ms=1)
+    assert routes.route("U") is None
+    assert routes.route("T") is not None
+    assert routes.topic_list().topic_list == ("T",)
+
+
+def test_wipe_and_add_write_permission() -> None:
+    """Goal: WIPE/ADD_WRITE_PERM change the perm of every queue of the broker. Method: toggle twice."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T", "U"), now_ms=0)
+    assert routes.set_write_permission("b", writable=False) == 2
+    route = routes.route("T")
+    assert route is not None and route.queue_datas[0].perm == 4
+    assert routes.set_write_permission("b", writable=True) == 2
