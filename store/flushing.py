@@ -46,6 +46,7 @@ class CommitLogFlusher(ServiceThread):
         self._listeners: list[FlushListener] = []
         self.flush_count = 0
         self.flush_seconds_total = 0.0
+        self._flush_lock = threading.Lock()
 
     @property
     def flushed_offset(self) -> int:
@@ -56,7 +57,12 @@ class CommitLogFlusher(ServiceThread):
         self._listeners.append(listener)
 
     def flush_to_end(self, least_pages: int) -> bool:
-        """Flush until nothing dirty is left (at most one segment boundary per call); True on progress."""
+        """Flush until nothing dirty is left (at most one segment boundary per call); True on progress.
+        Safe from any thread: the event loop (inline group commit) and the flush service share it."""
+        with self._flush_lock:
+            return self._flush_to_end_locked(least_pages)
+
+    def _flush_to_end_locked(self, least_pages: int) -> bool:
         before = self.queue.flushed_where
         last = self.queue.last
         timestamp = last.last_store_timestamp if last is not None else 0
@@ -203,6 +209,59 @@ class FlushConsumeQueueService(ServiceThread):
 
     def on_stop(self) -> None:
         self.flush_all(0)
+
+
+class InlineFlushWaiter:
+    """Group commit on the event loop itself: the first waiter of a loop turn schedules one
+    `fdatasync` for the end of the turn, covering everything appended in it.
+
+    `os.fdatasync` releases the GIL, so store threads keep running while the loop waits for the
+    disk. No thread hop on the way in or out: on this 2-vCPU class of machine that halves the
+    latency of a synchronous send (performance.md §4: 573 µs inline vs ~950 µs with a thread).
+    """
+
+    def __init__(self, flusher: CommitLogFlusher, loop: asyncio.AbstractEventLoop) -> None:
+        self.flusher = flusher
+        self.loop = loop
+        self._waiters: collections.deque[tuple[int, asyncio.Future[PutStatus]]] = collections.deque()
+        self._scheduled = False
+
+    def wait(self, offset: int) -> asyncio.Future[PutStatus]:
+        future: asyncio.Future[PutStatus] = self.loop.create_future()
+        if self.flusher.flushed_offset >= offset:
+            future.set_result(PutStatus.PUT_OK)
+            return future
+        self._waiters.append((offset, future))
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        try:
+            self.flusher.flush_to_end(0)
+        except OSError as error:
+            log.error("CommitLog flush failed: %s", error)
+            self.flusher.failure = error
+        flushed = self.flusher.flushed_offset
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= flushed:
+            _offset, future = waiters.popleft()
+            if not future.done():
+                future.set_result(PutStatus.PUT_OK)
+        if waiters:  # a failed flush: answer rather than leave callers hanging
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+            while waiters:
+                _offset, future = waiters.popleft()
+                if not future.done():
+                    future.set_result(status)
+
+    def close(self) -> None:
+        while self._waiters:
+            _offset, future = self._waiters.popleft()
+            if not future.done():
+                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
 
 
 class AsyncFlushWaiter:

@@ -40,6 +40,7 @@ from shoal.store.flushing import (
     FlushConsumeQueueService,
     FlushRealTimeService,
     GroupCommitService,
+    InlineFlushWaiter,
 )
 from shoal.store.index_service import IndexService
 from shoal.store.mapped_file_queue import MappedFileQueue
@@ -121,7 +122,7 @@ class MessageStore:
         self.shutting_down = False
         self.recovery_report: RecoveryReport | None = None
         self._memory_bytes = _physical_memory_bytes()
-        self._async_waiters: dict[int, AsyncFlushWaiter] = {}
+        self._async_waiters: dict[int, AsyncFlushWaiter | InlineFlushWaiter] = {}
 
     # --- lifecycle ---
     def open(self) -> RecoveryReport:
@@ -357,8 +358,12 @@ class MessageStore:
             return result
         loop = asyncio.get_running_loop()
         waiter = self._async_waiters.get(id(loop))
-        if waiter is None:
-            waiter = AsyncFlushWaiter(self.flusher, loop, self._sync_timeout_s)
+        if waiter is None or waiter.loop is not loop:
+            waiter = (
+                InlineFlushWaiter(self.flusher, loop)
+                if self.settings.flush.sync_flush_inline
+                else AsyncFlushWaiter(self.flusher, loop, self._sync_timeout_s)
+            )
             self._async_waiters[id(loop)] = waiter
         status = await waiter.wait(result.append.next_offset)
         if status is not PutStatus.PUT_OK:

@@ -79,6 +79,9 @@ class FlushSettings:
     """syncFlushTimeout: a SYNC_FLUSH put waiting longer answers FLUSH_DISK_TIMEOUT."""
     group_commit_interval_ms: int = 10
     """GroupCommitService wake-up period when nobody signals it."""
+    sync_flush_inline: bool = True
+    """Shoal: asyncio callers group-commit on their own loop (one fdatasync per loop turn) instead
+    of handing off to the GroupCommitService thread; lower latency on few cores."""
     transient_store_pool_enable: bool = False
     """transientStorePoolEnable: write to a memory buffer, commit to the file, then flush.
     Effective only with ASYNC_FLUSH, as in RocketMQ."""
@@ -264,6 +267,7 @@ BROKER_CONF_KEYS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "flushCommitLogLeastPages": ("flush", "flush_least_pages", int),
     "flushCommitLogThoroughInterval": ("flush", "flush_thorough_interval_ms", int),
     "syncFlushTimeout": ("flush", "sync_flush_timeout_ms", int),
+    "syncFlushInline": ("flush", "sync_flush_inline", _bool),
     "transientStorePoolEnable": ("flush", "transient_store_pool_enable", _bool),
     "transientStorePoolSize": ("flush", "transient_store_pool_size", int),
     "commitIntervalCommitLog": ("flush", "commit_interval_ms", int),
