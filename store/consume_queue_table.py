@@ -29,11 +29,12 @@ class ConsumeQueueTable:
             if not topic_dir.is_dir():
                 continue
             for queue_dir in sorted(topic_dir.iterdir()):
-                if not queue_dir.is_dir() or not queue_dir.name.lstrip("-").isdigit():
+                queue_id = _queue_id(queue_dir.name)
+                if not queue_dir.is_dir() or queue_id is None:
                     continue
-                queue = ConsumeQueue(topic_dir.name, int(queue_dir.name), queue_dir, self.units_per_file)
+                queue = ConsumeQueue(topic_dir.name, queue_id, queue_dir, self.units_per_file)
                 notes.extend(f"{topic_dir.name}/{queue_dir.name}: {note}" for note in queue.load())
-                self._queues[(topic_dir.name, int(queue_dir.name))] = queue
+                self._queues[(topic_dir.name, queue_id)] = queue
         return notes
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
@@ -87,3 +88,10 @@ class ConsumeQueueTable:
     def close(self) -> None:
         for queue in self:
             queue.close()
+
+
+def _queue_id(name: str) -> int | None:
+    """The queue id a directory name stands for; None (skipped, as RocketMQ does) otherwise."""
+    if not name.isascii() or not name.isdigit():
+        return None
+    return int(name)

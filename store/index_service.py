@@ -132,7 +132,7 @@ class IndexService:
         with self._lock:
             keep = []
             for index_file in self.files:
-                if index_file.end_physical_offset >= physical_offset and index_file.index_count > 1:
+                if index_file.end_physical_offset >= physical_offset:
                     index_file.destroy()
                     removed += 1
                 else:

@@ -132,13 +132,14 @@ class MappedFileQueue:
             self._schedule(create_from + self.file_size)
         return mapped
 
-    def prepare_next(self) -> None:
-        """Start allocating the segment the next append will need (at start-up)."""
+    def prepare_next(self, start_offset: int = 0) -> None:
+        """Start allocating the segment the next append will need (at start-up); `start_offset`
+        is where an empty log will begin (0, or a replica's first offset)."""
         if not self.preallocate_next:
             return
         last = self.last
         if last is None:
-            self._schedule(0)
+            self._schedule(start_offset - start_offset % self.file_size)
         elif last.is_full:
             self._schedule(last.file_from_offset + self.file_size)
 
@@ -173,7 +174,7 @@ class MappedFileQueue:
     # --- commit and flush ---
     def commit(self, least_pages: int) -> bool:
         """Commit the segment holding `committed_where`; True when nothing was left to commit."""
-        mapped = self.find_by_offset(self.committed_where, first_if_not_found=True)
+        mapped = self.find_by_offset(self.committed_where, first_if_not_found=self.committed_where == 0)
         if mapped is None:
             return True
         where = mapped.file_from_offset + mapped.commit(least_pages)
@@ -187,7 +188,7 @@ class MappedFileQueue:
 
     def flush(self, least_pages: int) -> bool:
         """Flush the segment holding `flushed_where`; True when nothing was left to flush."""
-        mapped = self.find_by_offset(self.flushed_where, first_if_not_found=True)
+        mapped = self.find_by_offset(self.flushed_where, first_if_not_found=self.flushed_where == 0)
         if mapped is None:
             return True
         where = mapped.file_from_offset + mapped.flush(least_pages)
@@ -258,13 +259,14 @@ class MappedFileQueue:
             self.directory.rmdir()
 
     def shutdown(self) -> None:
-        """Stop the allocator; a preallocated segment stays on disk (recovery deletes it if unused)."""
+        """Stop the allocator and delete preallocated segments nobody used (they hold nothing, and
+        one that does not follow the last segment would look like a gap at the next load)."""
         if self._allocator is not None:
             self._allocator.shutdown(wait=True)
             self._allocator = None
         for future in self._pending.values():
             with contextlib.suppress(Exception):
-                future.result().close()
+                future.result().destroy()
         self._pending.clear()
 
     def close(self) -> None:

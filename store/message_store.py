@@ -183,7 +183,7 @@ class MessageStore:
         """Start the background services and mark the store as running (`abort`)."""
         assert self.recovery_report is not None, "open() first"
         self.cleaner.check_disk()
-        self.commitlog.queue.prepare_next()
+        self.commitlog.queue.prepare_next(self.commitlog.queue.max_wrote_offset)
         self.flusher.start()
         if self.committer is not None:
             self.committer.start()

@@ -163,10 +163,15 @@ class StoreSettings:
         if self.commitlog.message_body_size_max_bytes + 8 * 1024 > size:
             raise ValueError(
                 f"maxMessageSize={self.commitlog.message_body_size_max_bytes} does not fit in a "
-                f"{size}-byte CommitLog segment with its headers"
+                f"{size}-byte CommitLog segment (mappedFileSizeCommitLog) with its headers"
             )
-        if self.consume_queue.units_per_file <= 0 or self.index.hash_slots <= 0 or self.index.entries <= 1:
-            raise ValueError("ConsumeQueue units, index hash slots and index entries must be positive")
+        for group in (self.commitlog, self.consume_queue, self.index, self.flush, self.retention):
+            for spec in dataclasses.fields(group):
+                value = getattr(group, spec.name)
+                minimum = _MINIMUM_OF.get(spec.name)
+                if minimum is not None and not isinstance(value, bool) and value < minimum:
+                    key = _KEY_OF_FIELD.get(spec.name, spec.name)
+                    raise ValueError(f"{key}={value} is out of range: it must be at least {minimum}")
 
     @property
     def commitlog_dir(self) -> Path:
@@ -282,4 +287,29 @@ BROKER_CONF_KEYS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "cleanResourceInterval": ("retention", "clean_resource_interval_ms", int),
     "deleteCommitLogFilesInterval": ("retention", "delete_files_interval_ms", int),
     "cleanFileForciblyEnable": ("retention", "clean_file_forcibly_enable", _bool),
+}
+
+
+_KEY_OF_FIELD = {name: key for key, (_group, name, _parse) in BROKER_CONF_KEYS.items()}
+_MINIMUM_OF: dict[str, float] = {
+    "message_body_size_max_bytes": 0,
+    "units_per_file": 1,
+    "hash_slots": 1,
+    "entries": 2,
+    "flush_interval_ms": 1,
+    "flush_least_pages": 0,
+    "flush_thorough_interval_ms": 0,
+    "sync_flush_timeout_ms": 1,
+    "group_commit_interval_ms": 1,
+    "transient_store_pool_size": 0,
+    "commit_interval_ms": 1,
+    "commit_least_pages": 0,
+    "commit_thorough_interval_ms": 0,
+    "flush_consume_queue_interval_ms": 1,
+    "flush_consume_queue_least_pages": 0,
+    "flush_consume_queue_thorough_interval_ms": 0,
+    "file_reserved_time_hours": 0,
+    "disk_max_used_space_ratio_percent": 0,
+    "clean_resource_interval_ms": 1,
+    "delete_files_interval_ms": 0,
 }

@@ -10,29 +10,41 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 from pathlib import Path
 
 from shoal.store.errors import StoreLockedError
 
+_LOCKED_IN_THIS_PROCESS: set[str] = set()
+_REGISTRY_LOCK = threading.Lock()
+
 
 class StoreLock:
+    """`lockf` on byte 0 (what a Java broker takes, via FileChannel.tryLock) excludes other
+    processes. POSIX record locks belong to the process, and closing any descriptor of the file
+    drops them, so stores in this process are excluded by a registry checked before the file is
+    even opened."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._key = os.path.realpath(path)
         self._fd: int | None = None
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            # flock excludes other opens in this process too; lockf is what a Java broker takes
-            # (FileChannel.tryLock), so a Java and a Shoal broker exclude each other as well.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            os.close(fd)
-            raise StoreLockedError(
-                f"{self.path}: the store is in use by another process (lock failed, store already started)"
-            ) from None
+        self._key = os.path.realpath(self.path)
+        with _REGISTRY_LOCK:
+            if self._key in _LOCKED_IN_THIS_PROCESS:
+                raise StoreLockedError(f"{self.path}: the store is already open in this process")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError:
+                os.close(fd)
+                raise StoreLockedError(
+                    f"{self.path}: the store is in use by another process (lock failed, store already started)"
+                ) from None
+            _LOCKED_IN_THIS_PROCESS.add(self._key)
         os.pwrite(fd, b"lock", 0)
         os.fsync(fd)
         self._fd = fd
@@ -42,9 +54,10 @@ class StoreLock:
             return
         with contextlib.suppress(OSError):
             fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
+        with _REGISTRY_LOCK:
+            _LOCKED_IN_THIS_PROCESS.discard(self._key)
 
 
 class AbortMarker:

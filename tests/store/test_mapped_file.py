@@ -1,0 +1,318 @@
+"""Tests of shoal.store.mapped_file: one fixed-size, memory-mapped segment on a real file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shoal.store import limits
+from shoal.store.errors import StoreCorruptionError
+from shoal.store.mapped_file import (
+    FILE_NAME_DIGITS,
+    MappedFile,
+    is_segment_name,
+    offset_to_file_name,
+)
+
+PAGE = limits.OS_PAGE_SIZE_BYTES
+FILE_SIZE = 16 * PAGE
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> Iterator[MappedFile]:
+    """A fresh 64 KiB segment starting at offset 0, closed after the test."""
+    mapped = MappedFile.create(tmp_path / offset_to_file_name(0), FILE_SIZE, warm=False)
+    yield mapped
+    mapped.close()
+
+
+@pytest.fixture
+def buffered(tmp_path: Path) -> Iterator[MappedFile]:
+    """A segment with a transient-pool write buffer: writes go to memory until committed."""
+    mapped = MappedFile.create(
+        tmp_path / offset_to_file_name(FILE_SIZE), FILE_SIZE, warm=False, write_buffer=bytearray(FILE_SIZE)
+    )
+    yield mapped
+    mapped.close()
+
+
+def append(mapped: MappedFile, data: bytes) -> None:
+    """Write as the CommitLog does: into `target` at the write position, then move it."""
+    at = mapped.wrote_position
+    mapped.target[at : at + len(data)] = data
+    mapped.wrote_position = at + len(data)
+
+
+def file_bytes(mapped: MappedFile) -> bytes:
+    """The file's contents read with plain I/O, not through the mapping."""
+    return mapped.path.read_bytes()
+
+
+# --- names ---
+
+
+@pytest.mark.parametrize(
+    ("offset", "name"),
+    [(0, "00000000000000000000"), (1073741824, "00000000001073741824"), (2147483648, "00000000002147483648")],
+)
+def test_segment_names_are_20_digit_offsets(offset: int, name: str) -> None:
+    """UtilAll.offset2FileName: the start offset, zero-padded to 20 decimal digits."""
+    assert offset_to_file_name(offset) == name
+    assert len(name) == FILE_NAME_DIGITS == 20
+    assert is_segment_name(name)
+
+
+@pytest.mark.parametrize("name", ["0", "0000000000000000000a", "000000000000000000000", "00000000000000000000.tmp"])
+def test_other_names_are_not_segments(name: str) -> None:
+    """Short, long, non-digit and temporary names are not segment names."""
+    assert not is_segment_name(name)
+
+
+# --- creation and opening ---
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_created_segment_is_exactly_file_size_and_zeroed(tmp_path: Path, warm: bool) -> None:
+    """create() leaves a full-size, all-zero file under its real name and no temporary file."""
+    path = tmp_path / offset_to_file_name(3 * FILE_SIZE)
+    mapped = MappedFile.create(path, FILE_SIZE, warm=warm)
+    try:
+        assert path.stat().st_size == FILE_SIZE
+        assert path.read_bytes() == bytes(FILE_SIZE)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+        assert mapped.file_from_offset == 3 * FILE_SIZE
+        assert (mapped.wrote_position, mapped.committed_position, mapped.flushed_position) == (0, 0, 0)
+        assert not mapped.is_full
+    finally:
+        mapped.close()
+
+
+def test_failed_allocation_leaves_no_file_behind(tmp_path: Path) -> None:
+    """posix_fallocate of 0 bytes fails (EINVAL): the OSError propagates and no .tmp or segment remains."""
+    path = tmp_path / offset_to_file_name(0)
+    with pytest.raises(OSError):
+        MappedFile.create(path, 0, warm=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_segment_opens_with_its_contents(tmp_path: Path, segment: MappedFile) -> None:
+    """Bytes written through one mapping are seen by a second MappedFile on the same path."""
+    append(segment, b"record")
+    reopened = MappedFile(segment.path, FILE_SIZE)
+    try:
+        assert bytes(reopened.view[:6]) == b"record"
+        assert reopened.wrote_position == 0
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("size", [0, FILE_SIZE - 1, FILE_SIZE + 1, 2 * FILE_SIZE])
+def test_segment_of_the_wrong_size_is_corruption_naming_the_file(tmp_path: Path, size: int) -> None:
+    """A segment whose length differs from the configured size raises StoreCorruptionError with its path."""
+    path = tmp_path / offset_to_file_name(0)
+    path.write_bytes(bytes(size))
+    with pytest.raises(StoreCorruptionError) as raised:
+        MappedFile(path, FILE_SIZE)
+    assert str(path) in str(raised.value)
+    assert str(size) in str(raised.value)
+
+
+# --- positions, commit and flush without a write buffer ---
+
+
+def test_written_bytes_are_readable_at_once_without_a_write_buffer(segment: MappedFile) -> None:
+    """Without a pool buffer the read position is the write position; slice returns the bytes."""
+    append(segment, b"hello world")
+    assert segment.read_position == 11
+    assert bytes(segment.slice(6, 5)) == b"world"
+    assert file_bytes(segment)[:11] == b"hello world"
+
+
+def test_commit_without_a_write_buffer_just_moves_committed(segment: MappedFile) -> None:
+    """commit() with no buffer sets committed = wrote whatever least_pages says."""
+    append(segment, b"x" * 100)
+    assert segment.commit(least_pages=4) == 100
+    assert segment.committed_position == 100
+
+
+def test_slice_beyond_the_readable_end_is_refused(segment: MappedFile) -> None:
+    """Reading past the read position trips the entry assertion."""
+    append(segment, b"abc")
+    with pytest.raises(AssertionError):
+        segment.slice(0, 4)
+
+
+def test_flush_waits_for_least_pages(segment: MappedFile) -> None:
+    """3 dirty pages with least_pages=4 do not flush; a 4th page does."""
+    append(segment, b"x" * (3 * PAGE))
+    assert segment.flush(least_pages=4) == 0
+    assert segment.flushed_position == 0
+    append(segment, b"x" * PAGE)
+    assert segment.flush(least_pages=4) == 4 * PAGE
+    assert segment.flushed_position == 4 * PAGE
+
+
+def test_least_pages_counts_page_boundaries_crossed(segment: MappedFile) -> None:
+    """From 100 to PAGE+50 crosses one page boundary: least_pages=1 flushes, least_pages=2 does not."""
+    append(segment, b"x" * 100)
+    assert segment.flush(least_pages=0) == 100
+    append(segment, b"y" * (PAGE - 50))
+    assert segment.flush(least_pages=2) == 100
+    assert segment.flush(least_pages=1) == PAGE + 50
+
+
+def test_flush_with_zero_least_pages_flushes_any_dirty_byte(segment: MappedFile) -> None:
+    """least_pages=0 (thorough flush) flushes one byte; nothing dirty leaves flushed unchanged."""
+    append(segment, b"z")
+    assert segment.flush(least_pages=0) == 1
+    assert segment.flush(least_pages=0) == 1
+
+
+def test_full_segment_flushes_regardless_of_least_pages(segment: MappedFile) -> None:
+    """A full file is always flushable (isAbleToFlush returns true when full)."""
+    append(segment, b"x" * 100)
+    segment.wrote_position = FILE_SIZE
+    assert segment.is_full
+    assert segment.flush(least_pages=1_000) == FILE_SIZE
+
+
+def test_set_positions_moves_all_three(segment: MappedFile) -> None:
+    """Recovery sets wrote = committed = flushed; out-of-range positions trip the assertion."""
+    segment.set_positions(500)
+    assert (segment.wrote_position, segment.committed_position, segment.flushed_position) == (500, 500, 500)
+    with pytest.raises(AssertionError):
+        segment.set_positions(FILE_SIZE + 1)
+
+
+# --- truncation ---
+
+
+def test_truncate_to_zeroes_stale_bytes_and_moves_positions(segment: MappedFile) -> None:
+    """Write 1000 bytes, truncate at 500: bytes 500.. are zero on disk, 0..499 untouched."""
+    append(segment, bytes(range(256)) * 4)
+    segment.flush(least_pages=0)
+    zeroed = segment.truncate_to(500)
+    assert zeroed >= 500
+    on_disk = file_bytes(segment)
+    assert on_disk[:500] == (bytes(range(256)) * 4)[:500]
+    assert on_disk[500:] == bytes(FILE_SIZE - 500)
+    assert (segment.wrote_position, segment.committed_position, segment.flushed_position) == (500, 500, 500)
+
+
+def test_truncate_to_of_a_clean_tail_zeroes_nothing(segment: MappedFile) -> None:
+    """Truncating where only zeros follow reports 0 bytes zeroed."""
+    append(segment, b"abc")
+    assert segment.truncate_to(3) == 0
+    assert segment.wrote_position == 3
+
+
+def test_truncated_bytes_stay_zero_after_reopening(tmp_path: Path, segment: MappedFile) -> None:
+    """A second mapping opened after truncate_to sees no stale record bytes."""
+    append(segment, b"\xff" * 2000)
+    segment.truncate_to(10)
+    reopened = MappedFile(segment.path, FILE_SIZE)
+    try:
+        assert bytes(reopened.view[:10]) == b"\xff" * 10
+        assert bytes(reopened.view[10:2000]) == bytes(1990)
+    finally:
+        reopened.close()
+
+
+# --- the transient-pool write buffer ---
+
+
+def test_write_buffer_bytes_are_invisible_until_commit(buffered: MappedFile) -> None:
+    """With a write buffer, appends land in memory: the file and read_position change only on commit."""
+    append(buffered, b"buffered record")
+    assert buffered.wrote_position == 15
+    assert buffered.read_position == 0
+    assert file_bytes(buffered)[:15] == bytes(15)
+    assert buffered.commit(least_pages=0) == 15
+    assert buffered.read_position == 15
+    assert file_bytes(buffered)[:15] == b"buffered record"
+    assert bytes(buffered.slice(0, 8)) == b"buffered"
+
+
+def test_commit_waits_for_least_pages(buffered: MappedFile) -> None:
+    """100 buffered bytes with commit least_pages=1 stay uncommitted; a full page commits."""
+    append(buffered, b"a" * 100)
+    assert buffered.commit(least_pages=1) == 0
+    append(buffered, b"b" * PAGE)
+    assert buffered.commit(least_pages=1) == PAGE + 100
+    assert file_bytes(buffered)[: PAGE + 100] == b"a" * 100 + b"b" * PAGE
+
+
+def test_commits_append_only_the_new_bytes(buffered: MappedFile) -> None:
+    """Two commits write two ranges; nothing before the committed position is rewritten."""
+    append(buffered, b"first")
+    buffered.commit(least_pages=0)
+    assert buffered.write_buffer is not None
+    buffered.write_buffer[0:5] = b"XXXXX"  # a committed range changed in memory must not be re-copied
+    append(buffered, b"second")
+    buffered.commit(least_pages=0)
+    assert file_bytes(buffered)[:11] == b"firstsecond"
+
+
+def test_flush_with_a_write_buffer_stops_at_committed(buffered: MappedFile) -> None:
+    """flush() makes durable only what was committed, never buffered-only bytes."""
+    append(buffered, b"x" * 100)
+    assert buffered.flush(least_pages=0) == 0
+    buffered.commit(least_pages=0)
+    append(buffered, b"y" * 100)
+    assert buffered.flush(least_pages=0) == 100
+
+
+def test_write_buffer_is_released_only_when_fully_committed(buffered: MappedFile) -> None:
+    """release_write_buffer refuses while bytes are uncommitted, then hands the buffer back."""
+    append(buffered, b"data")
+    assert buffered.release_write_buffer() is None
+    buffered.commit(least_pages=0)
+    buffer = buffered.release_write_buffer()
+    assert isinstance(buffer, bytearray)
+    assert buffered.write_buffer is None
+    assert buffered.read_position == buffered.wrote_position == 4
+    append(buffered, b"more")
+    assert file_bytes(buffered)[:8] == b"datamore"
+
+
+def test_truncate_to_clears_the_write_buffer_tail(buffered: MappedFile) -> None:
+    """Truncation zeroes the buffer past the position too, so a later commit cannot revive old bytes."""
+    append(buffered, b"y" * 300)
+    buffered.commit(least_pages=0)
+    buffered.truncate_to(100)
+    assert buffered.write_buffer is not None
+    assert bytes(buffered.write_buffer[100:300]) == bytes(200)
+    assert file_bytes(buffered)[100:300] == bytes(200)
+    append(buffered, b"z")
+    buffered.commit(least_pages=0)
+    assert file_bytes(buffered)[:102] == b"y" * 100 + b"z" + b"\x00"
+
+
+# --- closing and deleting ---
+
+
+def test_close_is_idempotent(segment: MappedFile) -> None:
+    """Closing twice is harmless; the file stays on disk."""
+    segment.close()
+    segment.close()
+    assert not segment.available
+    assert segment.path.exists()
+
+
+def test_destroy_deletes_the_file(segment: MappedFile) -> None:
+    """destroy() closes and unlinks; last_modified_ms then reads 0."""
+    assert segment.last_modified_ms > 0
+    segment.destroy()
+    assert not segment.path.exists()
+    assert segment.last_modified_ms == 0
+
+
+def test_a_reader_view_survives_destroy(segment: MappedFile) -> None:
+    """A slice taken before destroy() still reads the bytes (the mapping lives while referenced)."""
+    append(segment, b"still here")
+    view = segment.slice(0, 10)
+    segment.destroy()
+    assert bytes(view) == b"still here"
+    view.release()
