@@ -25,6 +25,7 @@ from pathlib import Path
 import crc32c
 
 from shoal.store import limits
+from shoal.store.mapped_file import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class StoreCheckpoint:
         self.trusted = True
         """False when our CRC showed the file was damaged (recovery then scans more)."""
         self._page = bytearray(FILE_SIZE)
+        path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # a flush cut short by a crash
         if path.exists():
             self._load()
 
@@ -85,3 +87,4 @@ class StoreCheckpoint:
         finally:
             os.close(fd)
         os.replace(temp, self.path)
+        fsync_directory(self.path.parent)

@@ -38,7 +38,11 @@ class IndexService:
         for path in sorted(self.directory.iterdir()):
             if not path.name.isdigit():
                 continue
-            index_file = IndexFile(path, self.settings.hash_slots, self.settings.entries, create=False)
+            try:
+                index_file = IndexFile(path, self.settings.hash_slots, self.settings.entries, create=False)
+            except BaseException:
+                self.close()  # do not leak the files opened so far
+                raise
             if not last_exit_ok and index_file.end_timestamp > index_checkpoint_ms:
                 index_file.destroy()
                 notes.append(f"deleted index file {path.name}: it may hold keys of unflushed messages")

@@ -27,7 +27,13 @@ from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponse
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus
 from shoal.store.batch import decode_batch_body
 from shoal.store.errors import MessageIllegalError
-from shoal.store.properties import CLUSTER, DELAY_TIME_LEVEL, TRANSACTION_PREPARED, WAIT_STORE_MSG_OK
+from shoal.store.properties import (
+    CLUSTER,
+    DELAY_TIME_LEVEL,
+    TRANSACTION_PREPARED,
+    WAIT_STORE_MSG_OK,
+    decode_properties,
+)
 from shoal.store.record import encode_host, host_flags
 from shoal.store.sysflag import MULTI_TAGS_FLAG, TRANSACTION_TYPE_MASK
 
@@ -72,16 +78,10 @@ def stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool
 
 
 def _has_property(properties: str | None, name: str) -> str | None:
-    if not properties:
+    """A property of the request's property string, read as Java reads it (last value wins)."""
+    if not properties or name + "\x01" not in properties:
         return None
-    needle = name + "\x01"
-    at = properties.find(needle)
-    while at >= 0:
-        if at == 0 or properties[at - 1] == "\x02":
-            end = properties.find("\x02", at)
-            return properties[at + len(needle) : end if end >= 0 else len(properties)]
-        at = properties.find(needle, at + 1)
-    return None
+    return decode_properties(properties).get(name)
 
 
 class SendProcessor:
