@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40
 SCAN_CHANNELS_INTERVAL_S = 10.0
 REGISTER_DEBOUNCE_S = 0.05  # topic changes in a burst (auto-creation) cause one registration
+REGISTER_RETRY_S = 2.0  # while some NameServer has not accepted us yet
 
 
 def _now_ms() -> int:
@@ -101,6 +102,7 @@ class BrokerController:
             sock.close()
             raise
         self.store.start()
+        await asyncio.to_thread(self.store.commitlog.queue.wait_prepared)  # first segment ready before serving
         self._load_metadata()
         loop = asyncio.get_running_loop()
         self.pull_processor = PullProcessor(self)
@@ -117,7 +119,7 @@ class BrokerController:
             metrics_port = 0 if port == 0 else config.metrics_port_effective
             self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)
         self._tasks = [
-            loop.create_task(self._every(config.register_name_server_period_ms / 1000, self.register_all, now=True)),
+            loop.create_task(self._registration_loop()),
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
         ]
@@ -299,6 +301,18 @@ class BrokerController:
             channel.connection.send(request)
 
     # --- NameServer registration ---
+    async def _registration_loop(self) -> None:
+        """Register now and every registerNameServerPeriod; while a NameServer is unreachable,
+        retry every few seconds so a broker started first becomes visible quickly."""
+        period_s = min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
+        while True:
+            try:
+                await self.register_all()
+            except Exception:
+                log.exception("registration round failed")
+            missing = set(self.config.namesrv_addresses) - self.registered_namesrvs
+            await asyncio.sleep(REGISTER_RETRY_S if missing else period_s)
+
     def register_soon(self) -> None:
         """Topic set changed: register again shortly (coalescing bursts of changes)."""
         if self._stopping or self._register_soon is not None:

@@ -143,6 +143,12 @@ class MappedFileQueue:
         elif last.is_full:
             self._schedule(last.file_from_offset + self.file_size)
 
+    def wait_prepared(self) -> None:
+        """Block until preallocations in flight are done (before serving, so no request waits)."""
+        for future in list(self._pending.values()):
+            with contextlib.suppress(Exception):
+                future.result()
+
     def _take_or_create(self, offset: int) -> MappedFile:
         future = self._pending.pop(offset, None)
         if future is not None:
