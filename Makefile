@@ -37,7 +37,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format --check store protocol cli tests bench
 
 typecheck: $(VENV)/.installed-dev
-	$(VENV)/bin/mypy -p shoal.store -p shoal.protocol -p shoal.cli
+	$(VENV)/bin/mypy -p shoal.store -p shoal.protocol -p shoal.client -p shoal.broker -p shoal.cli
 
 imports: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports

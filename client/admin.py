@@ -1,0 +1,387 @@
+"""`Admin`: topics, cluster, statistics and message lookups (the parts of `MQAdminImpl` /
+`DefaultMQAdminExt` that operators and tests need).
+
+Broker-wide requests go to the master of every broker that a route (or the cluster info) names,
+and their answers are merged, as Java's admin tools do. Message lookups decode the records the
+brokers return with `decode_messages` and filter by key on the client, because the broker's index
+is a hash (keys can collide).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Self
+
+from shoal.client.broker_api import check_response, protocol_failure
+from shoal.client.client_instance import ClientInstance
+from shoal.client.errors import ClientStateError, MQBrokerError
+from shoal.client.message import MessageExt, check_topic, decode_messages, retry_topic
+from shoal.client.message_id import decode_offset_msg_id, uniq_id_nearly_time_ms
+from shoal.client.route import master_address
+from shoal.client.settings import ClientSettings
+from shoal.protocol import (
+    ClusterInfo,
+    ConsumeStats,
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    MessageQueue,
+    OffsetWrapper,
+    PermName,
+    QueryMessageRequestHeader,
+    RequestCode,
+    ResponseCode,
+    SubscriptionData,
+    TopicFilterType,
+    TopicList,
+    TopicOffset,
+    TopicRouteData,
+    TopicStatsTable,
+    ViewMessageRequestHeader,
+)
+from shoal.protocol.errors import ProtocolError
+from shoal.protocol.json_compat import ObjectReader, loads, map_key_to_str
+from shoal.protocol.limits import LONG_MAX
+
+_UNIQ_QUERY_MARGIN_MS = 24 * 3600 * 1000  # the UNIQ_KEY's time is local-time based: allow any zone
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """One client connection of a consumer group, as a broker sees it."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """GET_CONSUMER_CONNECTION_LIST, merged over brokers."""
+
+    connections: tuple[Connection, ...] = ()
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from_where: str = ""
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """How far a group is behind on one queue."""
+
+    mq: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp_ms: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+def parse_consumer_connection(data: bytes | memoryview, address: str) -> ConsumerConnection:
+    """The ConsumerConnection body (tolerant JSON)."""
+    try:
+        reader = ObjectReader(loads(data), "ConsumerConnection")
+        connections = []
+        for index, item in enumerate(reader.array("connectionSet")):
+            entry = ObjectReader(item, f"ConsumerConnection.connectionSet[{index}]")
+            connections.append(
+                Connection(
+                    client_id=entry.text("clientId"),
+                    client_addr=entry.text("clientAddr"),
+                    language=str(entry.get("language") or ""),
+                    version=entry.integer("version"),
+                )
+            )
+        table_path = reader.at("subscriptionTable")
+        subscriptions = {
+            map_key_to_str(key, table_path): SubscriptionData.from_dict(value, f"{table_path}[{key!r}]")
+            for key, value in reader.mapping("subscriptionTable").items()
+        }
+        return ConsumerConnection(
+            connections=tuple(connections),
+            consume_type=str(reader.get("consumeType") or ""),
+            message_model=str(reader.get("messageModel") or ""),
+            consume_from_where=str(reader.get("consumeFromWhere") or ""),
+            subscriptions=subscriptions,
+        )
+    except ProtocolError as error:
+        raise protocol_failure(error, address) from None
+
+
+class Admin:
+    """Administration of a cluster through its nameservers."""
+
+    def __init__(self, namesrv_addrs: str | Sequence[str], *, client_settings: ClientSettings | None = None) -> None:
+        self._instance = ClientInstance(namesrv_addrs, client_settings or ClientSettings())
+        self._running = False
+
+    async def start(self) -> None:
+        if self._running:
+            raise ClientStateError("admin is already running")
+        self._running = True
+        await self._instance.start()
+
+    async def shutdown(self) -> None:
+        if self._running:
+            self._running = False
+            await self._instance.shutdown()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.shutdown()
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise ClientStateError("admin is not running; call start() first")
+
+    @property
+    def _timeout_s(self) -> float:
+        return self._instance.settings.request_timeout_s
+
+    # --- nameserver ---
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO."""
+        self._check_running()
+        response = await self._instance.namesrv.invoke(RequestCode.GET_BROKER_CLUSTER_INFO)
+        check_response(response, "nameserver")
+        try:
+            return ClusterInfo.from_json(response.body or b"{}")
+        except ProtocolError as error:
+            raise protocol_failure(error, "nameserver") from None
+
+    async def topic_list(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER, sorted."""
+        self._check_running()
+        response = await self._instance.namesrv.invoke(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        check_response(response, "nameserver")
+        try:
+            return sorted(TopicList.from_json(response.body or b"{}").topic_list)
+        except ProtocolError as error:
+            raise protocol_failure(error, "nameserver") from None
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC; MQBrokerError(TOPIC_NOT_EXIST) when there is none."""
+        self._check_running()
+        route = await self._instance.routes.refresh(topic)
+        if route is None:
+            raise MQBrokerError(ResponseCode.TOPIC_NOT_EXIST, f"no route info of topic {topic}", "nameserver")
+        return route
+
+    async def cluster_masters(self, cluster: str) -> list[str]:
+        """Master addresses of the brokers of `cluster`."""
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster)
+        if names is None:
+            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"cluster {cluster} is unknown", "nameserver")
+        addresses = [master_address(info.broker_addr_table[name]) for name in names if name in info.broker_addr_table]
+        return sorted(address for address in addresses if address is not None)
+
+    async def _route_masters(self, topic: str) -> list[str]:
+        route = await self.topic_route(topic)
+        return sorted(address for broker in route.broker_datas if (address := master_address(broker)) is not None)
+
+    # --- topics ---
+
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = PermName.READ | PermName.WRITE,
+        order: bool = False,
+        topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG,
+        topic_sys_flag: int = 0,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC on one broker or every master of a cluster; the addresses used."""
+        self._check_running()
+        check_topic(topic, for_send=False)
+        if (broker_addr is None) == (cluster is None):
+            raise ValueError("give exactly one of broker_addr and cluster")
+        addresses = [broker_addr] if broker_addr is not None else await self.cluster_masters(cluster or "")
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic="TBW102",
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=int(perm),
+            topic_filter_type=topic_filter_type.value,
+            topic_sys_flag=topic_sys_flag,
+            order=order,
+        )
+        for address in addresses:
+            await self._instance.api.call(address, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
+        return addresses
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """DELETE_TOPIC_IN_BROKER on the masters (of `cluster`, else of the topic's route), then
+        DELETE_TOPIC_IN_NAMESRV on every nameserver."""
+        self._check_running()
+        addresses = await self.cluster_masters(cluster) if cluster else await self._route_masters(topic)
+        fields = DeleteTopicRequestHeader(topic=topic).to_ext_fields()
+        for address in addresses:
+            await self._instance.api.call(address, RequestCode.DELETE_TOPIC_IN_BROKER, fields)
+        for namesrv in self._instance.namesrv.addresses:
+            await self._instance.api.call(namesrv, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
+        self._instance.routes.routes.pop(topic, None)
+
+    async def topic_stats(self, topic: str) -> TopicStatsTable:
+        """GET_TOPIC_STATS_INFO from every master of the topic, merged."""
+        self._check_running()
+        fields = GetTopicStatsInfoRequestHeader(topic=topic).to_ext_fields()
+        table: dict[MessageQueue, TopicOffset] = {}
+        for address in await self._route_masters(topic):
+            response = await self._instance.api.call(address, RequestCode.GET_TOPIC_STATS_INFO, fields)
+            try:
+                table.update(TopicStatsTable.from_json(response.body or b"{}").offset_table)
+            except ProtocolError as error:
+                raise protocol_failure(error, address) from None
+        return TopicStatsTable(offset_table=dict(sorted(table.items())))
+
+    # --- consumer groups ---
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS from every master of `%RETRY%<group>`'s route, merged."""
+        self._check_running()
+        fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for address in await self._route_masters(retry_topic(group)):
+            response = await self._instance.api.call(address, RequestCode.GET_CONSUME_STATS, fields)
+            try:
+                stats = ConsumeStats.from_json(response.body or b"{}")
+            except ProtocolError as error:
+                raise protocol_failure(error, address) from None
+            table.update(stats.offset_table)
+            tps += stats.consume_tps
+        return ConsumeStats(offset_table=dict(sorted(table.items())), consume_tps=tps)
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """Per queue: broker offset, consumed offset and lag (`mqadmin consumerProgress`)."""
+        stats = await self.consume_stats(group, topic)
+        return [
+            QueueProgress(mq, wrapper.broker_offset, wrapper.consumer_offset, wrapper.last_timestamp_ms)
+            for mq, wrapper in stats.offset_table.items()
+        ]
+
+    async def consumer_connections(self, group: str) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST from the masters of `%RETRY%<group>`, connections merged;
+        MQBrokerError(CONSUMER_NOT_ONLINE) when no client of the group is connected."""
+        self._check_running()
+        merged: ConsumerConnection | None = None
+        connections: dict[str, Connection] = {}
+        for address in await self._route_masters(retry_topic(group)):
+            response = await self._instance.api.call(
+                address,
+                RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                {"consumerGroup": group},
+                ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
+            )
+            if response.code != ResponseCode.SUCCESS or not response.body:
+                continue
+            found = parse_consumer_connection(response.body, address)
+            merged = merged or found
+            connections.update({connection.client_id: connection for connection in found.connections})
+        if merged is None or not connections:
+            raise MQBrokerError(ResponseCode.CONSUMER_NOT_ONLINE, f"no connection of consumer group {group}")
+        return ConsumerConnection(
+            connections=tuple(sorted(connections.values(), key=lambda item: item.client_id)),
+            consume_type=merged.consume_type,
+            message_model=merged.message_model,
+            consume_from_where=merged.consume_from_where,
+            subscriptions=merged.subscriptions,
+        )
+
+    async def consumer_ids(self, group: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP at a broker of `%RETRY%<group>` (sorted client ids)."""
+        self._check_running()
+        addresses = await self._route_masters(retry_topic(group))
+        if not addresses:
+            return []
+        return await self._instance.api.consumer_ids(addresses[0], group)
+
+    # --- messages ---
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID: the record an offset message id names, from its store host."""
+        self._check_running()
+        address, offset = decode_offset_msg_id(offset_msg_id)
+        fields = ViewMessageRequestHeader(offset=offset).to_ext_fields()
+        response = await self._instance.api.call(address, RequestCode.VIEW_MESSAGE_BY_ID, fields)
+        messages = decode_messages(response.body or b"")
+        if not messages:
+            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}", address)
+        return messages[0]
+
+    async def query_message(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 32,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int = LONG_MAX,
+    ) -> list[MessageExt]:
+        """QUERY_MESSAGE by a KEYS key on every broker of `topic`; exact key matches only."""
+        found = await self._query(topic, key, max_num, begin_timestamp_ms, end_timestamp_ms, unique=False)
+        return [message for message in found if key in message.keys]
+
+    async def query_message_by_unique_key(self, topic: str, uniq_key: str, *, max_num: int = 32) -> list[MessageExt]:
+        """Messages whose UNIQ_KEY is `uniq_key` (oldest first: [0] is what Java's lookup returns)."""
+        begin_ms = max(uniq_id_nearly_time_ms(uniq_key) - _UNIQ_QUERY_MARGIN_MS, 0)
+        found = await self._query(topic, uniq_key, max_num, begin_ms, LONG_MAX, unique=True)
+        return [message for message in found if message.msg_id == uniq_key]
+
+    async def _query(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *, unique: bool
+    ) -> list[MessageExt]:
+        self._check_running()
+        route = await self.topic_route(topic)
+        header = QueryMessageRequestHeader(
+            topic=topic,
+            key=key,
+            max_num=max_num,
+            begin_timestamp_ms=begin_ms,
+            end_timestamp_ms=end_ms,
+            unique_key_query=True if unique else None,
+        )
+        fields = header.to_ext_fields()
+        addresses = []
+        for broker in route.broker_datas:
+            address = master_address(broker)
+            if address is None and broker.broker_addrs:
+                address = broker.broker_addrs[min(broker.broker_addrs)]
+            if address is not None:
+                addresses.append(address)
+        responses = await asyncio.gather(
+            *(
+                self._instance.api.call(
+                    address,
+                    RequestCode.QUERY_MESSAGE,
+                    fields,
+                    timeout_s=self._timeout_s * 3,
+                    ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+                )
+                for address in addresses
+            )
+        )
+        messages: dict[str, MessageExt] = {}
+        for response in responses:
+            if response.code == ResponseCode.SUCCESS and response.body:
+                for message in decode_messages(response.body):
+                    if message.topic == topic:
+                        messages[message.offset_msg_id] = message
+        return sorted(messages.values(), key=lambda message: (message.store_timestamp_ms, message.commitlog_offset))

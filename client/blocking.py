@@ -1,0 +1,307 @@
+"""Synchronous facades for scripts: each runs its asyncio client on an event loop in a thread.
+
+    with BlockingProducer("pg", "127.0.0.1:9876") as producer:
+        result = producer.send(Message("TopicTest", b"hello"))
+
+Methods mirror the async classes and block until done. A push consumer's plain-function listener
+runs on the consumer's thread pool, never on the event loop. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Self, TypeVar
+
+from shoal.client import limits
+from shoal.client.admin import Admin, ConsumerConnection, QueueProgress
+from shoal.client.errors import ClientStateError, RemotingTimeoutError
+from shoal.client.message import Message, MessageExt
+from shoal.client.producer import MessageQueueSelector, Producer, SendResult
+from shoal.client.pull import PullResult
+from shoal.client.pull_consumer import PullConsumer
+from shoal.client.push_consumer import PushConsumer
+from shoal.protocol import ClusterInfo, ConsumeStats, MessageQueue, TopicRouteData, TopicStatsTable
+
+_T = TypeVar("_T")
+_LIFECYCLE_TIMEOUT_S = 120.0  # start/shutdown: shutdown waits for running listener calls
+_CALL_MARGIN_S = 5.0  # on top of a call's own timeout, for scheduling and connecting
+_THREAD_JOIN_TIMEOUT_S = 10.0
+
+
+class EventLoopThread:
+    """An event loop running forever in a daemon thread until `stop()`."""
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self.stopped = False
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.run_until_complete(self._loop.shutdown_default_executor())
+            self._loop.close()
+
+    def run(self, coroutine: Coroutine[Any, Any, _T], timeout_s: float) -> _T:
+        """Run `coroutine` on the loop and wait for its result, at most `timeout_s`."""
+        if self.stopped:
+            coroutine.close()
+            raise ClientStateError("this client was shut down")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RemotingTimeoutError(f"no result within {timeout_s:.1f} s") from None
+
+    def call(self, function: Callable[[], _T]) -> _T:
+        """Run a plain function on the loop's thread (for methods that touch loop state)."""
+
+        async def wrapper() -> _T:
+            return function()
+
+        return self.run(wrapper(), _LIFECYCLE_TIMEOUT_S)
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(_THREAD_JOIN_TIMEOUT_S)
+
+
+class _BlockingBase:
+    """Owns the loop thread; subclasses create their async client on it."""
+
+    def __init__(self, name: str) -> None:
+        self._thread = EventLoopThread(name)
+
+    def _create(self, factory: Callable[[], _T]) -> _T:
+        """Build the async client on the loop's thread; the thread stops if that fails."""
+        try:
+            return self._thread.call(factory)
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def _lifecycle(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        self._thread.run(coroutine, _LIFECYCLE_TIMEOUT_S)
+
+    def _close(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        if self._thread.stopped:
+            coroutine.close()
+            return
+        try:
+            self._lifecycle(coroutine)
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.shutdown()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+
+class BlockingProducer(_BlockingBase):
+    """`Producer`, synchronously."""
+
+    def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
+        super().__init__(f"shoal-producer-{group}")
+        self._producer = self._create(lambda: Producer(group, namesrv_addrs, **options))
+
+    @property
+    def client_id(self) -> str:
+        return self._producer.client_id
+
+    def start(self) -> None:
+        self._lifecycle(self._producer.start())
+
+    def shutdown(self) -> None:
+        self._close(self._producer.shutdown())
+
+    def send(
+        self,
+        message: Message,
+        *,
+        timeout_s: float = 3.0,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        coroutine = self._producer.send(message, timeout_s=timeout_s, queue=queue, selector=selector, arg=arg)
+        return self._thread.run(coroutine, timeout_s + _CALL_MARGIN_S)
+
+    def send_oneway(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        coroutine = self._producer.send_oneway(message, queue=queue, selector=selector, arg=arg)
+        self._thread.run(coroutine, _LIFECYCLE_TIMEOUT_S)
+
+    def send_batch(
+        self, messages: Sequence[Message], *, timeout_s: float = 3.0, queue: MessageQueue | None = None
+    ) -> SendResult:
+        coroutine = self._producer.send_batch(messages, timeout_s=timeout_s, queue=queue)
+        return self._thread.run(coroutine, timeout_s + _CALL_MARGIN_S)
+
+    def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        return self._thread.run(self._producer.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
+
+
+class BlockingPushConsumer(_BlockingBase):
+    """`PushConsumer`, synchronously; the options are PushConsumer's keyword arguments."""
+
+    def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
+        super().__init__(f"shoal-consumer-{group}")
+        self._consumer = self._create(lambda: PushConsumer(group, namesrv_addrs, **options))
+
+    @property
+    def client_id(self) -> str:
+        return self._thread.call(lambda: self._consumer.client_id)
+
+    def set_listener(self, listener: Callable[[list[MessageExt]], Any]) -> None:
+        self._consumer.listener = listener
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._thread.call(lambda: self._consumer.subscribe(topic, expression))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._thread.call(lambda: self._consumer.unsubscribe(topic))
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        return self._thread.call(self._consumer.assigned_queues)
+
+    def start(self) -> None:
+        self._lifecycle(self._consumer.start())
+
+    def shutdown(self) -> None:
+        self._close(self._consumer.shutdown())
+
+
+class BlockingPullConsumer(_BlockingBase):
+    """`PullConsumer`, synchronously."""
+
+    def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
+        super().__init__(f"shoal-pull-{group}")
+        self._consumer = self._create(lambda: PullConsumer(group, namesrv_addrs, **options))
+
+    def start(self) -> None:
+        self._lifecycle(self._consumer.start())
+
+    def shutdown(self) -> None:
+        self._close(self._consumer.shutdown())
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._thread.run(self._consumer.fetch_message_queues(topic), _LIFECYCLE_TIMEOUT_S)
+
+    def pull(
+        self,
+        mq: MessageQueue,
+        expression: str,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        block: bool = False,
+        timeout_s: float = 10.0,
+    ) -> PullResult:
+        coroutine = self._consumer.pull(mq, expression, offset, max_nums, block=block, timeout_s=timeout_s)
+        margin_s = limits.LONG_POLL_RESPONSE_MARGIN_S + _CALL_MARGIN_S
+        return self._thread.run(coroutine, timeout_s + margin_s)
+
+    def update_offset(self, mq: MessageQueue, offset: int) -> None:
+        self._thread.run(self._consumer.update_offset(mq, offset), _LIFECYCLE_TIMEOUT_S)
+
+    def fetch_offset(self, mq: MessageQueue) -> int | None:
+        return self._thread.run(self._consumer.fetch_offset(mq), _LIFECYCLE_TIMEOUT_S)
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._thread.run(self._consumer.min_offset(mq), _LIFECYCLE_TIMEOUT_S)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._thread.run(self._consumer.max_offset(mq), _LIFECYCLE_TIMEOUT_S)
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._thread.run(self._consumer.search_offset(mq, timestamp_ms), _LIFECYCLE_TIMEOUT_S)
+
+
+class BlockingAdmin(_BlockingBase):
+    """`Admin`, synchronously."""
+
+    def __init__(self, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
+        super().__init__("shoal-admin")
+        self._admin = self._create(lambda: Admin(namesrv_addrs, **options))
+
+    def start(self) -> None:
+        self._lifecycle(self._admin.start())
+
+    def shutdown(self) -> None:
+        self._close(self._admin.shutdown())
+
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return self._thread.run(coroutine, _LIFECYCLE_TIMEOUT_S)
+
+    def cluster_info(self) -> ClusterInfo:
+        return self._run(self._admin.cluster_info())
+
+    def topic_list(self) -> list[str]:
+        return self._run(self._admin.topic_list())
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        return self._run(self._admin.topic_route(topic))
+
+    def cluster_masters(self, cluster: str) -> list[str]:
+        return self._run(self._admin.cluster_masters(cluster))
+
+    def create_topic(self, topic: str, **options: Any) -> list[str]:
+        return self._run(self._admin.create_topic(topic, **options))
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        self._run(self._admin.delete_topic(topic, cluster=cluster))
+
+    def topic_stats(self, topic: str) -> TopicStatsTable:
+        return self._run(self._admin.topic_stats(topic))
+
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        return self._run(self._admin.consume_stats(group, topic))
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        return self._run(self._admin.consumer_progress(group, topic))
+
+    def consumer_connections(self, group: str) -> ConsumerConnection:
+        return self._run(self._admin.consumer_connections(group))
+
+    def consumer_ids(self, group: str) -> list[str]:
+        return self._run(self._admin.consumer_ids(group))
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        return self._run(self._admin.view_message(offset_msg_id))
+
+    def query_message(self, topic: str, key: str, **options: Any) -> list[MessageExt]:
+        return self._run(self._admin.query_message(topic, key, **options))
+
+    def query_message_by_unique_key(self, topic: str, uniq_key: str, *, max_num: int = 32) -> list[MessageExt]:
+        return self._run(self._admin.query_message_by_unique_key(topic, uniq_key, max_num=max_num))

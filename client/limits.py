@@ -1,0 +1,50 @@
+"""Every bound the client enforces, with its unit, in one place.
+
+RocketMQ's own limits (spec §1.2, §1.6, §1.9, §15) keep their values; the others are ours and say
+why they are safe. Settings (`settings.py`) are checked against these at construction; the
+asserts at the bottom state how the limits relate.
+"""
+
+from __future__ import annotations
+
+# --- messages (spec §1.2, §1.6, §1.9) ---
+TOPIC_LENGTH_MAX_CHARS = 127  # TOPICLENGTH is a signed byte; Java checks String.length()
+PROPERTIES_LENGTH_MAX_BYTES = 32767  # PROPERTIESLENGTH is a signed short
+MESSAGE_BODY_SIZE_MAX_BYTES = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize (body, or a batch body)
+COMPRESS_BODY_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch: bodies this large or larger are zlib'd
+ZLIB_COMPRESSION_LEVEL = 5  # DefaultMQProducer.compressLevel
+# A 4 MiB body compresses at best ~1000:1 with zlib; a pulled body that inflates beyond this is
+# hostile or corrupt, and inflating it without bound would exhaust memory.
+INFLATED_BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
+BATCH_MESSAGES_MAX_COUNT = 1024  # ours: a batch must also fit MESSAGE_BODY_SIZE_MAX_BYTES
+DELAY_LEVEL_MAX = 18  # messageDelayLevel has 18 entries; the broker clamps larger levels anyway
+
+# --- sending (spec §15) ---
+SEND_RETRIES_MAX_COUNT = 16  # retryTimesWhenSendFailed (default 2); more only multiplies duplicates
+DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums: queues of an auto-created topic
+# While a topic sends by TBW102's route, its own route is looked up at most this often (Java waits
+# for the 30 s refresh; an ordered send meanwhile may pick a queue the new topic does not have).
+BORROWED_ROUTE_RECHECK_S = 1.0
+
+# --- pulling and consuming (spec §8.8, §12, §15) ---
+PULL_BATCH_MAX_COUNT = 1024  # DefaultMQPushConsumer checks pullBatchSize in [1, 1024]
+CONSUME_BATCH_MAX_COUNT = 1024  # consumeMessageBatchMaxSize in [1, 1024]
+CONSUME_CONCURRENCY_MAX_COUNT = 1000  # consumeThreadMax in [1, 1000]
+PROCESS_QUEUE_CACHED_COUNT_MAX = 1000  # pullThresholdForQueue: messages cached per queue before pulls pause
+PROCESS_QUEUE_CACHED_SIZE_MAX_BYTES = 100 * 1024 * 1024  # pullThresholdSizeForQueue (100 MiB)
+CONSUME_CONCURRENTLY_MAX_SPAN = 2000  # consumeConcurrentlyMaxSpan: offsets between oldest and newest cached
+BROKER_SUSPEND_MAX_MS = 15_000  # BROKER_SUSPEND_MAX_TIME_MILLIS: how long a broker may hold a pull
+# The Java broker answers a parked pull up to ~5 s after its suspend timeout (spec §12, gotcha 20).
+LONG_POLL_RESPONSE_MARGIN_S = 6.0
+MAX_RECONSUME_TIMES_DEFAULT = 16  # maxReconsumeTimes -1 means 16 for concurrent consumers
+
+# --- transport (ours; see also shoal.protocol.limits) ---
+NAMESRV_ADDRESSES_MAX_COUNT = 64  # a nameserver list is a handful of hosts; bounds failover loops
+REQUEST_TIMEOUT_MAX_S = 600.0  # no single request waits longer, whatever a caller asks
+
+assert COMPRESS_BODY_OVER_BYTES < MESSAGE_BODY_SIZE_MAX_BYTES
+assert INFLATED_BODY_SIZE_MAX_BYTES >= MESSAGE_BODY_SIZE_MAX_BYTES
+assert BROKER_SUSPEND_MAX_MS / 1000 + LONG_POLL_RESPONSE_MARGIN_S < REQUEST_TIMEOUT_MAX_S
+assert PROCESS_QUEUE_CACHED_SIZE_MAX_BYTES >= MESSAGE_BODY_SIZE_MAX_BYTES  # one largest message always fits
+assert CONSUME_BATCH_MAX_COUNT <= PROCESS_QUEUE_CACHED_COUNT_MAX * 2  # a full batch can be cached
+assert 0 < DEFAULT_TOPIC_QUEUE_NUMS <= 1024

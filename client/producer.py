@@ -1,0 +1,447 @@
+"""`Producer`: SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE with Java's queue choice and retries.
+
+Like `DefaultMQProducerImpl.sendDefaultImpl`: queues are taken round-robin from the topic's
+publish queues; a failed synchronous send (connection error, or codes 17, 14, 1, 16, 204, 205)
+is retried up to `retries_when_send_failed` times on a queue of another broker, all within one
+timeout budget. Sends to an explicit queue or through a selector are tried once. Any number of
+sends may run concurrently: they share one connection per broker, matched by opaque.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+from shoal.client import limits
+from shoal.client.client_instance import ClientInstance
+from shoal.client.errors import (
+    ClientStateError,
+    InvalidMessageError,
+    MQBrokerError,
+    NoRouteError,
+    RemotingError,
+    RemotingTimeoutError,
+)
+from shoal.client.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    RETRY_GROUP_TOPIC_PREFIX,
+    Message,
+    check_batch,
+    check_group,
+    check_message,
+    compress_body,
+    encode_batch,
+    encode_properties,
+    encode_wire_properties,
+)
+from shoal.client.message_id import create_uniq_id, wall_clock_ms
+from shoal.client.route import TopicPublishInfo
+from shoal.client.settings import ClientSettings, ProducerSettings
+from shoal.client.subscription import java_string_hash
+from shoal.protocol import (
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from shoal.protocol.errors import ProtocolError
+
+log = logging.getLogger(__name__)
+
+
+class SendStatus(enum.Enum):
+    """How a stored message fared (`SendStatus`); any other outcome raises."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_OF_CODE: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+RETRYABLE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+"""Broker answers after which Java's producer tries another queue (sendDefaultImpl)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """`msg_id` is the UNIQ_KEY (comma-joined for a batch); `offset_msg_id` the broker's id(s)."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+
+
+def send_result_of(response: RemotingCommand, mq: MessageQueue, msg_id: str, address: str) -> SendResult:
+    """`processSendResponse`: codes 0/10/11/12 give a result, any other raises MQBrokerError."""
+    status = _STATUS_OF_CODE.get(response.code)
+    if status is None:
+        raise MQBrokerError(response.code, response.remark, address)
+    try:
+        header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+    except ProtocolError as error:
+        raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"unreadable send response: {error}", address) from None
+    queue = MessageQueue(mq.topic, mq.broker_name, header.queue_id)
+    return SendResult(status, msg_id, header.msg_id, queue, header.queue_offset)
+
+
+# --- queue selection ---
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+"""Picks the queue of a send from the topic's publish queues (ordered sends)."""
+
+
+def java_hash_code(value: object) -> int:
+    """`arg.hashCode()` as Java computes it for strings, ints and booleans (so Python and Java
+    producers put the same key on the same queue); other values use Python's hash."""
+    if isinstance(value, str):
+        return java_string_hash(value)
+    if isinstance(value, bool):
+        return 1231 if value else 1237
+    if isinstance(value, int):
+        if -(2**31) <= value < 2**31:
+            return value
+        folded = (value ^ (value >> 32)) & 0xFFFFFFFF  # Long.hashCode
+        return folded - 2**32 if folded >= 2**31 else folded
+    return hash(value)
+
+
+def select_by_hash(queues: Sequence[MessageQueue], _message: Message, arg: Any) -> MessageQueue:
+    """`SelectMessageQueueByHash`: `abs(arg.hashCode() % n)` with Java's remainder."""
+    return queues[abs(java_hash_code(arg)) % len(queues)]
+
+
+def select_by_random(queues: Sequence[MessageQueue], _message: Message, _arg: Any) -> MessageQueue:
+    """`SelectMessageQueueByRandom`."""
+    return queues[random.randrange(len(queues))]
+
+
+class QueueRotation:
+    """Round-robin over a topic's queues, skipping the broker that just failed (`TopicPublishInfo`)."""
+
+    def __init__(self) -> None:
+        self._counters: dict[str, int] = {}
+
+    def _next(self, topic: str) -> int:
+        value = self._counters.get(topic)
+        value = random.randrange(1 << 16) if value is None else value + 1
+        self._counters[topic] = value
+        return value
+
+    def select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
+        queues = info.queues
+        assert queues
+        if last_broker is not None:
+            for _ in range(len(queues)):
+                queue = queues[self._next(info.topic) % len(queues)]
+                if queue.broker_name != last_broker:
+                    return queue
+        return queues[self._next(info.topic) % len(queues)]
+
+
+# --- requests ---
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """A message (or batch) ready for the wire: what the send header and body need."""
+
+    topic: str
+    body: bytes
+    properties: str
+    sys_flag: int
+    flag: int
+    msg_id: str
+    code: int
+    reconsume_times: int | None = None
+    max_reconsume_times: int | None = None
+
+
+def prepare_message(message: Message, settings: ProducerSettings) -> OutgoingMessage:
+    """Check, give a UNIQ_KEY, compress a large body, encode properties (the message is unchanged)."""
+    check_message(message, settings.body_size_max_bytes)
+    uniq_key = message.uniq_key or create_uniq_id()
+    properties = message.wire_properties(uniq_key)
+    body = message.body
+    sys_flag = 0
+    if len(body) >= settings.compress_body_over_bytes:
+        body = compress_body(body)
+        sys_flag |= COMPRESSED_FLAG
+    reconsume_times = max_reconsume_times = None
+    if message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        reconsume_times = _int_property(properties.pop(PROPERTY_RECONSUME_TIME, None))
+        max_reconsume_times = _int_property(properties.pop(PROPERTY_MAX_RECONSUME_TIMES, None))
+    return OutgoingMessage(
+        topic=message.topic,
+        body=body,
+        properties=encode_wire_properties(properties),
+        sys_flag=sys_flag,
+        flag=message.flag,
+        msg_id=uniq_key,
+        code=RequestCode.SEND_MESSAGE_V2,
+        reconsume_times=reconsume_times,
+        max_reconsume_times=max_reconsume_times,
+    )
+
+
+def _int_property(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidMessageError(f"property value {text!r} is not an integer") from None
+
+
+def prepare_batch(messages: Sequence[Message], settings: ProducerSettings) -> OutgoingMessage:
+    """One SEND_BATCH_MESSAGE: blocks with their own UNIQ_KEYs, never compressed (spec §1.10)."""
+    check_batch(messages)
+    for message in messages:
+        check_message(message, settings.body_size_max_bytes)
+    uniq_keys = [message.uniq_key or create_uniq_id() for message in messages]
+    body = encode_batch(messages, uniq_keys)
+    if len(body) > settings.body_size_max_bytes:
+        raise InvalidMessageError(f"the batch is {len(body)} bytes, more than {settings.body_size_max_bytes}")
+    wait = "true" if messages[0].wait_store_msg_ok else "false"
+    return OutgoingMessage(
+        topic=messages[0].topic,
+        body=body,
+        properties=encode_properties({PROPERTY_WAIT_STORE_MSG_OK: wait}),
+        sys_flag=0,
+        flag=0,
+        msg_id=",".join(uniq_keys),
+        code=RequestCode.SEND_BATCH_MESSAGE,
+    )
+
+
+def send_header(group: str, outgoing: OutgoingMessage, queue_id: int, settings: ProducerSettings) -> dict[str, str]:
+    """The SendMessageRequestHeaderV2 extFields of one send."""
+    header = SendMessageRequestHeaderV2(
+        producer_group=group,
+        topic=outgoing.topic,
+        default_topic=settings.default_topic,
+        default_topic_queue_nums=settings.default_topic_queue_nums,
+        queue_id=queue_id,
+        sys_flag=outgoing.sys_flag,
+        born_timestamp_ms=wall_clock_ms(),
+        flag=outgoing.flag,
+        properties=outgoing.properties or None,
+        reconsume_times=outgoing.reconsume_times if outgoing.reconsume_times is not None else 0,
+        unit_mode=False,
+        max_reconsume_times=outgoing.max_reconsume_times,
+        batch=outgoing.code == RequestCode.SEND_BATCH_MESSAGE,
+    )
+    return header.to_ext_fields()
+
+
+class Producer:
+    """Sends messages to the brokers of a cluster found through its nameservers.
+
+    `async with Producer("pg", "127.0.0.1:9876") as producer: await producer.send(msg)`.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addrs: str | Sequence[str],
+        *,
+        settings: ProducerSettings | None = None,
+        client_settings: ClientSettings | None = None,
+    ) -> None:
+        check_group(group)
+        self.group = group
+        self.settings = settings or ProducerSettings()
+        self._instance = ClientInstance(
+            namesrv_addrs,
+            client_settings or ClientSettings(),
+            default_topic=self.settings.default_topic,
+            default_topic_queue_nums=self.settings.default_topic_queue_nums,
+        )
+        self._instance.heartbeat_data = self._heartbeat_data
+        self._instance.topics_in_use = lambda: list(self._instance.routes.routes)
+        self._rotation = QueueRotation()
+        self._running = False
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    async def start(self) -> None:
+        if self._running:
+            raise ClientStateError(f"producer {self.group} is already running")
+        self._running = True
+        await self._instance.start()
+
+    async def shutdown(self) -> None:
+        """Unregister from the brokers and close every connection."""
+        if not self._running:
+            return
+        self._running = False
+        await self._instance.unregister(producer_group=self.group)
+        await self._instance.shutdown()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.shutdown()
+
+    def _heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(client_id=self._instance.client_id, producer_data_set=(ProducerData(self.group),))
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise ClientStateError(f"producer {self.group} is not running; call start() first")
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues `topic` is sent to (TBW102's, capped, while the topic has no route)."""
+        self._check_running()
+        return list((await self._instance.routes.publish_info(topic)).queues)
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        timeout_s: float = 3.0,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """Send and wait for the broker; raises MQBrokerError / RemotingError / NoRouteError."""
+        self._check_running()
+        outgoing = prepare_message(message, self.settings)
+        result = await self._dispatch(outgoing, message, timeout_s, queue, selector, arg, oneway=False)
+        assert result is not None
+        return result
+
+    async def send_oneway(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Send without waiting for (or getting) an answer; one attempt."""
+        self._check_running()
+        outgoing = prepare_message(message, self.settings)
+        await self._dispatch(outgoing, message, self._instance.settings.request_timeout_s, queue, selector, arg, True)
+
+    async def send_batch(
+        self, messages: Sequence[Message], *, timeout_s: float = 3.0, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE; they get consecutive offsets."""
+        self._check_running()
+        outgoing = prepare_batch(messages, self.settings)
+        result = await self._dispatch(outgoing, messages[0], timeout_s, queue, None, None, oneway=False)
+        assert result is not None
+        return result
+
+    async def _dispatch(
+        self,
+        outgoing: OutgoingMessage,
+        message: Message,
+        timeout_s: float,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        oneway: bool,
+    ) -> SendResult | None:
+        timeout_s = min(timeout_s, limits.REQUEST_TIMEOUT_MAX_S)
+        if queue is not None:
+            if queue.topic != outgoing.topic:
+                raise InvalidMessageError(f"queue {queue} is not a queue of topic {outgoing.topic}")
+            return await self._send_to(queue, outgoing, timeout_s, oneway)
+        if selector is not None:
+            info = await self._instance.routes.publish_info(outgoing.topic)
+            chosen = selector(list(info.queues), message, arg)
+            if chosen not in info.queues:
+                raise InvalidMessageError(f"the selector chose {chosen}, which is not a publish queue")
+            return await self._send_to(chosen, outgoing, timeout_s, oneway)
+        return await self._send_with_retries(outgoing, timeout_s, oneway)
+
+    async def _send_with_retries(self, outgoing: OutgoingMessage, timeout_s: float, oneway: bool) -> SendResult | None:
+        loop = asyncio.get_running_loop().time
+        deadline = loop() + timeout_s
+        routes = self._instance.routes
+        info = await routes.publish_info(outgoing.topic)
+        attempts = 1 if oneway else 1 + self.settings.retries_when_send_failed
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        for attempt in range(attempts):
+            remaining_s = deadline - loop()
+            if remaining_s <= 0:
+                break
+            queue = self._rotation.select(info, last_broker)
+            try:
+                return await self._send_to(queue, outgoing, remaining_s, oneway)
+            except MQBrokerError as error:
+                if error.code not in RETRYABLE_CODES:
+                    raise
+                last_error = error
+            except (RemotingError, NoRouteError) as error:
+                last_error = error
+            last_broker = queue.broker_name
+            log.warning("send to %s failed (attempt %d of %d): %s", queue, attempt + 1, attempts, last_error)
+            info = await self._refreshed_publish_info(info, deadline - loop())
+        if last_error is None:
+            raise RemotingTimeoutError(f"sending to {outgoing.topic} timed out after {timeout_s:.1f} s")
+        raise last_error
+
+    async def _refreshed_publish_info(self, info: TopicPublishInfo, remaining_s: float) -> TopicPublishInfo:
+        """The topic's route fetched again after a failure; the old one when that fails too."""
+        if remaining_s <= 0:
+            return info
+        try:
+            return await asyncio.wait_for(self._instance.routes.publish_info(info.topic, refresh=True), remaining_s)
+        except (TimeoutError, RemotingError, MQBrokerError, NoRouteError) as error:
+            log.info("refreshing the route of %s after a failed send failed: %s", info.topic, error)
+            return info
+
+    async def _send_to(
+        self, queue: MessageQueue, outgoing: OutgoingMessage, timeout_s: float, oneway: bool
+    ) -> SendResult | None:
+        routes = self._instance.routes
+        address = routes.master_address(queue.broker_name)
+        if address is None:
+            await routes.publish_info(queue.topic, refresh=True)
+            address = routes.master_address(queue.broker_name)
+            if address is None:
+                raise NoRouteError(f"broker {queue.broker_name} has no master address")
+        ext_fields = send_header(self.group, outgoing, queue.queue_id, self.settings)
+        remoting = self._instance.remoting
+        if oneway:
+            await remoting.invoke_oneway(address, outgoing.code, ext_fields, outgoing.body)
+            return None
+        response = await remoting.invoke(address, outgoing.code, ext_fields, outgoing.body, timeout_s=timeout_s)
+        return send_result_of(response, queue, outgoing.msg_id, address)

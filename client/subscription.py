@@ -1,0 +1,90 @@
+"""Tag subscriptions: expression parsing (`FilterAPI.buildSubscriptionData`) and client-side filtering.
+
+An expression is `*` (everything) or tags joined by `||` (`TagA || TagB`). The broker filters
+by the tags' Java `String.hashCode`, which can collide, so consumers filter again by the exact
+tag (`msgListFilterAgain`); messages without a tag never match a tag subscription.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from shoal.client.errors import InvalidSubscriptionError
+from shoal.client.message import MessageExt
+from shoal.protocol import SubscriptionData
+
+SUB_ALL = "*"
+EXPRESSION_TYPE_TAG = "TAG"
+_MASK_32 = 0xFFFFFFFF
+
+
+def java_string_hash(text: str) -> int:
+    """Java `String.hashCode()` over UTF-16 code units, as a signed 32-bit int (spec gotcha 1)."""
+    h = 0
+    if text.isascii():
+        for code in text.encode("ascii"):
+            h = (31 * h + code) & _MASK_32
+    else:
+        units = text.encode("utf-16-be")
+        for index in range(0, len(units), 2):
+            h = (31 * h + ((units[index] << 8) | units[index + 1])) & _MASK_32
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def parse_tags(expression: str | None) -> tuple[str, ...]:
+    """The tags of an expression; () means every message (`*`, empty or None)."""
+    if expression is None or expression == SUB_ALL or not expression:
+        return ()
+    tags: list[str] = []
+    for part in expression.split("||"):
+        tag = part.strip()
+        if tag and tag not in tags:
+            tags.append(tag)
+    if not tags:
+        raise InvalidSubscriptionError(f"expression {expression!r} names no tag; use '*' for every message")
+    return tuple(tags)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """One topic subscription: the expression as given and its tags (empty = all)."""
+
+    topic: str
+    expression: str
+    tags: frozenset[str]
+    sub_version: int
+
+    @classmethod
+    def build(cls, topic: str, expression: str | None, sub_version: int) -> Subscription:
+        """Parse `expression`; `sub_version` is the subscription's timestamp (ms)."""
+        tags = parse_tags(expression)
+        return cls(topic, " || ".join(tags) if tags else SUB_ALL, frozenset(tags), sub_version)
+
+    @property
+    def is_all(self) -> bool:
+        """True when every message of the topic matches."""
+        return not self.tags
+
+    def matches(self, tag: str | None) -> bool:
+        """Whether a message with TAGS `tag` belongs to this subscription."""
+        return not self.tags or (tag is not None and tag in self.tags)
+
+    def filter(self, messages: Iterable[MessageExt]) -> list[MessageExt]:
+        """The messages whose tag matches exactly (a list copy even when everything matches)."""
+        if not self.tags:
+            return list(messages)
+        tags = self.tags
+        return [message for message in messages if message.tags is not None and message.tags in tags]
+
+    def to_subscription_data(self) -> SubscriptionData:
+        """The heartbeat form, with Java hash codes of the tags."""
+        ordered = parse_tags(self.expression)
+        return SubscriptionData(
+            topic=self.topic,
+            sub_string=self.expression,
+            tags_set=ordered,
+            code_set=tuple(java_string_hash(tag) for tag in ordered),
+            sub_version=self.sub_version,
+            expression_type=EXPRESSION_TYPE_TAG,
+        )

@@ -1,0 +1,266 @@
+"""RemotingClient plumbing against a tiny in-test TCP server: opaque matching, out-of-order and
+pipelined responses, timeouts, closed connections, nameserver failover and server->client requests.
+The server only frames bytes; it is not a broker."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from shoal.client.client_instance import ClientInstance
+from shoal.client.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from shoal.client.remoting import RemotingClient, split_address
+from shoal.client.route import NameServerClient
+from shoal.client.settings import ClientSettings
+from shoal.protocol import (
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    TopicRouteData,
+    encode_frame,
+    make_request,
+    make_response,
+)
+
+Handler = Callable[["FakeServer", RemotingCommand], Awaitable[None]]
+
+
+class FakeServer:
+    """Accepts connections, decodes frames, hands each to `handler`; `send` writes to the last peer."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.received: list[RemotingCommand] = []
+        self.writer: asyncio.StreamWriter | None = None
+        self.server: asyncio.Server | None = None
+        self.address = ""
+
+    async def __aenter__(self) -> FakeServer:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.address = f"127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        assert self.server is not None
+        if self.writer is not None:
+            self.writer.close()
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        decoder = FrameDecoder()
+        while data := await reader.read(65536):
+            for command in decoder.feed(data):
+                self.received.append(command)
+                await self.handler(self, command)
+
+    def send(self, command: RemotingCommand) -> None:
+        assert self.writer is not None
+        self.writer.writelines(encode_frame(command))
+
+
+async def echo(server: FakeServer, request: RemotingCommand) -> None:
+    """Answer at once, echoing extField `n` as the remark."""
+    if not request.is_response:
+        server.send(make_response(request, ResponseCode.SUCCESS, request.ext_fields.get("n")))
+
+
+def test_responses_out_of_order_reach_their_requests() -> None:
+    """Goal: matching by opaque, not arrival order. Method: hold two requests, answer in reverse."""
+    held: list[RemotingCommand] = []
+
+    async def reverse(server: FakeServer, request: RemotingCommand) -> None:
+        held.append(request)
+        if len(held) == 2:
+            for item in reversed(held):
+                server.send(make_response(item, ResponseCode.SUCCESS, item.ext_fields["n"]))
+
+    async def run() -> None:
+        async with FakeServer(reverse) as server:
+            client = RemotingClient()
+            first, second = await asyncio.gather(
+                client.invoke(server.address, 99, {"n": "first"}), client.invoke(server.address, 99, {"n": "second"})
+            )
+            assert (first.remark, second.remark) == ("first", "second")
+            await client.close()
+
+    asyncio.run(run())
+
+
+def test_many_pipelined_requests_share_one_connection() -> None:
+    """Goal: concurrent sends pipeline on one connection. Method: 300 concurrent invokes, one peer."""
+    peers: set[int] = set()
+
+    async def count_peer(server: FakeServer, request: RemotingCommand) -> None:
+        assert server.writer is not None
+        peers.add(id(server.writer))
+        await echo(server, request)
+
+    async def run() -> None:
+        async with FakeServer(count_peer) as server:
+            client = RemotingClient()
+            results = await asyncio.gather(*(client.invoke(server.address, 10, {"n": str(i)}) for i in range(300)))
+            assert [result.remark for result in results] == [str(i) for i in range(300)]
+            assert len(peers) == 1
+            assert len({command.opaque for command in server.received}) == 300
+            await client.close()
+
+    asyncio.run(run())
+
+
+def test_timeout_raises_and_a_late_response_is_ignored() -> None:
+    """Goal: bounded waits; a late answer is dropped quietly. Method: answer after the timeout."""
+    held: list[RemotingCommand] = []
+
+    async def hold_first(server: FakeServer, request: RemotingCommand) -> None:
+        if not held:
+            held.append(request)
+            return
+        server.send(make_response(held[0], ResponseCode.SUCCESS, "late"))
+        await echo(server, request)
+
+    async def run() -> None:
+        async with FakeServer(hold_first) as server:
+            client = RemotingClient()
+            with pytest.raises(RemotingTimeoutError, match="within"):
+                await client.invoke(server.address, 11, timeout_s=0.05)
+            response = await client.invoke(server.address, 11, {"n": "second"}, timeout_s=5.0)
+            assert response.remark == "second"
+            connection = await client.connection(server.address)
+            assert connection.pending == {}
+            await client.close()
+
+    asyncio.run(run())
+
+
+def test_closed_connection_fails_pending_requests_and_reconnects() -> None:
+    """Goal: a dropped connection fails waiters at once; the next call reconnects. Method: close on read."""
+    closes = [True]
+
+    async def close_first(server: FakeServer, request: RemotingCommand) -> None:
+        assert server.writer is not None
+        if closes.pop() if closes else False:
+            server.writer.close()
+            return
+        await echo(server, request)
+
+    async def run() -> None:
+        async with FakeServer(close_first) as server:
+            client = RemotingClient()
+            with pytest.raises(RemotingError, match="closed"):
+                await client.invoke(server.address, 12, timeout_s=5.0)
+            response = await client.invoke(server.address, 12, {"n": "again"}, timeout_s=5.0)
+            assert response.remark == "again"
+            await client.close()
+
+    asyncio.run(run())
+
+
+def closed_port_address() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"127.0.0.1:{port}"
+
+
+def test_connect_failure_is_a_connect_error() -> None:
+    """Goal: refused connections raise RemotingConnectError. Method: connect to a closed port."""
+
+    async def run() -> None:
+        client = RemotingClient()
+        with pytest.raises(RemotingConnectError):
+            await client.invoke(closed_port_address(), 10)
+        await client.close()
+
+    asyncio.run(run())
+
+
+def test_nameserver_failover_uses_the_next_address() -> None:
+    """Goal: a dead nameserver is skipped. Method: [dead, live], start at the dead one."""
+    route = TopicRouteData()
+
+    async def answer_route(server: FakeServer, request: RemotingCommand) -> None:
+        assert request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC
+        assert request.ext_fields == {"topic": "T"}
+        server.send(make_response(request, ResponseCode.SUCCESS, body=route.to_json()))
+
+    async def run() -> None:
+        async with FakeServer(answer_route) as server:
+            remoting = RemotingClient()
+            namesrv = NameServerClient([closed_port_address(), server.address], remoting, 1.0)
+            namesrv._current = 0
+            assert await namesrv.get_route("T") == route
+            assert namesrv.addresses[namesrv._current] == server.address
+            await remoting.close()
+
+    asyncio.run(run())
+
+
+def test_nameserver_topic_not_exist_is_no_route() -> None:
+    """Goal: code 17 means "no route", not an error. Method: answer 17."""
+
+    async def not_found(server: FakeServer, request: RemotingCommand) -> None:
+        server.send(make_response(request, ResponseCode.TOPIC_NOT_EXIST, "No topic route info"))
+
+    async def run() -> None:
+        async with FakeServer(not_found) as server:
+            remoting = RemotingClient()
+            assert await NameServerClient([server.address], remoting, 1.0).get_route("T") is None
+            await remoting.close()
+
+    asyncio.run(run())
+
+
+def test_server_requests_reach_the_client_instance(
+    async_wait_until: Callable[[Callable[[], bool], float], Awaitable[None]],
+) -> None:
+    """Goal: broker->client requests: NOTIFY triggers the callback (no answer); unknown codes get 3.
+
+    Method: the server pushes a oneway NOTIFY_CONSUMER_IDS_CHANGED and a request code 307 over the
+    connection the client opened, and reads the client's answer.
+    """
+    notified: list[str] = []
+    answers: list[RemotingCommand] = []
+
+    async def push_requests(server: FakeServer, request: RemotingCommand) -> None:
+        if request.is_response:
+            answers.append(request)
+            return
+        server.send(make_response(request, ResponseCode.SUCCESS))
+        server.send(make_request(40, opaque=500, ext_fields={"consumerGroup": "cg"}, oneway=True))
+        server.send(make_request(307, opaque=501, ext_fields={"consumerGroup": "cg"}))
+
+    async def run() -> None:
+        async with FakeServer(push_requests) as server:
+            instance = ClientInstance(server.address, ClientSettings())
+            instance.on_consumer_ids_changed = notified.append
+            await instance.remoting.invoke(server.address, 34)
+            await async_wait_until(lambda: bool(notified and answers), 5.0)
+            assert notified == ["cg"]
+            assert len(answers) == 1
+            assert answers[0].opaque == 501
+            assert answers[0].code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            await instance.shutdown()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [("127.0.0.1:10911", ("127.0.0.1", 10911)), ("[::1]:9876", ("::1", 9876)), ("::1:9876", ("::1", 9876))],
+)
+def test_addresses_split_with_or_without_ipv6_brackets(address: str, expected: tuple[str, int]) -> None:
+    """Goal: "host:port", "[v6]:port" and Java's bracketless v6 form. Method: split each."""
+    assert split_address(address) == expected
+
+
+def test_address_without_port_is_refused() -> None:
+    """Goal: a clear error for a bad address. Method: split "localhost"."""
+    with pytest.raises(ValueError, match="host:port"):
+        split_address("localhost")
