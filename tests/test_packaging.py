@@ -44,9 +44,9 @@ def test_operator_folder_has_no_init() -> None:
 @pytest.mark.slow
 def test_wheel_contains_every_module(tmp_path: Path) -> None:
     """Goal: the built wheel holds every .py and py.typed file. Method: build it and list its members."""
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(tmp_path), str(ROOT)],
+        [*command, "-w", str(tmp_path), str(ROOT)],
         check=True,
         capture_output=True,
     )
