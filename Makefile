@@ -13,7 +13,7 @@ DATA_DIR ?= data
 .PHONY: run test lint typecheck imports unit bench clean help
 
 help:
-	@echo "make run    set up a virtualenv and run the local demo (data in ./$(DATA_DIR))"
+	@echo "make run    set up a virtualenv, start a local NameServer + Broker (data in ./$(DATA_DIR)) and show a produce/consume round trip; Ctrl-C stops"
 	@echo "make test   set up dev tools and run lint, type checks, import contracts and the test suite"
 	@echo "make bench  run the storage benchmark (bench/store_append.py)"
 
@@ -30,7 +30,7 @@ $(VENV)/.installed-dev: $(VENV)/bin/activate $(PACKAGE_FILES)
 	touch $(VENV)/.installed $@
 
 run: $(VENV)/.installed
-	$(VENV)/bin/shoal demo --data-dir $(DATA_DIR)
+	$(VENV)/bin/shoal local --data-dir $(DATA_DIR) --demo
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

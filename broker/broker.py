@@ -118,8 +118,9 @@ class BrokerController:
             self._metrics_server = MetricsServer(self.registry, self.health)
             metrics_port = 0 if port == 0 else config.metrics_port_effective
             self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)
+        await self.register_all()  # clients asking the NameServer right after start find us
         self._tasks = [
-            loop.create_task(self._registration_loop()),
+            loop.create_task(self._registration_loop(first_delay=True)),
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
         ]
@@ -301,10 +302,13 @@ class BrokerController:
             channel.connection.send(request)
 
     # --- NameServer registration ---
-    async def _registration_loop(self) -> None:
-        """Register now and every registerNameServerPeriod; while a NameServer is unreachable,
-        retry every few seconds so a broker started first becomes visible quickly."""
+    async def _registration_loop(self, *, first_delay: bool) -> None:
+        """Register every registerNameServerPeriod; while a NameServer is unreachable, retry every
+        few seconds so a broker started before its NameServer becomes visible quickly."""
         period_s = min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
+        if first_delay:
+            missing = set(self.config.namesrv_addresses) - self.registered_namesrvs
+            await asyncio.sleep(REGISTER_RETRY_S if missing else period_s)
         while True:
             try:
                 await self.register_all()

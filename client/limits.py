@@ -48,3 +48,7 @@ assert BROKER_SUSPEND_MAX_MS / 1000 + LONG_POLL_RESPONSE_MARGIN_S < REQUEST_TIME
 assert PROCESS_QUEUE_CACHED_SIZE_MAX_BYTES >= MESSAGE_BODY_SIZE_MAX_BYTES  # one largest message always fits
 assert CONSUME_BATCH_MAX_COUNT <= PROCESS_QUEUE_CACHED_COUNT_MAX * 2  # a full batch can be cached
 assert 0 < DEFAULT_TOPIC_QUEUE_NUMS <= 1024
+
+# --- rebalancing before a route exists ---
+QUICK_REBALANCE_RETRY_S = 1.0  # a topic created a moment ago is routed within ~2 s (broker registration)
+QUICK_REBALANCE_RETRY_MAX_COUNT = 30  # then back to the normal 20 s rebalance interval

@@ -227,6 +227,7 @@ class _RunningParts:
         if self.rebalancer.needs_locks:
             self.services.append(PeriodicService("lock renewal", settings.lock_interval_s, self.rebalancer.lock_all))
         self._background: set[asyncio.Task[None]] = set()
+        self._undecided_rounds = 0
         self._offsets_loaded = False
 
     def _make_offset_store(self) -> OffsetStore:
@@ -299,7 +300,14 @@ class _RunningParts:
         task.add_done_callback(self._background.discard)
 
     async def rebalance(self) -> None:
-        await self.rebalancer.rebalance(self.consumer.subscriptions())
+        if await self.rebalancer.rebalance(self.consumer.subscriptions()):
+            # A topic created a moment ago may not be routed yet: look again soon, not in 20 s.
+            self._undecided_rounds += 1
+            if self._undecided_rounds <= limits.QUICK_REBALANCE_RETRY_MAX_COUNT:
+                await self.instance.routes.refresh_all(list(self.consumer.subscriptions()))
+                asyncio.get_running_loop().call_later(limits.QUICK_REBALANCE_RETRY_S, self.services[0].wakeup)
+        else:
+            self._undecided_rounds = 0
 
     async def persist_offsets(self) -> None:
         await self.offset_store.persist_all(list(self.rebalancer.table))

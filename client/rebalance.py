@@ -89,22 +89,29 @@ class Rebalancer:
         """Orderly clustering consumers consume a queue only while they hold its broker lock."""
         return self.orderly and self.message_model == MessageModel.CLUSTERING
 
-    async def rebalance(self, topics: Iterable[str]) -> None:
-        """One round over every subscribed topic; queues of other topics are dropped."""
+    async def rebalance(self, topics: Iterable[str]) -> bool:
+        """One round over every subscribed topic; queues of other topics are dropped.
+        Returns True when some topic could not be decided yet (no route, no consumer list)."""
         subscribed = set(topics)
+        undecided = False
         for topic in sorted(subscribed):
             try:
                 assigned = await self._assignment(topic)
             except NoRouteError as error:  # e.g. a retry topic the broker has not registered yet
                 log.info("rebalance of %s for group %s waits for a route: %s", topic, self.group, error)
+                undecided = True
                 continue
             except (RemotingError, MQBrokerError) as error:
                 log.warning("rebalance of %s for group %s skipped: %s", topic, self.group, error)
+                undecided = True
                 continue
-            if assigned is not None:
+            if assigned is None:
+                undecided = True
+            else:
                 await self._apply(topic, assigned)
         for mq in [mq for mq in self.table if mq.topic not in subscribed]:
             await self._remove(mq)
+        return undecided
 
     async def _assignment(self, topic: str) -> set[MessageQueue] | None:
         """This consumer's queues of `topic`; None when the round cannot decide (keep as is)."""
@@ -115,13 +122,26 @@ class Rebalancer:
         if address is None:
             log.warning("no broker for topic %s; rebalance of group %s waits", topic, self.group)
             return None
-        cid_all = await self._instance.api.consumer_ids(address, self.group)
+        cid_all = await self._consumer_ids(address)
         if not cid_all:
             log.warning("no consumer of group %s registered at %s yet", self.group, address)
             return None
         if self._instance.client_id not in cid_all:
             log.info("%s is not in the consumer list of group %s yet", self._instance.client_id, self.group)
         return set(self._allocate(self.group, self._instance.client_id, sorted(mq_all), sorted(cid_all)))
+
+    async def _consumer_ids(self, address: str) -> list[str]:
+        """The group's consumer ids at `address`. A broker that does not list us yet (its route
+        appeared after our last heartbeat) gets a heartbeat first, as Java's client does on a
+        route change, so a consumer started right after its topic was created is not idle 30 s."""
+        try:
+            cid_all = list(await self._instance.api.consumer_ids(address, self.group))
+        except MQBrokerError:
+            cid_all = []
+        if self._instance.client_id in cid_all:
+            return cid_all
+        await self._instance.send_heartbeats()
+        return list(await self._instance.api.consumer_ids(address, self.group))
 
     async def _apply(self, topic: str, assigned: set[MessageQueue]) -> None:
         for mq in [mq for mq in self.table if mq.topic == topic and mq not in assigned]:
