@@ -6,26 +6,38 @@ import logging
 
 import click
 
+from shoal.cli.client_commands import admin, consume, produce
 from shoal.cli.demo import demo, demo_writer
 from shoal.cli.server_commands import broker, local, namesrv
 from shoal.cli.store_commands import store_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR.")
-def cli(log_level: str) -> None:
+@click.option(
+    "--log-level",
+    default=None,
+    help="DEBUG, INFO, WARNING or ERROR (default: INFO for servers and the demo, WARNING for client commands).",
+)
+@click.pass_context
+def cli(context: click.Context, log_level: str | None) -> None:
     """Shoal: a RocketMQ-compatible, persistent message broker.
 
     \b
     shoal local           a NameServer and a Broker in one process (what `make run` starts)
     shoal namesrv         run a NameServer
     shoal broker          run a Broker (-c broker.conf)
+    shoal admin           topics, routes, consumer progress, messages by id or key
+    shoal produce         send messages;  shoal consume   print consumed messages
     shoal demo            write, crash, recover and read back a store
     shoal store inspect   decode the files of a store directory
     shoal store verify    check every record's CRC and the indexes against the CommitLog
     """
+    if log_level is None:
+        log_level = "INFO" if context.invoked_subcommand in SERVER_COMMANDS else "WARNING"
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+
+SERVER_COMMANDS = frozenset({"namesrv", "broker", "local", "demo", "demo-writer"})
 
 cli.add_command(demo)
 cli.add_command(demo_writer)
@@ -33,6 +45,9 @@ cli.add_command(store_group)
 cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(local)
+cli.add_command(admin)
+cli.add_command(produce)
+cli.add_command(consume)
 
 
 def main() -> None:

@@ -1,0 +1,249 @@
+"""`shoal admin ...`, `shoal produce`, `shoal consume`: quick checks against a running cluster."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from shoal.client import (
+    BlockingAdmin,
+    BlockingProducer,
+    BlockingPushConsumer,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MQClientError,
+)
+from shoal.protocol import ConsumeFromWhere
+
+NAMESRV_OPTION = click.option(
+    "-n",
+    "--namesrv-addr",
+    default="127.0.0.1:9876",
+    show_default=True,
+    envvar="NAMESRV_ADDR",
+    help="NameServer(s), ';'-separated.",
+)
+
+
+@contextmanager
+def _admin(namesrv_addr: str) -> Iterator[BlockingAdmin]:
+    admin = BlockingAdmin(namesrv_addr)
+    try:
+        admin.start()
+        yield admin
+    except MQClientError as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        admin.shutdown()
+
+
+def _message_json(message: MessageExt) -> str:
+    return json.dumps(
+        {
+            "msgId": message.msg_id,
+            "offsetMsgId": message.offset_msg_id,
+            "topic": message.topic,
+            "tags": message.tags,
+            "keys": list(message.keys),
+            "queueId": message.queue_id,
+            "queueOffset": message.queue_offset,
+            "storeTimestamp": message.store_timestamp_ms,
+            "reconsumeTimes": message.reconsume_times,
+            "properties": dict(message.properties),
+            "body": message.body.decode("utf-8", errors="replace"),
+        }
+    )
+
+
+@click.group()
+def admin() -> None:
+    """Inspect and change a running cluster (topics, routes, consumer progress, messages)."""
+
+
+@admin.command()
+@NAMESRV_OPTION
+def cluster(namesrv_addr: str) -> None:
+    """Clusters, broker names and broker addresses known to the NameServer."""
+    with _admin(namesrv_addr) as client:
+        info = client.cluster_info()
+    for name, brokers in sorted(info.cluster_addr_table.items()):
+        click.echo(name)
+        for broker in brokers:
+            data = info.broker_addr_table.get(broker)
+            addrs = ", ".join(f"{bid}={addr}" for bid, addr in sorted((data.broker_addrs if data else {}).items()))
+            click.echo(f"  {broker}: {addrs}")
+
+
+@admin.command()
+@NAMESRV_OPTION
+def topics(namesrv_addr: str) -> None:
+    """Every topic the NameServer routes."""
+    with _admin(namesrv_addr) as client:
+        for topic in sorted(client.topic_list()):
+            click.echo(topic)
+
+
+@admin.command(name="topic-create")
+@NAMESRV_OPTION
+@click.argument("topic")
+@click.option("--cluster", "cluster_name", default="DefaultCluster", show_default=True)
+@click.option("--queues", default=8, show_default=True, help="Read and write queue count.")
+@click.option("--order/--no-order", default=False)
+def topic_create(namesrv_addr: str, topic: str, cluster_name: str, queues: int, order: bool) -> None:
+    """Create or update TOPIC on every master of a cluster."""
+    with _admin(namesrv_addr) as client:
+        brokers = client.create_topic(
+            topic, cluster=cluster_name, read_queue_nums=queues, write_queue_nums=queues, order=order
+        )
+    click.echo(f"{topic}: {queues} queues on {', '.join(brokers)}")
+
+
+@admin.command(name="topic-delete")
+@NAMESRV_OPTION
+@click.argument("topic")
+@click.option("--cluster", "cluster_name", default="DefaultCluster", show_default=True)
+def topic_delete(namesrv_addr: str, topic: str, cluster_name: str) -> None:
+    """Delete TOPIC from a cluster's brokers and the NameServer."""
+    with _admin(namesrv_addr) as client:
+        client.delete_topic(topic, cluster=cluster_name)
+    click.echo(f"{topic}: deleted")
+
+
+@admin.command()
+@NAMESRV_OPTION
+@click.argument("topic")
+def route(namesrv_addr: str, topic: str) -> None:
+    """The route of TOPIC: queues and brokers (JSON)."""
+    with _admin(namesrv_addr) as client:
+        click.echo(client.topic_route(topic).to_json().decode())
+
+
+@admin.command(name="topic-stats")
+@NAMESRV_OPTION
+@click.argument("topic")
+def topic_stats(namesrv_addr: str, topic: str) -> None:
+    """Min and max offsets of every queue of TOPIC."""
+    with _admin(namesrv_addr) as client:
+        stats = client.topic_stats(topic)
+    for mq, offsets in sorted(stats.offset_table.items(), key=lambda item: (item[0].broker_name, item[0].queue_id)):
+        click.echo(f"{mq.broker_name} q{mq.queue_id}: min {offsets.min_offset} max {offsets.max_offset}")
+
+
+@admin.command()
+@NAMESRV_OPTION
+@click.argument("group")
+@click.option("--topic", default=None)
+def progress(namesrv_addr: str, group: str, topic: str | None) -> None:
+    """Consumer progress of GROUP: broker offset, consumer offset and lag per queue."""
+    with _admin(namesrv_addr) as client:
+        queues = client.consumer_progress(group, topic)
+    total = 0
+    for item in queues:
+        total += item.lag
+        click.echo(
+            f"{item.mq.topic} {item.mq.broker_name} q{item.mq.queue_id}: broker {item.broker_offset} "
+            f"consumer {item.consumer_offset} lag {item.lag}"
+        )
+    click.echo(f"total lag {total}")
+
+
+@admin.command(name="msg-by-id")
+@NAMESRV_OPTION
+@click.argument("offset_msg_id")
+def msg_by_id(namesrv_addr: str, offset_msg_id: str) -> None:
+    """The message with OFFSET_MSG_ID (the broker-assigned id), as JSON."""
+    with _admin(namesrv_addr) as client:
+        click.echo(_message_json(client.view_message(offset_msg_id)))
+
+
+@admin.command(name="msg-by-key")
+@NAMESRV_OPTION
+@click.argument("topic")
+@click.argument("key")
+def msg_by_key(namesrv_addr: str, topic: str, key: str) -> None:
+    """Messages of TOPIC whose KEYS or UNIQ_KEY equal KEY, one JSON line each."""
+    with _admin(namesrv_addr) as client:
+        found = client.query_message(topic, key)
+    for message in found:
+        click.echo(_message_json(message))
+    if not found:
+        raise click.ClickException(f"no message with key {key!r} in {topic}")
+
+
+@click.command()
+@NAMESRV_OPTION
+@click.argument("topic")
+@click.option("-c", "--count", default=1, show_default=True, help="Messages to send.")
+@click.option("-b", "--body", default="hello", show_default=True, help="Body text ({n} is the message number).")
+@click.option("--tags", default=None)
+@click.option("--keys", default=None, help="Space-separated keys ({n} is the message number).")
+@click.option("--group", default="PID_shoal_cli", show_default=True)
+def produce(
+    namesrv_addr: str, topic: str, count: int, body: str, tags: str | None, keys: str | None, group: str
+) -> None:
+    """Send COUNT messages to TOPIC and print each send result."""
+    producer = BlockingProducer(group, namesrv_addr)
+    producer.start()
+    try:
+        started = time.monotonic()
+        for number in range(count):
+            message = Message(
+                topic,
+                body.format(n=number).encode(),
+                tags=tags,
+                keys=tuple(keys.format(n=number).split()) if keys else (),
+            )
+            result = producer.send(message)
+            click.echo(
+                f"{result.status.name} msgId={result.msg_id} offsetMsgId={result.offset_msg_id} "
+                f"queue={result.message_queue.queue_id} queueOffset={result.queue_offset}"
+            )
+        click.echo(f"sent {count} in {time.monotonic() - started:.3f} s", err=True)
+    except MQClientError as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        producer.shutdown()
+
+
+@click.command()
+@NAMESRV_OPTION
+@click.argument("topic")
+@click.option("--group", default="CID_shoal_cli", show_default=True)
+@click.option("--expression", default="*", show_default=True, help="Tag expression, e.g. 'TagA || TagB'.")
+@click.option("-c", "--count", default=0, help="Stop after this many messages (0: until --timeout).")
+@click.option("--timeout", "timeout_s", default=10.0, show_default=True, help="Stop after this many idle seconds.")
+@click.option("--from-first/--from-last", default=True, help="Where a new group starts.")
+def consume(
+    namesrv_addr: str, topic: str, group: str, expression: str, count: int, timeout_s: float, from_first: bool
+) -> None:
+    """Consume TOPIC with a push consumer and print each message as a JSON line."""
+    received = 0
+    last = time.monotonic()
+    lock = threading.Lock()
+
+    def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        nonlocal received, last
+        with lock:
+            for message in messages:
+                click.echo(_message_json(message))
+            received += len(messages)
+            last = time.monotonic()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    where = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if from_first else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consumer = BlockingPushConsumer(group, namesrv_addr, consume_from_where=where)
+    consumer.set_listener(listener)
+    consumer.subscribe(topic, expression)
+    consumer.start()
+    try:
+        while (count == 0 or received < count) and time.monotonic() - last < timeout_s:
+            time.sleep(0.05)
+    finally:
+        consumer.shutdown()
+    click.echo(f"consumed {received} message(s)", err=True)
