@@ -87,13 +87,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path) -> None:
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, ready_line: str) -> None:
+    """Until the port accepts connections and the process logged `ready_line` (start() returned)."""
     deadline = time.monotonic() + PROCESS_START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"process exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
+            if ready_line in log_path.read_text(errors="replace"):
+                return
         time.sleep(0.05)
     raise AssertionError(
         f"port {port} not listening after {PROCESS_START_TIMEOUT_S} s:\n{log_path.read_text()[-4000:]}"
@@ -110,6 +112,7 @@ class Cluster:
     metrics_port: int
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
+    starts: int = 0
 
     @property
     def namesrv_addr(self) -> str:
@@ -124,7 +127,7 @@ class Cluster:
         return self.root / "store"
 
     def start_namesrv(self) -> None:
-        self._spawn("namesrv", ["namesrv", "--port", str(self.namesrv_port)], self.namesrv_port)
+        self._spawn("namesrv", ["namesrv", "--port", str(self.namesrv_port)], self.namesrv_port, "NameServer listening")
 
     def start_broker(self, conf: dict[str, str] | None = None) -> None:
         settings = {
@@ -138,10 +141,11 @@ class Cluster:
         }
         path = self.root / "broker.conf"
         path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
-        self._spawn("broker", ["broker", "-c", str(path)], self.broker_port)
+        self._spawn("broker", ["broker", "-c", str(path)], self.broker_port, f"listening on port {self.broker_port}")
 
-    def _spawn(self, name: str, args: list[str], port: int) -> None:
-        log_path = self.root / f"{name}.log"
+    def _spawn(self, name: str, args: list[str], port: int, ready_line: str) -> None:
+        self.starts += 1  # a fresh log per start: a restart must not see the previous ready line
+        log_path = self.root / f"{name}-{self.starts}.log"
         log_file = log_path.open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "shoal.cli.main", *args], stdout=log_file, stderr=subprocess.STDOUT
@@ -149,7 +153,7 @@ class Cluster:
         log_file.close()
         self.processes[name] = process
         self.logs[name] = log_path
-        _wait_for_port(port, process, log_path)
+        _wait_for_port(port, process, log_path, ready_line)
 
     def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
         """Stop one process; returns its exit code (SIGKILL after the timeout)."""
