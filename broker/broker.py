@@ -40,6 +40,7 @@ from shoal.protocol.headers import (
 )
 from shoal.protocol.route_bodies import RegisterBrokerBody, register_body_crc32
 from shoal.store import MessageStore, RecoveryReport
+from shoal.store.dispatching import LoopDispatchDriver
 from shoal.store.metadata import (
     ConsumerOffsetTable,
     SubscriptionGroupConfig,
@@ -101,10 +102,12 @@ class BrokerController:
         except BaseException:
             sock.close()
             raise
-        self.store.start()
+        self.store.start(background_dispatch=False)
         await asyncio.to_thread(self.store.commitlog.queue.wait_prepared)  # first segment ready before serving
         self._load_metadata()
         loop = asyncio.get_running_loop()
+        self.dispatch = LoopDispatchDriver(self.store.dispatcher, loop)
+        self.dispatch.start()
         self.pull_processor = PullProcessor(self)
         self.hold = PullRequestHoldService(loop, self.pull_processor.pull_again, self.store.max_offset_in_queue)
         self.store.dispatcher.listeners.append(self.hold.on_dispatch)
@@ -201,6 +204,7 @@ class BrokerController:
         if self._metrics_server is not None:
             await self._metrics_server.stop()
         self.hold.close()
+        self.dispatch.stop()
         self.persist_metadata()
         await asyncio.to_thread(self.store.shutdown)
         log.info("broker stopped")

@@ -259,7 +259,7 @@ class Admin:
         fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
-        for address in await self._route_masters(retry_topic(group)):
+        for address in await self._group_masters(group, topic):
             response = await self._instance.api.call(address, RequestCode.GET_CONSUME_STATS, fields)
             try:
                 stats = ConsumeStats.from_json(response.body or b"{}")
@@ -268,6 +268,20 @@ class Admin:
             table.update(stats.offset_table)
             tps += stats.consume_tps
         return ConsumeStats(offset_table=dict(sorted(table.items())), consume_tps=tps)
+
+    async def _group_masters(self, group: str, topic: str | None) -> list[str]:
+        """Masters serving `group`: its retry topic's route, or, while that route is not known yet
+        (a group seconds old), the topic's route or every master of every cluster."""
+        try:
+            return await self._route_masters(retry_topic(group))
+        except MQBrokerError as error:
+            if error.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+        if topic is not None:
+            return await self._route_masters(topic)
+        info = await self.cluster_info()
+        masters = (master_address(broker) for broker in info.broker_addr_table.values())
+        return sorted(address for address in masters if address is not None)
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         """Per queue: broker offset, consumed offset and lag (`mqadmin consumerProgress`)."""

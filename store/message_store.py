@@ -179,15 +179,19 @@ class MessageStore:
             (queue.topic, queue.queue_id): queue.max_offset for queue in self.consume_queues
         }
 
-    def start(self) -> None:
-        """Start the background services and mark the store as running (`abort`)."""
+    def start(self, *, background_dispatch: bool = True) -> None:
+        """Start the background services and mark the store as running (`abort`).
+
+        With `background_dispatch=False` the caller drives the Dispatcher itself (an asyncio
+        broker does it on its loop with `LoopDispatchDriver`, avoiding GIL hand-offs)."""
         assert self.recovery_report is not None, "open() first"
         self.cleaner.check_disk()
         self.commitlog.queue.prepare_next(self.commitlog.queue.max_wrote_offset)
         self.flusher.start()
         if self.committer is not None:
             self.committer.start()
-        self.dispatch_service.start()
+        if background_dispatch:
+            self.dispatch_service.start()
         self.cq_flusher.start()
         self.cleaner.start()
         self._abort.create()
@@ -207,7 +211,8 @@ class MessageStore:
             if self.committer is not None:
                 self.committer.stop()
             self.flusher.stop()
-            self.dispatch_service.stop()
+            if self.dispatch_service.started:
+                self.dispatch_service.stop()
         self.dispatcher.dispatch_available()
         if self.committer is not None:
             self.committer.commit_to_end(0)

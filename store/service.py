@@ -38,6 +38,10 @@ class ServiceThread:
                 log.error("%s did not stop within %.0f s", self.name, STOP_JOIN_TIMEOUT_S)
         self._thread = None
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def wakeup(self) -> None:
         self._wakeup.set()
 

@@ -173,6 +173,7 @@ class ConsumerProcessors:
         )
         if result.append is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, result.remark or result.status.value)
+        broker.dispatch.schedule()
         log.debug(
             "message at %d of %s sent back to %s (attempt %d)", header.offset, original_topic, target, reconsume_times
         )

@@ -168,6 +168,8 @@ class SendProcessor:
         else:
             result = broker.store.append_message(message)
         broker.metrics.sends(topic, result)
+        if result.append is not None:
+            broker.dispatch.schedule()
         if result.append is not None and broker.store.settings.flush.flush_disk_type.value == "SYNC_FLUSH" and wait:
             return self._respond_when_durable(request, result, queue_id)
         return self.response(request, result, queue_id)
