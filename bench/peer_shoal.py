@@ -81,37 +81,26 @@ async def produce(namesrv: str, mode: str) -> tuple[float, int]:
             await asyncio.sleep(0.2)
     await admin.shutdown()
     await producer.send(Message(TOPIC, PAYLOAD))  # route and connection ready before timing
+    # A fixed pool of workers, each with one request in flight: WINDOW single sends or
+    # BATCHES_IN_FLIGHT batches outstanding at any moment (pipelined on one connection).
+    batch = BATCH if mode.endswith("batch") else 1
+    workers = BATCHES_IN_FLIGHT if batch > 1 else WINDOW
+    total_requests = (N + batch - 1) // batch
+    next_request = 0
     sent = 0
     started = time.perf_counter()
-    if mode.endswith("batch"):
-        semaphore = asyncio.Semaphore(BATCHES_IN_FLIGHT)
 
-        async def one_batch(size: int) -> None:
-            async with semaphore:
-                await producer.send_batch([Message(TOPIC, PAYLOAD) for _ in range(size)])
-
-        tasks = []
-        while sent < N:
-            size = min(BATCH, N - sent)
-            tasks.append(asyncio.ensure_future(one_batch(size)))
-            sent += size
-            if len(tasks) >= BATCHES_IN_FLIGHT * 4:
-                await asyncio.gather(*tasks)
-                tasks = []
-                if time.perf_counter() - started > TMAX:
-                    break
-        await asyncio.gather(*tasks)
-    else:
-        semaphore = asyncio.Semaphore(WINDOW)
-
-        async def one() -> None:
-            async with semaphore:
+    async def worker() -> None:
+        nonlocal next_request, sent
+        while next_request < total_requests and time.perf_counter() - started < TMAX:
+            next_request += 1
+            if batch > 1:
+                await producer.send_batch([Message(TOPIC, PAYLOAD) for _ in range(batch)])
+            else:
                 await producer.send(Message(TOPIC, PAYLOAD))
+            sent += batch
 
-        while sent < N and time.perf_counter() - started < TMAX:
-            chunk = min(WINDOW * 8, N - sent)
-            await asyncio.gather(*(one() for _ in range(chunk)))
-            sent += chunk
+    await asyncio.gather(*(worker() for _ in range(workers)))
     elapsed = time.perf_counter() - started
     await producer.shutdown()
     return elapsed, sent

@@ -189,6 +189,7 @@ class RouteTable:
         self.default_queue_nums = default_queue_nums
         self.routes: dict[str, TopicRouteData] = {}
         self._borrowed: dict[str, float] = {}  # topics whose route is TBW102's -> last check (monotonic s)
+        self._publish_cache: dict[str, tuple[TopicRouteData, TopicPublishInfo]] = {}
         self._brokers: dict[str, dict[int, str]] = {}
 
     async def refresh(self, topic: str) -> TopicRouteData | None:
@@ -230,12 +231,17 @@ class RouteTable:
             route = fetched or route
         if route is None:
             raise NoRouteError(f"no route info of topic {topic} (nor of {self.default_topic})")
+        cached = self._publish_cache.get(topic)
+        borrowed = topic in self._borrowed
+        if cached is not None and cached[0] is route and cached[1].from_default_topic == borrowed:
+            return cached[1]  # the hot path: one dict lookup per send
         info = TopicPublishInfo(
             topic,
             publish_queues(topic, route),
-            from_default_topic=topic in self._borrowed,
+            from_default_topic=borrowed,
             order_topic=bool(route.order_topic_conf),
         )
+        self._publish_cache[topic] = (route, info)
         if not info.queues:
             raise NoRouteError(f"topic {topic} has no writable queue on a broker with a master")
         return info
