@@ -54,6 +54,8 @@ def start_cluster(work: Path, flush: str) -> tuple[list[subprocess.Popen[bytes]]
     conf.write_text(
         f"brokerIP1=127.0.0.1\nlistenPort={broker_port}\nmetricsPort=-1\nnamesrvAddr=127.0.0.1:{namesrv_port}\n"
         f"storePathRootDir={work / 'store'}\nflushDiskType={flush}\n"
+        + os.environ.get("SHOAL_BROKER_CONF", "").replace(";", "\n")
+        + "\n"
     )
     log = (work / "servers.log").open("ab")
     python = [sys.executable, "-m", "shoal.cli.main", "--log-level", "WARNING"]
@@ -114,17 +116,21 @@ async def consume(namesrv: str, expected: int) -> tuple[float, int]:
     started = time.perf_counter()
 
     async def drain(mq: object) -> int:
+        """Pull one queue until every message is consumed (dispatch may trail the last sends)."""
+        nonlocal got
         count = 0
         offset = 0
-        while time.perf_counter() - started < TMAX:
+        while got < expected and time.perf_counter() - started < TMAX:
             result = await consumer.pull(mq, "*", offset, 32)  # type: ignore[arg-type]
             if result.status is not PullStatus.FOUND:
-                break
+                await asyncio.sleep(0.001)
+                continue
             count += len(result.messages)
+            got += len(result.messages)
             offset = result.next_begin_offset
         return count
 
-    got = sum(await asyncio.gather(*(drain(mq) for mq in queues)))
+    await asyncio.gather(*(drain(mq) for mq in queues))
     elapsed = time.perf_counter() - started
     await consumer.shutdown()
     return elapsed, got

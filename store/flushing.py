@@ -110,11 +110,21 @@ class CommitLogFlusher(ServiceThread):
 
 
 class GroupCommitService(CommitLogFlusher):
+    """SYNC_FLUSH's flusher. With `sync_flush_inline` asyncio callers flush on their own loop, so
+    this thread only serves blocking callers (who wake it) and, as a safety net, flushes on a
+    slow timer; otherwise it would race the loop for the same fdatasync."""
+
     name = "shoal-group-commit"
+    INLINE_SAFETY_INTERVAL_S = 1.0
 
     def run_once(self) -> None:
+        interval_s = self.settings.group_commit_interval_ms / 1000
+        if self.settings.sync_flush_inline:
+            self.wait_for_running(self.INLINE_SAFETY_INTERVAL_S)
+            self.flush_to_end(0)
+            return
         if not self.flush_to_end(0):
-            self.wait_for_running(self.settings.group_commit_interval_ms / 1000)
+            self.wait_for_running(interval_s)
 
 
 class FlushRealTimeService(CommitLogFlusher):

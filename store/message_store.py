@@ -88,7 +88,7 @@ class MessageStore:
             MappedFileQueue(
                 settings.commitlog_dir,
                 settings.commitlog.segment_size_bytes,
-                warm=settings.commitlog.warm_mapped_file_enable,
+                warm=settings.warm_segments,
                 preallocate_next=settings.commitlog.preallocate_next_segment,
                 pool=self.pool,
             ),

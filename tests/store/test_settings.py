@@ -319,3 +319,13 @@ def test_transient_pool_is_effective_only_with_async_flush(
     """transientStorePoolEnable only takes effect with ASYNC_FLUSH, as in RocketMQ."""
     flush = FlushSettings(transient_store_pool_enable=enabled, flush_disk_type=flush_type)
     assert flush.transient_pool_effective is effective
+
+
+def test_segments_are_warmed_for_async_flush_only_unless_set(tmp_path: Path) -> None:
+    """Goal: warmMapedFileEnable defaults by flush mode and an explicit value wins. Method: build settings."""
+    assert StoreSettings.from_broker_conf({"flushDiskType": "ASYNC_FLUSH"}, root_dir=tmp_path).warm_segments
+    assert not StoreSettings.from_broker_conf({"flushDiskType": "SYNC_FLUSH"}, root_dir=tmp_path).warm_segments
+    explicit = StoreSettings.from_broker_conf(
+        {"flushDiskType": "SYNC_FLUSH", "warmMapedFileEnable": "true"}, root_dir=tmp_path
+    )
+    assert explicit.warm_segments
