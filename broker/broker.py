@@ -162,6 +162,7 @@ class BrokerController:
             RequestCode.HEART_BEAT: consumer.heartbeat,
             RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer.consumer_connections,
             RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
             RequestCode.LOCK_BATCH_MQ: consumer.lock_batch,

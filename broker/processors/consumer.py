@@ -25,6 +25,7 @@ from shoal.protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from shoal.protocol.json_compat import dumps
 from shoal.store import MessageToStore
 from shoal.store.properties import (
     ORIGIN_MESSAGE_ID,
@@ -77,6 +78,31 @@ class ConsumerProcessors:
             )
         body = GetConsumerListByGroupResponseBody(consumer_id_list=tuple(info.client_ids()))
         return make_response(request, ResponseCode.SUCCESS, body=body.to_json())
+
+    def consumer_connections(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_CONNECTION_LIST: the group's live clients and subscriptions (ConsumerConnection)."""
+        header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
+        info = self.broker.consumers.find(header.consumer_group)
+        if info is None or not info.channels:
+            return make_response(
+                request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{header.consumer_group}] not online"
+            )
+        body = {
+            "connectionSet": [
+                {
+                    "clientAddr": channel.connection.address,
+                    "clientId": channel.client_id,
+                    "language": channel.language,
+                    "version": channel.version,
+                }
+                for channel in info.channels.values()
+            ],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {topic: data.to_dict() for topic, data in info.subscriptions.items()},
+        }
+        return make_response(request, ResponseCode.SUCCESS, body=dumps(body).encode("utf-8"))
 
     def query_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """The committed offset; for a group that never committed, 0 while the queue's head is

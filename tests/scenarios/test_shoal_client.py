@@ -991,17 +991,6 @@ def test_admin_manages_topics_and_reports_offsets_progress_and_messages(cluster:
     run(scenario())
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: the broker registers no processor for GET_CONSUMER_CONNECTION_LIST (request code 203, an admin "
-        "code in spec §8.6): it answers REQUEST_CODE_NOT_SUPPORTED (3) "
-        "' request type 203 not supported', so Admin.consumer_connections raises MQBrokerError(3). A Java "
-        "broker answers SUCCESS with a ConsumerConnection body (connectionSet with clientId/clientAddr/"
-        "language/version, consumeType, messageModel, consumeFromWhere, subscriptionTable) built from "
-        "its ConsumerManager, or CONSUMER_NOT_ONLINE (206) when the group has no live client."
-    ),
-    strict=True,
-)
 def test_admin_lists_the_connections_of_a_consumer_group(cluster: Any, names: Names) -> None:
     """Goal: GET_CONSUMER_CONNECTION_LIST names a running push consumer's client id, model and
     subscription (`mqadmin consumerConnection`). Method: start one consumer, ask Admin."""
@@ -1021,7 +1010,8 @@ def test_admin_lists_the_connections_of_a_consumer_group(cluster: Any, names: Na
 
                 await await_until(registered, what="the consumer registered")
                 connections = await admin.consumer_connections(group)
-            assert [connection.client_id for connection in connections.connections] == [consumer.client_id]
+                client_id = consumer.client_id
+            assert [connection.client_id for connection in connections.connections] == [client_id]
             assert connections.message_model == "CLUSTERING"
             assert connections.consume_type == "CONSUME_PASSIVELY"
             assert topic in connections.subscriptions
