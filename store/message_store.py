@@ -365,7 +365,7 @@ class MessageStore:
         waiter = self._async_waiters.get(id(loop))
         if waiter is None or waiter.loop is not loop:
             waiter = (
-                InlineFlushWaiter(self.flusher, loop)
+                InlineFlushWaiter(self.flusher, loop, self._sync_timeout_s)
                 if self.settings.flush.sync_flush_inline
                 else AsyncFlushWaiter(self.flusher, loop, self._sync_timeout_s)
             )

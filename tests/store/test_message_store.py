@@ -786,3 +786,35 @@ def _cq_files(directory: Path) -> dict[str, bytes]:
 def _index_entries(directory: Path) -> list[bytes]:
     """Every index file's contents, oldest first (file names hold the creation time, so differ)."""
     return [p.read_bytes() for p in sorted(directory.iterdir())]
+
+
+def test_sync_flush_slower_than_the_timeout_answers_flush_disk_timeout(tmp_path: Path) -> None:
+    """Goal: a group commit that outlasts syncFlushTimeout reports FLUSH_DISK_TIMEOUT, and the message
+    is still stored. Method: slow the real flush down by 50 ms with a 10 ms timeout, await a put."""
+    import asyncio
+    import time as time_module
+
+    from shoal.store import FlushDiskType, FlushSettings, MessageStore, MessageToStore, PutStatus, StoreSettings
+
+    settings = StoreSettings(
+        root_dir=tmp_path / "slow",
+        flush=FlushSettings(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=10),
+    )
+    store = MessageStore(settings)
+    store.open()
+    store.start()
+    real_flush = store.flusher.flush_to_end
+
+    def slow_flush(least_pages: int) -> bool:
+        time_module.sleep(0.05)  # a disk that takes 50 ms to sync
+        return real_flush(least_pages)
+
+    store.flusher.flush_to_end = slow_flush  # type: ignore[method-assign]
+    try:
+        result = asyncio.run(store.put_message_async(MessageToStore("SlowTopic", 0, b"late but durable")))
+        assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert result.append is not None
+        assert store.commitlog.queue.flushed_where >= result.append.next_offset
+    finally:
+        store.flusher.flush_to_end = real_flush  # type: ignore[method-assign]
+        store.shutdown()
