@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import time
 from pathlib import Path
 
 from shoal.store import limits
@@ -28,6 +29,7 @@ from shoal.store.errors import StoreCorruptionError
 
 _ZERO_CHUNK = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
 TEMP_SUFFIX = ".tmp"
+WARM_SYNC_EVERY_BYTES = 16 * 1024 * 1024  # paced warming syncs in steps this big (a short disk burst each)
 FILE_NAME_DIGITS = 20
 
 
@@ -67,13 +69,22 @@ class MappedFile:
         self.available = True
 
     @classmethod
-    def create(cls, path: Path, file_size: int, *, warm: bool, write_buffer: bytearray | None = None) -> MappedFile:
+    def create(
+        cls,
+        path: Path,
+        file_size: int,
+        *,
+        warm: bool,
+        write_buffer: bytearray | None = None,
+        warm_rate_bytes_per_s: int = 0,
+    ) -> MappedFile:
         """Allocate a new segment under a temporary name, sync it, then rename it into place."""
         temp = path.with_name(path.name + TEMP_SUFFIX)
         fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             if warm:
-                _zero_fill(fd, 0, file_size)
+                os.posix_fallocate(fd, 0, file_size)  # ENOSPC now, not half-way through the zeros
+                _zero_fill(fd, 0, file_size, warm_rate_bytes_per_s)
             else:
                 os.posix_fallocate(fd, 0, file_size)
             os.fdatasync(fd)
@@ -205,10 +216,22 @@ class MappedFile:
         )
 
 
-def _zero_fill(fd: int, start: int, end: int) -> None:
+def _zero_fill(fd: int, start: int, end: int, rate_bytes_per_s: int = 0) -> None:
+    """Write zeros over [start, end). With a rate, pace the writes and sync as they go, so that
+    warming the next segment in the background never floods the disk the group commits use."""
     at = start
+    chunk = len(_ZERO_CHUNK)
+    began = time.monotonic()
+    synced = start
     while at < end:
-        at += os.pwrite(fd, _ZERO_CHUNK[: min(len(_ZERO_CHUNK), end - at)], at)
+        at += os.pwrite(fd, _ZERO_CHUNK[: min(chunk, end - at)], at)
+        if rate_bytes_per_s > 0:
+            if at - synced >= WARM_SYNC_EVERY_BYTES:
+                os.fdatasync(fd)
+                synced = at
+            ahead_s = (at - start) / rate_bytes_per_s - (time.monotonic() - began)
+            if ahead_s > 0:
+                time.sleep(ahead_s)
 
 
 def fsync_directory(directory: Path) -> None:

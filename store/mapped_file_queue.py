@@ -34,12 +34,16 @@ class MappedFileQueue:
         warm: bool = False,
         preallocate_next: bool = False,
         pool: TransientStorePool | None = None,
+        warm_rate_bytes_per_s: int = 0,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.warm = warm
         self.preallocate_next = preallocate_next
         self.pool = pool
+        self.warm_rate_bytes_per_s = warm_rate_bytes_per_s
+        """Pace of warming a segment in the background (0: as fast as the disk goes); the first
+        segment of an empty log is warmed at full speed since nothing else uses the disk yet."""
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -164,6 +168,7 @@ class MappedFileQueue:
                 self.file_size,
                 warm=self.warm,
                 write_buffer=buffer,
+                warm_rate_bytes_per_s=self.warm_rate_bytes_per_s if self.files else 0,
             )
         except BaseException:
             if buffer is not None and self.pool is not None:

@@ -89,6 +89,7 @@ class MessageStore:
                 settings.commitlog_dir,
                 settings.commitlog.segment_size_bytes,
                 warm=settings.warm_segments,
+                warm_rate_bytes_per_s=settings.commitlog.warm_rate_bytes_per_s,
                 preallocate_next=settings.commitlog.preallocate_next_segment,
                 pool=self.pool,
             ),
