@@ -4,7 +4,7 @@
 
 Cases, all on the same file system, 1 KB random bodies:
   1. raw sequential write: 1 MiB os.write chunks + one fdatasync (the ceiling)
-  2. append with ASYNC_FLUSH from one Python thread
+  2. append with ASYNC_FLUSH from one Python thread (single messages, then batches of 32)
   3. append with SYNC_FLUSH from 64 concurrent asyncio writers (group commit)
   4. sequential read of everything through the ConsumeQueues (zero-copy views)
 Prints one line per case and a SUMMARY line; numbers vary +-15% between runs on this VM, so compare
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from shoal.store import (
+    BatchEntry,
     FlushDiskType,
     FlushSettings,
     MessageStore,
@@ -35,6 +36,7 @@ BODY_BYTES = 1024
 BODY_VARIANTS = 256  # distinct random bodies, reused round-robin (no compression anywhere, so reuse is fair)
 QUEUES = 8
 SYNC_WRITERS = 64
+BATCH_SIZE = 32
 TOPIC = "BenchTopic"
 
 
@@ -105,6 +107,23 @@ def append_sync_flush(root: Path, count: int, bodies: list[bytes], properties: b
     return elapsed, flushes
 
 
+def append_batched(root: Path, count: int, bodies: list[bytes], properties: bytes) -> float:
+    """ASYNC_FLUSH appends in batches of BATCH_SIZE (one SEND_BATCH_MESSAGE each), dispatch deferred."""
+    store = _open(root, FlushDiskType.ASYNC_FLUSH)
+    store.dispatch_service.stop()
+    template = MessageToStore(TOPIC, 0, b"", properties)
+    started = time.perf_counter()
+    for first in range(0, count, BATCH_SIZE):
+        template.queue_id = (first // BATCH_SIZE) % QUEUES
+        entries = [BatchEntry(0, bodies[(first + i) % BODY_VARIANTS], properties) for i in range(BATCH_SIZE)]
+        result = store.append_batch(template, entries)
+        if result.append is None:
+            raise SystemExit(f"batch failed: {result.status} {result.remark}")
+    elapsed = time.perf_counter() - started
+    store.shutdown()
+    return elapsed
+
+
 def dispatch_all(store: MessageStore) -> tuple[float, int]:
     started = time.perf_counter()
     dispatched = 0
@@ -168,6 +187,10 @@ def main() -> None:
         store.shutdown()
         shutil.rmtree(work / "alone")
 
+        batched_rate = count / append_batched(work / "batched", count, bodies, properties)
+        _line(f"append ASYNC_FLUSH, batches of {BATCH_SIZE}", batched_rate, record_bytes, raw_mb_s)
+        shutil.rmtree(work / "batched")
+
         async_s, store = append_async_flush(work / "async", count, bodies, properties, dispatch_running=True)
         async_rate = count / async_s
         _line("append ASYNC_FLUSH, dispatch running", async_rate, record_bytes, raw_mb_s)
@@ -186,7 +209,8 @@ def main() -> None:
             f"; {count / max(flushes, 1):.0f} msgs per fdatasync",
         )
         print(
-            f"SUMMARY store raw_MBps={raw_mb_s:.0f} append_alone={alone_rate:.0f} dispatch={dispatch_rate:.0f} "
+            f"SUMMARY store raw_MBps={raw_mb_s:.0f} append_alone={alone_rate:.0f} batched={batched_rate:.0f} "
+            f"dispatch={dispatch_rate:.0f} "
             f"append_with_dispatch={async_rate:.0f} sync_flush_{SYNC_WRITERS}={sync_rate:.0f} cq_read={read_rate:.0f}"
         )
     finally:
