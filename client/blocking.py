@@ -9,6 +9,7 @@ runs on the consumer's thread pool, never on the event loop. Every wait is bound
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import threading
@@ -82,7 +83,7 @@ class EventLoopThread:
         self._thread.join(_THREAD_JOIN_TIMEOUT_S)
 
 
-class _BlockingBase:
+class _BlockingBase(abc.ABC):
     """Owns the loop thread; subclasses create their async client on it."""
 
     def __init__(self, name: str) -> None:
@@ -115,11 +116,13 @@ class _BlockingBase:
     def __exit__(self, *_exc: object) -> None:
         self.shutdown()
 
+    @abc.abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        """Start the wrapped client (blocking)."""
 
+    @abc.abstractmethod
     def shutdown(self) -> None:
-        raise NotImplementedError
+        """Stop the wrapped client (blocking)."""
 
 
 class BlockingProducer(_BlockingBase):

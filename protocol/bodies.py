@@ -15,6 +15,7 @@ registration bodies are in `route_bodies`.
 
 from __future__ import annotations
 
+import abc
 import re
 from dataclasses import dataclass, field
 from typing import Self, TypeVar
@@ -38,19 +39,19 @@ JsonObject = dict[JsonKey, JsonValue]
 _B = TypeVar("_B", bound="JsonBody")
 
 
-class JsonBody:
+class JsonBody(abc.ABC):
     """Base of the bodies: JSON bytes <-> dataclass through `to_dict` / `from_dict`."""
 
     __slots__ = ()
 
+    @abc.abstractmethod
     def to_dict(self) -> JsonObject:
         """The Java bean as a JSON object, fields in alphabetical order."""
-        raise NotImplementedError
 
     @classmethod
+    @abc.abstractmethod
     def from_dict(cls, value: JsonValue, path: str) -> Self:
         """The body from a parsed JSON value; `path` prefixes error messages."""
-        raise NotImplementedError
 
     def to_json(self) -> bytes:
         """Compact UTF-8 JSON."""

@@ -6,6 +6,7 @@ nothing polls faster than it was asked to.
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 
@@ -14,7 +15,7 @@ log = logging.getLogger(__name__)
 STOP_JOIN_TIMEOUT_S = 30.0
 
 
-class ServiceThread:
+class ServiceThread(abc.ABC):
     name = "shoal-service"
 
     def __init__(self) -> None:
@@ -64,11 +65,12 @@ class ServiceThread:
             log.exception("%s stopped by an error", self.name)
             self.on_failure(exc)
 
+    @abc.abstractmethod
     def run_once(self) -> None:
-        raise NotImplementedError  # abstract: every service overrides it
+        """One iteration of the service's loop (bounded: it must return within its interval)."""
 
-    def on_stop(self) -> None:
+    def on_stop(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Last work after stop() (e.g. a final flush)."""
 
-    def on_failure(self, exc: BaseException) -> None:
+    def on_failure(self, exc: BaseException) -> None:  # noqa: B027 - optional hook, empty by default
         """Called once when the loop died; services that others wait on release them here."""
