@@ -63,7 +63,8 @@ def _read_conf(path: Path | None) -> dict[str, str]:
     help="namesrv.conf (Java properties).",
 )
 @click.option("--port", type=int, default=None, help="Listen port (default 9876, or listenPort from the file).")
-def namesrv(config_path: Path | None, port: int | None) -> None:
+@click.option("--host", default=None, help="Interface to bind (default 0.0.0.0, or listenHost from the file).")
+def namesrv(config_path: Path | None, port: int | None, host: str | None) -> None:
     """Run a NameServer: brokers register with it, clients ask it for routes."""
     config, unknown = load_namesrv_config(_read_conf(config_path))
     for key in unknown:
@@ -71,7 +72,7 @@ def namesrv(config_path: Path | None, port: int | None) -> None:
 
     async def main(stop: asyncio.Event) -> None:
         server = NameServer(config)
-        bound = await server.start(port=port)
+        bound = await server.start(host=host, port=port)
         click.echo(f"NameServer listening on port {bound}", err=True)
         await stop.wait()
         await server.stop()

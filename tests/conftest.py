@@ -127,11 +127,18 @@ class Cluster:
         return self.root / "store"
 
     def start_namesrv(self) -> None:
-        self._spawn("namesrv", ["namesrv", "--port", str(self.namesrv_port)], self.namesrv_port, "NameServer listening")
+        self._spawn(
+            "namesrv",
+            ["namesrv", "--host", "127.0.0.1", "--port", str(self.namesrv_port)],
+            self.namesrv_port,
+            "NameServer listening",
+        )
 
     def start_broker(self, conf: dict[str, str] | None = None) -> None:
         settings = {
             "brokerIP1": "127.0.0.1",
+            "listenHost": "127.0.0.1",
+            "metricsHost": "127.0.0.1",
             "listenPort": str(self.broker_port),
             "metricsPort": str(self.metrics_port),
             "namesrvAddr": self.namesrv_addr,
