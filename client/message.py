@@ -311,7 +311,15 @@ def decode_message(view: memoryview, position: int, end: int) -> tuple[MessageEx
     raw_body, topic, properties = _variable_part(
         view, position, header.size, body_length, magic == MESSAGE_MAGIC_CODE_V2, record_end
     )
-    own_id = offset_msg_id(store_address + store_port.to_bytes(4, "big", signed=True), commitlog_offset)
+    store_key = (store_address, store_port)
+    store_host = _HOSTS.get(store_key)
+    if store_host is None:
+        store_host = _remember_host(store_key)
+    own_id = store_host[1] + f"{commitlog_offset & 0xFFFFFFFFFFFFFFFF:016X}"
+    born_key = (born_address, born_port)
+    born_host = _HOSTS.get(born_key)
+    if born_host is None:
+        born_host = _remember_host(born_key)
     keys = properties.get(PROPERTY_KEYS)
     message = MessageExt(
         topic=topic,
@@ -327,9 +335,9 @@ def decode_message(view: memoryview, position: int, end: int) -> tuple[MessageEx
         commitlog_offset=commitlog_offset,
         sysflag=sysflag,
         born_timestamp_ms=born_timestamp_ms,
-        born_host=format_host(born_address, born_port),
+        born_host=born_host[0],
         store_timestamp_ms=store_timestamp_ms,
-        store_host=format_host(store_address, store_port),
+        store_host=store_host[0],
         msg_id=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or own_id,
         offset_msg_id=own_id,
         reconsume_times=reconsume_times,
@@ -338,6 +346,20 @@ def decode_message(view: memoryview, position: int, end: int) -> tuple[MessageEx
         store_size_bytes=total,
     )
     return message, record_end
+
+
+_HOSTS: dict[tuple[bytes, int], tuple[str, str]] = {}
+"""(address, port) -> ("ip:port", uppercase-hex id prefix): a pull brings many records from few hosts."""
+_HOSTS_MAX_COUNT = 4096
+
+
+def _remember_host(key: tuple[bytes, int]) -> tuple[str, str]:
+    address, port = key
+    entry = (format_host(address, port), offset_msg_id(address + port.to_bytes(4, "big", signed=True), 0)[:-16])
+    if len(_HOSTS) >= _HOSTS_MAX_COUNT:
+        _HOSTS.clear()
+    _HOSTS[key] = entry
+    return entry
 
 
 def _variable_part(
