@@ -138,9 +138,12 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool) -> No
         {
             "namesrvAddr": f"127.0.0.1:{namesrv_port}",
             "listenPort": str(broker_port),
+            "listenHost": "127.0.0.1",  # a local cluster is for this machine only
+            "metricsHost": "127.0.0.1",
             "storePathRootDir": str(data_dir.resolve() / "store"),
         }
     )
+    logging.getLogger("shoal.client").setLevel(logging.WARNING)  # the demo narrates the client side itself
 
     async def main(stop: asyncio.Event) -> None:
         name_server = NameServer(NamesrvConfig())
