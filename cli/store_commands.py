@@ -12,13 +12,13 @@ from shoal.store import limits
 from shoal.store.consume_queue import UNIT_SIZE
 from shoal.store.inspection import (
     consume_queue_dirs,
+    describe_record,
     iter_commitlog,
     iter_consume_queue,
     iter_index_entries,
     segment_paths,
     verify_store,
 )
-from shoal.store.record import RecordKind, message_id
 
 
 @click.group(name="store")
@@ -45,31 +45,9 @@ def inspect(directory: Path, limit: int, topic: str | None, hash_slots: int) -> 
         if shown >= limit:
             break
         header = item.check.header
-        if item.check.kind is not RecordKind.MESSAGE or header is None:
-            click.echo(json.dumps({"offset": item.offset, "damage": item.check.reason}))
-            shown += 1
+        if topic is not None and header is not None and header.topic != topic:
             continue
-        if topic is not None and header.topic != topic:
-            continue
-        click.echo(
-            json.dumps(
-                {
-                    "offset": item.offset,
-                    "msgId": message_id(header.store_host, header.physical_offset),
-                    "size": header.total_size,
-                    "topic": header.topic,
-                    "queueId": header.queue_id,
-                    "queueOffset": header.queue_offset,
-                    "sysFlag": header.sysflag,
-                    "bornTimestamp": header.born_timestamp,
-                    "storeTimestamp": header.store_timestamp,
-                    "bodyLength": header.body_length,
-                    "bodyCRC": header.body_crc,
-                    "reconsumeTimes": header.reconsume_times,
-                    "properties": item.properties,
-                }
-            )
-        )
+        click.echo(json.dumps(describe_record(item)))
         shown += 1
     for cq_topic, queue_id, queue_dir in consume_queue_dirs(directory):
         if topic is not None and cq_topic != topic:

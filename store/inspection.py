@@ -26,7 +26,7 @@ from shoal.store.record import (
     RecordCheck,
     RecordKind,
     check_record,
-    decode_header,
+    message_id,
 )
 
 ProgressCallback = Callable[[int], None]
@@ -255,12 +255,14 @@ def _verify_index(
                 problem(f"index {path.name}: entry hash {key_hash} matches no key of the record at {offset}")
 
 
-def describe_record(view: memoryview, offset: int) -> dict[str, object]:
-    """A printable dict of every field of the record at the start of `view`."""
-    header = decode_header(view, 0)
-    props = decode_properties(view[header.properties_position : header.properties_position + header.properties_length])
+def describe_record(item: RecordAt) -> dict[str, object]:
+    """A printable dict of every field of a walked record (what `shoal store inspect` prints)."""
+    header = item.check.header
+    if item.check.kind is not RecordKind.MESSAGE or header is None:
+        return {"offset": item.offset, "damage": item.check.reason}
     return {
-        "offset": offset,
+        "offset": item.offset,
+        "msgId": message_id(header.store_host, header.physical_offset),
         "size": header.total_size,
         "topic": header.topic,
         "queueId": header.queue_id,
@@ -271,5 +273,5 @@ def describe_record(view: memoryview, offset: int) -> dict[str, object]:
         "bodyLength": header.body_length,
         "bodyCRC": header.body_crc,
         "reconsumeTimes": header.reconsume_times,
-        "properties": props,
+        "properties": item.properties,
     }
