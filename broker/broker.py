@@ -30,7 +30,12 @@ from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.pull import PullProcessor
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
+from shoal.broker.replication import ReplicationService
+from shoal.broker.schedule import ScheduleMessageService, install_tags_code_hook
 from shoal.broker.topic_manager import TopicManager
+from shoal.broker.transactions.checking import TransactionCheckService
+from shoal.broker.transactions.end_transaction import EndTransactionProcessor
+from shoal.broker.transactions.service import TransactionService
 from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
@@ -86,6 +91,7 @@ class BrokerController:
         self._stopping = False
         self.registered_namesrvs: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self.replication = ReplicationService(self)  # may switch role/id from config/epoch.json
 
     # --- lifecycle ---
     async def start(self, *, host: str | None = None, port: int | None = None) -> None:
@@ -97,6 +103,7 @@ class BrokerController:
         self.port = int(sock.getsockname()[1])
         advertised_host = self.advertised_address.rpartition(":")[0]
         self.store = MessageStore(self.settings.store, store_host=encode_host(advertised_host, self.port))
+        install_tags_code_hook(self.store.dispatcher, config.delay_levels_ms)  # before recovery re-dispatches
         try:
             self.recovery_report = await asyncio.to_thread(self.store.open)
         except BaseException:
@@ -111,10 +118,35 @@ class BrokerController:
         self.pull_processor = PullProcessor(self)
         self.hold = PullRequestHoldService(loop, self.pull_processor.pull_again, self.store.max_offset_in_queue)
         self.store.dispatcher.listeners.append(self.hold.on_dispatch)
+        self.schedule = ScheduleMessageService(
+            self.store,
+            self.dispatch.schedule,
+            config.delay_levels_ms,
+            self.settings.store.config_dir,
+            persist_interval_s=config.flush_delay_offset_interval_ms / 1000,
+        )
+        if self.is_master:  # RocketMQ delivers delayed messages on the master only
+            self.schedule.start(loop)
+        self.transactions = TransactionService(
+            self.store,
+            self.topics,
+            self.offsets,
+            self.producers,
+            config,
+            on_append=self.dispatch.schedule,
+            next_opaque=self.namesrv_client.next_opaque,
+            is_master=lambda: self.is_master,
+        )
+        self.transactions.load()  # before serving: END_TRANSACTION must know every unresolved transaction
+        self.transaction_checker = TransactionCheckService(
+            self.transactions, config.transaction_check_interval_ms / 1000
+        )
+        self.transaction_checker.start()
         self._register_processors()
         self.server.on_close.extend(
             [self.consumers.connection_closed, self.producers.connection_closed, self.hold.connection_closed]
         )
+        await self.replication.start()  # HA port; a fenced master turns slave before serving
         await self.server.start(host or config.listen_host, self.port, sock=sock)
         self.registry.register(BrokerCollector(self))
         if config.metrics_port >= 0:
@@ -168,6 +200,7 @@ class BrokerController:
             RequestCode.LOCK_BATCH_MQ: consumer.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
             RequestCode.CONSUMER_SEND_MSG_BACK: consumer.send_back,
+            RequestCode.END_TRANSACTION: EndTransactionProcessor(self.transactions),
             RequestCode.GET_MAX_OFFSET: admin.max_offset,
             RequestCode.GET_MIN_OFFSET: admin.min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
@@ -199,11 +232,14 @@ class BrokerController:
                 await task
         if self._register_soon is not None:
             self._register_soon.cancel()
+        await self.transaction_checker.stop()
+        await self.replication.stop()
         await self.server.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
         if self._metrics_server is not None:
             await self._metrics_server.stop()
+        await self.schedule.stop()
         self.hold.close()
         self.dispatch.stop()
         self.persist_metadata()
@@ -337,12 +373,13 @@ class BrokerController:
         self._register_soon = loop.call_later(REGISTER_DEBOUNCE_S, fire)
 
     async def register_all(self) -> None:
+        await self.replication.before_register()  # fencing: a stale master turns slave first
         body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.serialize_wrapper()).encode(False)
         header = RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.advertised_address,
             cluster_name=self.config.broker_cluster_name,
-            ha_server_addr=self.config.ha_address,
+            ha_server_addr=self.replication.ha_address,
             broker_id=self.config.broker_id,
             compressed=False,
             body_crc32=register_body_crc32(body),
@@ -365,6 +402,7 @@ class BrokerController:
         if address not in self.registered_namesrvs:
             log.info("registered with NameServer %s", address)
         self.registered_namesrvs.add(address)
+        self.replication.on_registered(response)
 
     async def unregister_all(self) -> None:
         header = UnregisterBrokerRequestHeader(

@@ -41,6 +41,30 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DELAY_LEVELS_MAX_COUNT = 1_000
+"""Levels map to SCHEDULE_TOPIC_XXXX queues; a table this long is surely a mistake."""
+_DELAY_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """`messageDelayLevel` ("1s 5s ... 2h") as milliseconds per level (ScheduleMessageService.parseDelayLevel).
+
+    RocketMQ accepts s/m/h/d; Shoal also accepts `ms` so tests and latency-sensitive users can
+    use sub-second levels. A value Java would reject is a ValueError here too."""
+    levels = []
+    for token in text.split():
+        unit = "ms" if token.endswith("ms") else token[-1:]
+        factor = _DELAY_UNIT_MS.get(unit)
+        number = token[: -len(unit)]
+        if factor is None or not number.isdigit():
+            raise ValueError(f"messageDelayLevel={text!r}: {token!r} is not a whole number with unit ms/s/m/h/d")
+        levels.append(int(number) * factor)
+    if not 1 <= len(levels) <= DELAY_LEVELS_MAX_COUNT:
+        raise ValueError(f"messageDelayLevel={text!r}: give 1..{DELAY_LEVELS_MAX_COUNT} levels")
+    return tuple(levels)
+
+
 def _local_ip() -> str:
     try:
         return socket.gethostbyname(socket.gethostname())
@@ -84,6 +108,55 @@ class BrokerConfig:
     metrics_host: str = field(default="0.0.0.0", metadata={"java": "metricsHost"})
     max_connections: int = field(default=10_000, metadata={"java": "maxConnections"})
     """Shoal: connections beyond this are closed at once (bounded resources)."""
+    # --- replication (spec §9; shoal.broker.replication) ---
+    ha_listen_port: int = field(default=-1, metadata={"java": "haListenPort"})
+    """Port of the HA listener: -1 = listenPort + 1 (RocketMQ's rule; any free port when listenPort is 0)."""
+    ha_master_address: str = field(default="", metadata={"java": "haMasterAddress"})
+    """A slave's master HA address (host:port); empty: learned from the NameServer at registration."""
+    ha_send_heartbeat_interval_ms: int = field(default=5_000, metadata={"java": "haSendHeartbeatInterval"})
+    ha_housekeeping_interval_ms: int = field(default=20_000, metadata={"java": "haHousekeepingInterval"})
+    """An HA link silent this long is closed (master: no ack; Shoal slave: no frame)."""
+    ha_transfer_batch_size_bytes: int = field(default=32 * 1024, metadata={"java": "haTransferBatchSize"})
+    ha_slave_fallbehind_max_bytes: int = field(default=256 * 1024 * 1024, metadata={"java": "haSlaveFallbehindMax"})
+    """SYNC_MASTER answers SLAVE_NOT_AVAILABLE at once when the best slave is this far behind."""
+    slave_timeout_ms: int = field(default=3_000, metadata={"java": "slaveTimeout"})
+    """SYNC_MASTER: how long a send waits for a slave before FLUSH_SLAVE_TIMEOUT (4.9.3+)."""
+    ha_reconnect_interval_ms: int = field(default=5_000, metadata={"java": "haReconnectInterval"})
+    """Shoal: a slave retries a lost master link after this (RocketMQ: a fixed 5 s)."""
+    slave_sync_interval_ms: int = field(default=10_000, metadata={"java": "slaveSyncInterval"})
+    """Shoal: how often a slave copies topics, offsets and groups (RocketMQ: a fixed 10 s)."""
+    ha_shoal_extension_enable: bool = field(default=True, metadata={"java": "haShoalExtensionEnable"})
+    """Shoal: epochs on the HA link (fencing, confirmed offset). Set false on a slave of a Java master."""
+    message_delay_level: str = field(default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata={"java": "messageDelayLevel"})
+    """Delay of each level (1-based), space-separated with units s/m/h/d (Shoal also takes ms).
+    Level i parks messages in SCHEDULE_TOPIC_XXXX queue i-1 (spec §10.1)."""
+    flush_delay_offset_interval_ms: int = field(default=10_000, metadata={"java": "flushDelayOffsetInterval"})
+    """How often delayOffset.json / timerOffset.json are written (RocketMQ: 10 s); also at shutdown."""
+    timer_wheel_enable: bool = field(default=True, metadata={"java": "timerWheelEnable"})
+    """RocketMQ 5's arbitrary delivery times (TIMER_DELIVER_MS, ...). Off: those properties are
+    ignored and the message is delivered at once, as a 4.x broker does."""
+    timer_max_delay_s: int = field(default=259_200, metadata={"java": "timerMaxDelaySec"})
+    """A delivery time further ahead than this is refused (RocketMQ 5: 3 days)."""
+    # --- transactions (spec §11; shoal.broker.transactions) ---
+    transaction_timeout_ms: int = field(default=6_000, metadata={"java": "transactionTimeOut"})
+    """A half message this old (since its producer sent it) with no commit or rollback is checked
+    back with a live producer of its group (CHECK_TRANSACTION_STATE). 6 s as RocketMQ."""
+    transaction_check_interval_ms: int = field(default=60_000, metadata={"java": "transactionCheckInterval"})
+    """How often the check-back service looks for such half messages. 60 s as RocketMQ."""
+    transaction_check_max: int = field(default=15, metadata={"java": "transactionCheckMax"})
+    """Checks per half message; then it goes to TRANS_CHECK_MAX_TIME_TOPIC (rolled back). 15 as RocketMQ."""
+    reject_transaction_message: bool = field(default=False, metadata={"java": "rejectTransactionMessage"})
+    """Refuse half messages with NO_PERMISSION (RocketMQ's switch for brokers without transactions)."""
+
+    def __post_init__(self) -> None:
+        parse_delay_levels(self.message_delay_level)  # a bad table fails at load, naming the key
+        if self.flush_delay_offset_interval_ms <= 0 or self.timer_max_delay_s <= 0:
+            raise ValueError("flushDelayOffsetInterval and timerMaxDelaySec must be positive")
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """The delay of each level in milliseconds; index 0 is level 1."""
+        return parse_delay_levels(self.message_delay_level)
 
     @property
     def namesrv_addresses(self) -> list[str]:

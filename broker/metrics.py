@@ -28,6 +28,24 @@ HTTP_REQUEST_MAX_BYTES = 8192
 HTTP_READ_TIMEOUT_S = 5.0
 
 
+HA_GAUGES = (
+    ("epoch", "Replication epoch of this broker (grows with every promotion)"),
+    ("is_master", "1 on a master, 0 on a slave"),
+    ("slaves_connected", "Slaves reporting to this master over the HA port"),
+    ("master_connected", "1 while this slave follows its master over the HA port"),
+    ("lag_bytes", "Replication lag in bytes (master: best slave; slave: behind the master), -1 unknown"),
+    ("lag_seconds", "Age of the oldest message the (best) slave lacks, -1 unknown"),
+    ("confirmed_offset", "Highest CommitLog offset a slave acknowledged"),
+    ("sync_waiters", "SYNC_MASTER sends waiting for a slave"),
+)
+HA_COUNTERS = (
+    ("slave_timeouts", "SYNC_MASTER sends answered FLUSH_SLAVE_TIMEOUT"),
+    ("slave_not_available", "SYNC_MASTER sends answered SLAVE_NOT_AVAILABLE"),
+    ("promotions", "Promotions of this broker to master"),
+    ("demotions", "Times this broker was fenced and turned slave"),
+)
+
+
 class BrokerMetrics:
     """Counters the processors bump (no locks: the event loop is the only writer)."""
 
@@ -102,6 +120,11 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "shoal_connections", "Open client connections", value=float(len(broker.server.connections))
         )
+        ha = broker.replication.stats()
+        for name, help_text in HA_GAUGES:
+            yield GaugeMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
+        for name, help_text in HA_COUNTERS:
+            yield CounterMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
         lag = GaugeMetricFamily(
             "shoal_consumer_lag", "Messages not yet consumed, by group and topic", labels=["group", "topic"]
         )

@@ -24,6 +24,7 @@ SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 BENCHMARK_TOPIC = "BenchmarkTest"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # RocketMQ 5's TimerMessageStore topic: messages with a delivery time
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
@@ -42,6 +43,7 @@ _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
         SCHEDULE_TOPIC,
+        TIMER_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
@@ -92,6 +94,7 @@ class TopicManager:
             TopicConfig(c.broker_name, 1, 1, PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)),
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1, PERM_READ | PERM_WRITE),
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_LEVELS, SCHEDULE_LEVELS, PERM_READ | PERM_WRITE),
+            TopicConfig(TIMER_TOPIC, 1, 1, PERM_READ | PERM_WRITE),
             TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1, PERM_READ | PERM_WRITE),
         ]
         if c.auto_create_topic_enable:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -19,7 +20,8 @@ from shoal.client import (
     MessageExt,
     MQClientError,
 )
-from shoal.protocol import ConsumeFromWhere
+from shoal.client.remoting import RemotingClient, RemotingError
+from shoal.protocol import ConsumeFromWhere, RequestCode, ResponseCode, ShoalRequestCode
 
 NAMESRV_OPTION = click.option(
     "-n",
@@ -174,6 +176,119 @@ def msg_by_key(namesrv_addr: str, topic: str, key: str) -> None:
         click.echo(_message_json(message))
     if not found:
         raise click.ClickException(f"no message with key {key!r} in {topic}")
+
+
+@admin.command()
+@NAMESRV_OPTION
+@click.argument("group")
+@click.option("-c", "--count", default=32, show_default=True, help="List at most this many (oldest first).")
+def dlq(namesrv_addr: str, group: str, count: int) -> None:
+    """Dead letters of GROUP (%DLQ%GROUP), one JSON line each; resend one with dlq-resend."""
+    with _admin(namesrv_addr) as client:
+        found = client.dlq_messages(group, count)
+    for message in found:
+        click.echo(_message_json(message))
+    click.echo(f"{len(found)} dead letter(s) of {group}", err=True)
+
+
+@admin.command(name="dlq-resend")
+@NAMESRV_OPTION
+@click.argument("group")
+@click.argument("offset_msg_id")
+@click.option(
+    "--to-retry-topic",
+    is_flag=True,
+    help="Send to %RETRY%GROUP (only GROUP consumes it) instead of the original topic (every group does).",
+)
+def dlq_resend(namesrv_addr: str, group: str, offset_msg_id: str, to_retry_topic: bool) -> None:
+    """Send the dead letter OFFSET_MSG_ID of GROUP again, with fresh reconsume times."""
+    with _admin(namesrv_addr) as client:
+        try:
+            result = client.resend_dlq_message(group, offset_msg_id, to_retry_topic=to_retry_topic)
+        except ValueError as error:
+            raise click.ClickException(str(error)) from None
+    click.echo(
+        f"{result.status.name} topic={result.message_queue.topic} msgId={result.msg_id} "
+        f"offsetMsgId={result.offset_msg_id} queue={result.message_queue.queue_id} queueOffset={result.queue_offset}"
+    )
+
+
+BROKER_REQUEST_TIMEOUT_S = 10.0  # a promotion flushes, dispatches and re-registers before answering
+
+
+def _broker_request(
+    broker_addr: str, code: int, ext_fields: dict[str, str] | None = None
+) -> tuple[int, str, dict[str, str], bytes]:
+    """One request straight to a broker: (code, remark, extFields, body)."""
+
+    async def call() -> tuple[int, str, dict[str, str], bytes]:
+        client = RemotingClient()
+        try:
+            response = await client.invoke(broker_addr, code, ext_fields, timeout_s=BROKER_REQUEST_TIMEOUT_S)
+        finally:
+            await client.close()
+        return response.code, response.remark or "", dict(response.ext_fields or {}), bytes(response.body or b"")
+
+    try:
+        return asyncio.run(call())
+    except RemotingError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _runtime_info(broker_addr: str) -> dict[str, str]:
+    code, remark, _fields, body = _broker_request(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    if code != ResponseCode.SUCCESS:
+        raise click.ClickException(f"{broker_addr}: {code} {remark}")
+    table = json.loads(body or b"{}").get("table", {})
+    return {str(key): str(value) for key, value in table.items()}
+
+
+@admin.command(name="ha-status")
+@click.argument("broker_addr")
+@click.option("--json", "as_json", is_flag=True, help="Print the broker's HA fields as JSON.")
+def ha_status(broker_addr: str, as_json: bool) -> None:
+    """Replication status of the broker at BROKER_ADDR: role, epoch, slaves or master, lag."""
+    table = _runtime_info(broker_addr)
+    fields = {key: value for key, value in table.items() if key.startswith("ha") or key in ("brokerRole", "brokerId")}
+    if as_json:
+        click.echo(json.dumps(fields, sort_keys=True))
+        return
+    head = f"{broker_addr}: {table.get('brokerRole')} brokerId {table.get('brokerId')} epoch {table.get('haEpoch')}"
+    lag = f"lag {table.get('haLagBytes')} bytes / {table.get('haLagMs')} ms"
+    if table.get("brokerRole") == "SLAVE":
+        connected = "connected" if table.get("haMasterConnected") == "true" else "NOT connected"
+        click.echo(f"{head}; master {table.get('haMasterAddress') or '?'} {connected}; {lag}")
+        click.echo(f"  confirmed offset {table.get('haConfirmedOffset')}  {table.get('haLastError', '')}".rstrip())
+        return
+    slaves = json.loads(table.get("haSlaves") or "[]")
+    click.echo(f"{head}; {len(slaves)} slave(s) connected; confirmed offset {table.get('haConfirmedOffset')}; {lag}")
+    for slave in slaves:
+        click.echo(
+            f"  slave {slave['address']}: acked {slave['ackOffset']}, "
+            f"lag {slave['lagBytes']} bytes / {slave['lagMs']} ms"
+        )
+
+
+@admin.command()
+@click.argument("broker_addr")
+@click.option("--epoch", type=int, default=None, help="The new epoch (default: the broker's epoch + 1).")
+@click.option("--role", type=click.Choice(["ASYNC_MASTER", "SYNC_MASTER"]), default="ASYNC_MASTER", show_default=True)
+@click.option("--force", is_flag=True, help="Promote even while a master still feeds this slave (split brain risk).")
+def promote(broker_addr: str, epoch: int | None, role: str, force: bool) -> None:
+    """Promote the slave at BROKER_ADDR to master of its group (Shoal's PROMOTE_TO_MASTER, 9001).
+
+    Refused when the slave holds less than its master acknowledged. The old master, when it
+    returns, finds the newer epoch and rejoins as a slave, dropping what it wrote alone."""
+    if epoch is None:
+        epoch = int(_runtime_info(broker_addr).get("haEpoch", "0")) + 1
+    fields = {"epoch": str(epoch), "brokerRole": role, "force": str(force).lower()}
+    code, remark, answer, _body = _broker_request(broker_addr, ShoalRequestCode.PROMOTE_TO_MASTER, fields)
+    if code != ResponseCode.SUCCESS:
+        raise click.ClickException(f"promotion refused: {remark}")
+    click.echo(
+        f"{broker_addr}: {answer.get('brokerRole')} at epoch {answer.get('epoch')} "
+        f"from offset {answer.get('startOffset')}"
+    )
 
 
 @click.command()

@@ -8,7 +8,13 @@ imports the broker or the store. Errors form one tree rooted at `MQClientError` 
 from __future__ import annotations
 
 from shoal.client.admin import Admin, Connection, ConsumerConnection, QueueProgress
-from shoal.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
+from shoal.client.blocking import (
+    BlockingAdmin,
+    BlockingProducer,
+    BlockingPullConsumer,
+    BlockingPushConsumer,
+    BlockingTransactionProducer,
+)
 from shoal.client.consume_service import ConsumeOrderlyStatus, ConsumeStatus, Listener
 from shoal.client.errors import (
     ClientStateError,
@@ -46,6 +52,12 @@ from shoal.client.push_consumer import PushConsumer
 from shoal.client.rebalance import AllocateStrategy, allocate_averagely, allocate_averagely_by_circle
 from shoal.client.settings import ClientSettings, ConsumerSettings, ProducerSettings
 from shoal.client.subscription import Subscription
+from shoal.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from shoal.protocol import ConsumeFromWhere, MessageModel, MessageQueue
 
 __all__ = [
@@ -55,6 +67,7 @@ __all__ = [
     "BlockingProducer",
     "BlockingPullConsumer",
     "BlockingPushConsumer",
+    "BlockingTransactionProducer",
     "ClientSettings",
     "ClientStateError",
     "Connection",
@@ -66,6 +79,7 @@ __all__ = [
     "InvalidMessageError",
     "InvalidSubscriptionError",
     "Listener",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -88,6 +102,9 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "Subscription",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "UniqueIdGenerator",
     "UnsupportedCompressionError",
     "allocate_averagely",

@@ -14,13 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
+from shoal.client import limits
 from shoal.client.broker_api import check_response, protocol_failure
 from shoal.client.client_instance import ClientInstance
-from shoal.client.errors import ClientStateError, MQBrokerError
-from shoal.client.message import MessageExt, check_topic, decode_messages, retry_topic
-from shoal.client.message_id import decode_offset_msg_id, uniq_id_nearly_time_ms
+from shoal.client.errors import ClientStateError, MQBrokerError, NoRouteError
+from shoal.client.message import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    Message,
+    MessageExt,
+    check_topic,
+    decode_messages,
+    retry_topic,
+)
+from shoal.client.message_id import decode_offset_msg_id, uniq_id_nearly_time_ms, wall_clock_ms
+from shoal.client.producer import Producer, SendResult
+from shoal.client.pull import PullStatus, pull_request_fields, pull_result_of
 from shoal.client.route import master_address
 from shoal.client.settings import ClientSettings
+from shoal.client.subscription import Subscription
 from shoal.protocol import (
     ClusterInfo,
     ConsumeStats,
@@ -47,6 +58,37 @@ from shoal.protocol.json_compat import ObjectReader, loads, map_key_to_str
 from shoal.protocol.limits import LONG_MAX
 
 _UNIQ_QUERY_MARGIN_MS = 24 * 3600 * 1000  # the UNIQ_KEY's time is local-time based: allow any zone
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: built into every broker
+DLQ_RESEND_PRODUCER_GROUP = "SHOAL_ADMIN_DLQ_RESEND"
+DLQ_PULL_BATCH_COUNT = 32
+DLQ_RESEND_DROPPED_PROPERTIES = frozenset(
+    {
+        # Set again from the Message fields, or by the broker / the next consumer.
+        "TAGS",
+        "KEYS",
+        "WAIT",
+        "CLUSTER",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "CONSUME_START_TIME",
+        "RECONSUME_TIME",
+        "MAX_RECONSUME_TIMES",
+        "MSG_REGION",
+        "TRACE_ON",
+        # A dead letter is delivered at once, never delayed or parked again (spec §16 gotcha 17).
+        "DELAY",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "__STARTDELIVERTIME",
+        # Never a new half message.
+        "TRAN_MSG",
+        "PGROUP",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +162,7 @@ class Admin:
 
     def __init__(self, namesrv_addrs: str | Sequence[str], *, client_settings: ClientSettings | None = None) -> None:
         self._instance = ClientInstance(namesrv_addrs, client_settings or ClientSettings())
+        self._namesrv_addrs = namesrv_addrs
         self._running = False
 
     async def start(self) -> None:
@@ -399,3 +442,68 @@ class Admin:
                     if message.topic == topic:
                         messages[message.offset_msg_id] = message
         return sorted(messages.values(), key=lambda message: (message.store_timestamp_ms, message.commitlog_offset))
+
+    # --- dead letters ---
+
+    async def dlq_messages(self, group: str, max_count: int = DLQ_PULL_BATCH_COUNT) -> list[MessageExt]:
+        """The oldest `max_count` dead letters of `group` (`%DLQ%<group>`), queue by queue.
+
+        Pulled from each queue's minimum offset as TOOLS_CONSUMER without committing anything, so
+        listing never moves a consumer. An empty list when the group has no DLQ yet."""
+        self._check_running()
+        if not 1 <= max_count <= limits.DLQ_LIST_MAX_COUNT:
+            raise ValueError(f"max_count must be in [1, {limits.DLQ_LIST_MAX_COUNT}]")
+        topic = DLQ_GROUP_TOPIC_PREFIX + group
+        try:
+            queues = await self._instance.routes.subscribe_queues(topic, refresh=True)
+        except NoRouteError:
+            return []
+        subscription = Subscription.build(topic, "*", wall_clock_ms())
+        found: list[MessageExt] = []
+        for mq in sorted(queues):
+            address = self._instance.routes.master_address(mq.broker_name)
+            if address is None:
+                continue
+            offset = await self._instance.api.min_offset(address, mq)
+            while len(found) < max_count:
+                wanted = min(DLQ_PULL_BATCH_COUNT, max_count - len(found))
+                fields = pull_request_fields(
+                    TOOLS_CONSUMER_GROUP, mq, subscription, offset, wanted, commit_offset=0, suspend_timeout_ms=None
+                )
+                response = await self._instance.remoting.invoke(
+                    address, RequestCode.PULL_MESSAGE, fields, timeout_s=self._timeout_s
+                )
+                result = pull_result_of(response, mq, subscription, address)
+                found.extend(result.messages[:wanted])
+                if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
+                    break
+                offset = result.next_begin_offset
+        return found
+
+    async def resend_dlq_message(self, group: str, offset_msg_id: str, *, to_retry_topic: bool = False) -> SendResult:
+        """Send a dead letter of `group` again, with fresh reconsume times.
+
+        By default to its original topic (RETRY_TOPIC), where *every* group subscribed to it gets
+        it again; `to_retry_topic` sends it to `%RETRY%<group>` instead, so only `group` consumes
+        it (shown under the original topic, as retries are). Body, tags, keys, flag, user
+        properties and UNIQ_KEY (its msg id) are kept; delay and transaction properties are not.
+        The dead letter itself stays in the DLQ."""
+        self._check_running()
+        dead = await self.view_message(offset_msg_id)
+        dlq = DLQ_GROUP_TOPIC_PREFIX + group
+        if dead.topic != dlq:
+            raise ValueError(f"message {offset_msg_id} is in {dead.topic}, not in {dlq}")
+        properties = {
+            name: value for name, value in dead.properties.items() if name not in DLQ_RESEND_DROPPED_PROPERTIES
+        }
+        original_topic = dead.retry_topic or retry_topic(group)
+        if to_retry_topic:
+            properties["RETRY_TOPIC"] = original_topic
+            target = retry_topic(group)
+        else:
+            properties.pop("RETRY_TOPIC", None)
+            target = original_topic
+        message = Message(target, dead.body, tags=dead.tags, keys=dead.keys, properties=properties, flag=dead.flag)
+        producer = Producer(DLQ_RESEND_PRODUCER_GROUP, self._namesrv_addrs, client_settings=self._instance.settings)
+        async with producer:
+            return await producer.send(message)

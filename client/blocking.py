@@ -24,6 +24,7 @@ from shoal.client.producer import MessageQueueSelector, Producer, SendResult
 from shoal.client.pull import PullResult
 from shoal.client.pull_consumer import PullConsumer
 from shoal.client.push_consumer import PushConsumer
+from shoal.client.transaction_producer import TransactionListener, TransactionProducer, TransactionSendResult
 from shoal.protocol import ClusterInfo, ConsumeStats, MessageQueue, TopicRouteData, TopicStatsTable
 
 _T = TypeVar("_T")
@@ -175,6 +176,41 @@ class BlockingProducer(_BlockingBase):
         return self._thread.run(self._producer.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
 
 
+class BlockingTransactionProducer(_BlockingBase):
+    """`TransactionProducer`, synchronously. Plain-function listener methods run in worker
+    threads; a local transaction may take up to `_LIFECYCLE_TIMEOUT_S` beyond the send timeout."""
+
+    def __init__(
+        self, group: str, namesrv_addrs: str | Sequence[str], listener: TransactionListener, **options: Any
+    ) -> None:
+        super().__init__(f"shoal-transaction-producer-{group}")
+        self._producer = self._create(lambda: TransactionProducer(group, namesrv_addrs, listener, **options))
+
+    @property
+    def client_id(self) -> str:
+        return self._producer.client_id
+
+    def start(self) -> None:
+        self._lifecycle(self._producer.start())
+
+    def shutdown(self) -> None:
+        self._close(self._producer.shutdown())
+
+    def send_message_in_transaction(
+        self, message: Message, arg: Any = None, *, timeout_s: float = 3.0
+    ) -> TransactionSendResult:
+        coroutine = self._producer.send_message_in_transaction(message, arg, timeout_s=timeout_s)
+        return self._thread.run(coroutine, timeout_s + _CALL_MARGIN_S + _LIFECYCLE_TIMEOUT_S)
+
+    def send(self, message: Message, *, timeout_s: float = 3.0) -> SendResult:
+        """A plain (non-transactional) send through the same producer."""
+        return self._thread.run(self._producer.send(message, timeout_s=timeout_s), timeout_s + _CALL_MARGIN_S)
+
+    def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """Also registers the producer with the topic's brokers, so it can answer their checks."""
+        return self._thread.run(self._producer.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
+
+
 class BlockingPushConsumer(_BlockingBase):
     """`PushConsumer`, synchronously; the options are PushConsumer's keyword arguments."""
 
@@ -308,3 +344,9 @@ class BlockingAdmin(_BlockingBase):
 
     def query_message_by_unique_key(self, topic: str, uniq_key: str, *, max_num: int = 32) -> list[MessageExt]:
         return self._run(self._admin.query_message_by_unique_key(topic, uniq_key, max_num=max_num))
+
+    def dlq_messages(self, group: str, max_count: int = 32) -> list[MessageExt]:
+        return self._run(self._admin.dlq_messages(group, max_count))
+
+    def resend_dlq_message(self, group: str, offset_msg_id: str, *, to_retry_topic: bool = False) -> SendResult:
+        return self._run(self._admin.resend_dlq_message(group, offset_msg_id, to_retry_topic=to_retry_topic))

@@ -65,6 +65,8 @@ class ClientInstance:
         self.heartbeat_data: Callable[[], HeartbeatData] = lambda: HeartbeatData(client_id=self.client_id)
         self.topics_in_use: Callable[[], Iterable[str]] = tuple
         self.on_consumer_ids_changed: Callable[[str], None] | None = None
+        self.on_check_transaction_state: Callable[[str, RemotingCommand], Awaitable[None]] | None = None
+        """Set by a TransactionProducer: called with the broker's address and the request."""
         self.processors: dict[int, RequestProcessor] = {}
         self._heartbeat = PeriodicService("heartbeat", settings.heartbeat_interval_s, self.send_heartbeats)
         self._route_refresh = PeriodicService("route refresh", settings.route_refresh_interval_s, self.refresh_routes)
@@ -119,9 +121,7 @@ class ClientInstance:
             elif isinstance(result, BaseException):
                 raise result
 
-    async def _handle_request(
-        self, _connection: RemotingConnection, request: RemotingCommand
-    ) -> RemotingCommand | None:
+    async def _handle_request(self, connection: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         """Requests brokers send us (spec §8.11); unknown codes get REQUEST_CODE_NOT_SUPPORTED."""
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             try:
@@ -131,6 +131,10 @@ class ClientInstance:
                 return None
             if self.on_consumer_ids_changed is not None:
                 self.on_consumer_ids_changed(group)
+            return None
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            if self.on_check_transaction_state is not None:
+                await self.on_check_transaction_state(connection.address, request)
             return None
         processor = self.processors.get(request.code)
         if processor is not None:

@@ -37,6 +37,7 @@ BROKER_SUSPEND_MAX_MS = 15_000  # BROKER_SUSPEND_MAX_TIME_MILLIS: how long a bro
 # The Java broker answers a parked pull up to ~5 s after its suspend timeout (spec §12, gotcha 20).
 LONG_POLL_RESPONSE_MARGIN_S = 6.0
 MAX_RECONSUME_TIMES_DEFAULT = 16  # maxReconsumeTimes -1 means 16 for concurrent consumers
+DLQ_LIST_MAX_COUNT = 10_000  # ours: Admin.dlq_messages holds what it lists in memory
 
 # --- transport (ours; see also shoal.protocol.limits) ---
 NAMESRV_ADDRESSES_MAX_COUNT = 64  # a nameserver list is a handful of hosts; bounds failover loops
@@ -52,3 +53,6 @@ assert 0 < DEFAULT_TOPIC_QUEUE_NUMS <= 1024
 # --- rebalancing before a route exists ---
 QUICK_REBALANCE_RETRY_S = 1.0  # a topic created a moment ago is routed within ~2 s (broker registration)
 QUICK_REBALANCE_RETRY_MAX_COUNT = 30  # then back to the normal 20 s rebalance interval
+
+# --- transactions ---
+TRANSACTION_CHECKS_IN_FLIGHT_MAX_COUNT = 2000  # checkRequestHoldMax: broker checks handled at once; more are dropped

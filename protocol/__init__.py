@@ -38,6 +38,7 @@ from shoal.protocol.codes import (
     RequestCode,
     ResponseCode,
     SerializeType,
+    ShoalRequestCode,
     TopicFilterType,
 )
 from shoal.protocol.command import (
@@ -214,6 +215,7 @@ __all__ = [
     "SendMessageRequestHeaderV2",
     "SendMessageResponseHeader",
     "SerializeType",
+    "ShoalRequestCode",
     "SubscriptionData",
     "TopicConfig",
     "TopicConfigSerializeWrapper",

@@ -111,6 +111,19 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
 
 
+class ShoalRequestCode(enum.IntEnum):
+    """Shoal's own requests, in 9000-9999 (RocketMQ 4.x and 5.x use none of these numbers).
+
+    PROMOTE_TO_MASTER (9001): make an in-sync slave the master of its group. Request extFields
+    `epoch` (long, required: the new epoch, above the broker's), `brokerRole` (ASYNC_MASTER or
+    SYNC_MASTER, default ASYNC_MASTER), `force` ("true": even while a master still feeds this slave).
+    SUCCESS carries `epoch` and `startOffset` (where the new epoch begins); a refusal is
+    SYSTEM_ERROR with the reason in the remark. See docs/replication.md.
+    """
+
+    PROMOTE_TO_MASTER = 9001
+
+
 class ResponseCode(enum.IntEnum):
     """`RemotingSysResponseCode` (0-4) and `common/protocol/ResponseCode.java`."""
 

@@ -80,6 +80,8 @@ class Dispatcher:
         self.checkpoint = checkpoint
         self.reput_from_offset = 0
         self.tags_code_hook: TagsCodeHook | None = None
+        self.tags_code_hook_topics: frozenset[str] | None = None
+        """When set, the hook runs only for these topics (it costs a property decode per message)."""
         self.listeners: list[Callable[[DispatchRequest], None]] = []
         self.dispatched_count = 0
         self._lock = threading.Lock()
@@ -177,7 +179,7 @@ class Dispatcher:
         tags, keys, uniq_key = dispatch_properties(raw_properties)
         code = tags_code(tags)
         hook = self.tags_code_hook
-        if hook is not None:
+        if hook is not None and (self.tags_code_hook_topics is None or topic in self.tags_code_hook_topics):
             override = hook(topic, decode_properties(raw_properties), store_timestamp, code)
             if override is not None:
                 code = override

@@ -141,6 +141,7 @@ class Cluster:
             "metricsHost": "127.0.0.1",
             "listenPort": str(self.broker_port),
             "metricsPort": str(self.metrics_port),
+            "haListenPort": str(free_port()),  # not listenPort + 1: that port may belong to someone else
             "namesrvAddr": self.namesrv_addr,
             "storePathRootDir": str(self.store_dir),
             "mappedFileSizeCommitLog": str(64 * 1024 * 1024),

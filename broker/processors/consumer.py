@@ -4,9 +4,12 @@ QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ and CONSUMER_SEND_MSG_BACK (s
 from __future__ import annotations
 
 import logging
+import random
 from typing import TYPE_CHECKING
 
+from shoal.broker.processors.send import SEND_BACK_MIN_VERSION
 from shoal.broker.remoting_server import ServerConnection
+from shoal.broker.schedule import Timing
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
@@ -28,9 +31,9 @@ from shoal.protocol.headers import (
 from shoal.protocol.json_compat import dumps
 from shoal.store import MessageToStore
 from shoal.store.properties import (
+    DELAY_TIME_LEVEL,
     ORIGIN_MESSAGE_ID,
     RETRY_TOPIC,
-    UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     decode_properties,
     encode_properties,
 )
@@ -40,6 +43,9 @@ if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController
 
 log = logging.getLogger(__name__)
+
+RETRY_FIRST_DELAY_LEVEL = 3
+"""A send-back with delay level 0 waits level 3 + reconsumeTimes (RocketMQ's rule: 10 s first)."""
 
 
 class ConsumerProcessors:
@@ -145,9 +151,10 @@ class ConsumerProcessors:
         return make_response(request, ResponseCode.SUCCESS)
 
     def send_back(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
-        """CONSUMER_SEND_MSG_BACK: store the consumed message again in %RETRY%<group> (or the DLQ
-        after maxReconsumeTimes) with RETRY_TOPIC / ORIGIN_MESSAGE_ID set and reconsumeTimes + 1.
-        Delivery is immediate: delay levels come with the schedule service (not in this broker yet)."""
+        """CONSUMER_SEND_MSG_BACK (spec §10.3): store the consumed message again for %RETRY%<group>,
+        delayed by the request's level or 3 + reconsumeTimes (10 s, 30 s, 1 m, ... with the default
+        table) through SCHEDULE_TOPIC_XXXX; to %DLQ%<group> at once after maxReconsumeTimes or when
+        the level is negative. RETRY_TOPIC and ORIGIN_MESSAGE_ID are set, reconsumeTimes + 1."""
         broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         group = broker.subscription_group(header.group)
@@ -155,6 +162,8 @@ class ConsumerProcessors:
             return make_response(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
             )
+        if group.retry_queue_nums <= 0:
+            return make_response(request, ResponseCode.SUCCESS)  # the group wants no retries: dropped
         found = broker.store.message_at(header.offset)
         if found is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
@@ -165,42 +174,45 @@ class ConsumerProcessors:
         body = bytes(view[record.body_position : record.body_position + record.body_length])
         view.release()
         original_topic = properties.get(RETRY_TOPIC) or record.topic
-        reconsume_times = record.reconsume_times + 1
         max_times = group.retry_max_times
-        if request.version >= 121 and header.max_reconsume_times is not None:
+        if request.version >= SEND_BACK_MIN_VERSION and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
-        if record.reconsume_times >= max_times or header.delay_level < 0:
-            target = dlq_topic(header.group)
+        to_dlq = record.reconsume_times >= max_times or header.delay_level < 0
+        if to_dlq:
+            target, queue_id = dlq_topic(header.group), 0
+            broker.topics.create_if_absent(target, 1, PERM_READ | PERM_WRITE)
         else:
             target = retry_topic(header.group)
-        broker.topics.create_if_absent(
-            target, 1 if target.startswith("%DLQ%") else max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
-        )
+            queue_id = random.randrange(group.retry_queue_nums)
+            broker.topics.create_if_absent(target, group.retry_queue_nums, PERM_READ | PERM_WRITE)
         properties[RETRY_TOPIC] = original_topic
-        properties.setdefault(
-            ORIGIN_MESSAGE_ID,
-            header.origin_msg_id
-            or properties.get(UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            or message_id(record.store_host, record.physical_offset),
+        properties.setdefault(ORIGIN_MESSAGE_ID, message_id(record.store_host, record.physical_offset))
+        properties.pop(DELAY_TIME_LEVEL, None)  # a leftover of an earlier delay (spec §16 gotcha 17)
+        message = MessageToStore(
+            target,
+            queue_id,
+            body,
+            encode_properties(properties),
+            record.flag,
+            record.sysflag,
+            record.born_timestamp,
+            record.born_host,
+            record.reconsume_times + 1,
         )
-        properties.pop("DELAY", None)
-        result = broker.store.append_message(
-            MessageToStore(
-                target,
-                0,
-                body,
-                encode_properties(properties),
-                record.flag,
-                record.sysflag,
-                record.born_timestamp,
-                record.born_host,
-                reconsume_times,
-            )
-        )
+        level = 0
+        if not to_dlq:
+            level = header.delay_level if header.delay_level > 0 else RETRY_FIRST_DELAY_LEVEL + record.reconsume_times
+            message = broker.schedule.park(message, Timing(level=level))
+        result = broker.store.append_message(message)
         if result.append is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, result.remark or result.status.value)
         broker.dispatch.schedule()
         log.debug(
-            "message at %d of %s sent back to %s (attempt %d)", header.offset, original_topic, target, reconsume_times
+            "message at %d of %s sent back to %s (attempt %d, delay level %d)",
+            header.offset,
+            original_topic,
+            target,
+            record.reconsume_times + 1,
+            level,
         )
         return make_response(request, ResponseCode.SUCCESS)

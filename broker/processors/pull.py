@@ -28,6 +28,17 @@ _CODE_OF_STATUS = {
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
 
+_CORRECTED_STATUSES = frozenset(
+    {
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.OFFSET_TOO_SMALL,
+        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+    }
+)
+"""Statuses whose nextBeginOffset a master corrects (RocketMQ's nextOffsetCorrection) and a slave does not."""
+
 
 def parse_subscription(expression: str | None) -> frozenset[int] | None:
     """Tag codes of a TAG expression (`A || B`); None means every message (`*` or empty)."""
@@ -104,6 +115,11 @@ class PullProcessor:
         next_offset = found.next_begin_offset
         if found.status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             next_offset = 0
+        if not broker.is_master and found.status in _CORRECTED_STATUSES:
+            # A slave may simply not have the offset yet: never move a consumer (spec §8.8, offsetCheckInSlave=false).
+            next_offset = header.queue_offset
+            if code == ResponseCode.PULL_OFFSET_MOVED:
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
         if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and broker.is_master:
             broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         broker.metrics.pulls(header.topic, header.consumer_group, len(found.messages), found.total_bytes)

@@ -8,13 +8,16 @@ the flush mode promises.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from shoal.broker.remoting_server import ServerConnection
+from shoal.broker.schedule import Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import (
+    DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
@@ -22,20 +25,19 @@ from shoal.broker.topic_manager import (
     dlq_topic,
     validate_topic_name,
 )
+from shoal.broker.transactions.half_message import half_properties, is_half_message_send
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, send_message_request_header_of
-from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus
+from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store.batch import decode_batch_body
 from shoal.store.errors import MessageIllegalError
 from shoal.store.properties import (
     CLUSTER,
-    DELAY_TIME_LEVEL,
-    TRANSACTION_PREPARED,
     WAIT_STORE_MSG_OK,
     decode_properties,
 )
 from shoal.store.record import encode_host, host_flags
-from shoal.store.sysflag import MULTI_TAGS_FLAG, TRANSACTION_TYPE_MASK
+from shoal.store.sysflag import MULTI_TAGS_FLAG, TRANSACTION_TYPE_MASK, gets_consume_queue_entry
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController
@@ -132,19 +134,15 @@ class SendProcessor:
             if isinstance(routed, RemotingCommand):
                 return routed
             topic, queue_id = routed
-        if _has_property(header.properties, TRANSACTION_PREPARED) == "true":
-            return make_response(
-                request,
-                ResponseCode.NO_PERMISSION,
-                "transactional (half) messages are not supported by this broker yet",
-            )
-        delay = _has_property(header.properties, DELAY_TIME_LEVEL)
-        if delay not in (None, "0"):
-            return make_response(
-                request,
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"delay level {delay}: delayed delivery is not supported by this broker yet",
-            )
+        half = is_half_message_send(header.properties, topic, reconsume_times)
+        if half:  # stored in the half queue, delay properties stripped (broker/transactions/half_message.py)
+            refusal = self._half_refusal(request, header)
+            if refusal is not None:
+                return refusal
+            header = dataclasses.replace(header, properties=half_properties(header.properties, topic, queue_id))
+        timing = None if half else self._timing(request, header, topic)
+        if isinstance(timing, RemotingCommand):
+            return timing
         properties, wait = stored_properties(header.properties, broker.config.broker_cluster_name)
         born_host = self._born_host(connection)
         sysflag = header.sys_flag & ~TRANSACTION_TYPE_MASK | host_flags(born_host, broker.store.commitlog.store_host)
@@ -163,14 +161,22 @@ class SendProcessor:
             0,
             wait,
         )
-        if header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
+        if timing is not None:
+            try:
+                message = broker.schedule.park(message, timing)  # SCHEDULE_TOPIC_XXXX or the timer topic
+            except StoreError as error:
+                return make_response(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
+        if half:
+            result = broker.transactions.put_half(message)
+        elif header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
             result = self._append_batch(message)
         else:
             result = broker.store.append_message(message)
         broker.metrics.sends(topic, result)
         if result.append is not None:
             broker.dispatch.schedule()
-        if result.append is not None and broker.store.settings.flush.flush_disk_type.value == "SYNC_FLUSH" and wait:
+        sync_flush = broker.store.settings.flush.flush_disk_type.value == "SYNC_FLUSH"
+        if result.append is not None and wait and (sync_flush or broker.replication.sync_master):
             return self._respond_when_durable(request, result, queue_id)
         return self.response(request, result, queue_id)
 
@@ -194,6 +200,45 @@ class SendProcessor:
                 request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."
             )
         return None
+
+    def _timing(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str
+    ) -> Timing | RemotingCommand | None:
+        """The later delivery a message asks for (DELAY, TIMER_*: spec §10.2), None for at once.
+
+        Only NOT/COMMIT messages are delayed (half messages lose their DELAY, spec §11.6); a
+        message routed to the DLQ is stored at once; a delayed batch is refused, as RocketMQ
+        refuses it."""
+        if not may_be_timed(header.properties) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            return None
+        if not gets_consume_queue_entry(header.sys_flag):
+            return None
+        config = self.broker.config
+        try:
+            timing = timing_of(
+                decode_properties(header.properties or ""),
+                self.broker.store.clock.now_ms(),
+                timer_enabled=config.timer_wheel_enable,
+                timer_max_delay_ms=config.timer_max_delay_s * 1000,
+            )
+        except ValueError as error:
+            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
+        if timing is not None and (header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE):
+            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be delayed (DELAY or timer)")
+        return timing
+
+    def _half_refusal(self, request: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand | None:
+        """A half message this broker cannot take: transactions switched off, a batch, too many
+        transactions in flight."""
+        broker = self.broker
+        if broker.config.reject_transaction_message:
+            return make_response(
+                request, ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_name}] rejects transactions"
+            )
+        if header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
+            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+        busy = broker.transactions.refusal()
+        return None if busy is None else make_response(request, ResponseCode.SYSTEM_BUSY, busy)
 
     def _route_retry(
         self, request: RemotingCommand, header: SendMessageRequestHeader, reconsume_times: int
@@ -234,7 +279,12 @@ class SendProcessor:
     async def _respond_when_durable(
         self, request: RemotingCommand, result: PutResult, queue_id: int
     ) -> RemotingCommand:
+        replica = self.broker.replication.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now
         durable = await self.broker.store.await_durable(result)
+        if replica is not None:
+            status = await replica  # flush, then slave; a failed slave wait wins, as in RocketMQ
+            if status is not PutStatus.PUT_OK:
+                durable.status = status
         return self.response(request, durable, queue_id)
 
     def response(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:

@@ -37,6 +37,8 @@ POLL_INTERVAL_S = 0.02
 LOG_TAIL_BYTES = 6_000
 NAMESRV_READY = re.compile(rb"NameServer listening on port (\d+)")
 BROKER_READY = re.compile(rb"Broker \S+ listening on port (\d+)")
+SHORT_DELAY_LEVELS = "100ms 200ms 300ms 400ms 500ms 600ms 700ms 800ms 900ms 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+"""Retries wait level 3 + reconsumeTimes: 300 ms, 400 ms, ... instead of 10 s, 30 s, ... (spec §10.3)."""
 
 
 def load_scenarios() -> ModuleType:
@@ -115,6 +117,7 @@ class Cluster:
         broker_conf = self.directory / "broker.conf"
         broker_conf.write_text(
             f"flushDiskType={self.flush_disk_type}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nmetricsPort=-1\n"
+            f"messageDelayLevel={SHORT_DELAY_LEVELS}\n"
         )
         self.namesrv = self._spawn(["namesrv", "-c", str(namesrv_conf), "--port", "0"], self.namesrv_log)
         self.namesrv_port = self._wait_for_port(self.namesrv, self.namesrv_log, NAMESRV_READY)

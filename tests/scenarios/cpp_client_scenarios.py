@@ -11,7 +11,7 @@ scenarios, so conftest.py can load it for `route_of` on any platform.
 Scenarios (JSON args):
   produce  {topic, group, mode: sync|oneway|batch|orderly, messages: [MessageSpec]}
            -> {"results": [{"status", "msg_id", "offset"}]}  (one per send; none for oneway)
-  push     {topic, expression, groups, orderly, broadcasting, expect, fail_first_keys, timeout_s, quiet_s,
+  push     {topic, expression, groups, orderly, broadcasting, expect, fail_first_keys, fail_keys, timeout_s, quiet_s,
             live?: {group, idle_s, messages: [MessageSpec]}}
            -> {"consumers": [{"group", "deliveries": [Received]}],  (per consumer, callback order)
                "live": [{"msg_id", "keys", "sent_at"}]}
@@ -199,6 +199,7 @@ def push(namesrv_addr: str, args: dict[str, Any]) -> dict[str, Any]:
     topic, expression = args["topic"], args.get("expression", "*")
     expect, timeout_s, quiet_s = args["expect"], args.get("timeout_s", 30.0), args.get("quiet_s", 1.0)
     fail_first_keys = set(args.get("fail_first_keys", []))
+    fail_keys = set(args.get("fail_keys", []))  # RECONSUME_LATER every time: retried until the DLQ
     groups: list[str] = args["groups"]
     wait_for_route(namesrv_addr, topic)
     lock = threading.Lock()
@@ -214,6 +215,8 @@ def push(namesrv_addr: str, args: dict[str, Any]) -> dict[str, Any]:
                 deliveries[index].append(record)
                 last_delivery[0] = record["received_at"]
                 key = (groups[index], record["keys"] or "")
+                if key[1] in fail_keys:
+                    return False
                 if key[1] in fail_first_keys and key not in failed:
                     failed.add(key)
                     return False

@@ -1,0 +1,46 @@
+"""Bounds of master/slave replication, with units, in one place (spec §9).
+
+RocketMQ's defaults are kept where it has them; the broker.conf keys that change them live in
+`shoal.broker.config.BrokerConfig` (`haSendHeartbeatInterval`, `haTransferBatchSize`, ...). The
+asserts at the bottom state how the limits relate.
+"""
+
+from __future__ import annotations
+
+from shoal.store import limits as store_limits
+
+# --- wire ---
+TRANSFER_BATCH_DEFAULT_BYTES = 32 * 1024  # haTransferBatchSize: body bytes per master -> slave frame
+TRANSFER_BATCH_MAX_BYTES = 4 * 1024 * 1024  # a configured batch above this is refused
+MASTER_READ_CHUNK_BYTES = 64 * 1024  # one read of slave acks (RocketMQ's buffer is 1 MiB; acks are 8 bytes)
+SLAVE_READ_CHUNK_BYTES = 256 * 1024  # one read of transfer frames
+FRAME_BODY_MAX_BYTES = TRANSFER_BATCH_MAX_BYTES
+"""A frame body above this is a protocol error (a master never sends more than its batch size)."""
+PENDING_RECORD_MAX_BYTES = store_limits.RECORD_SIZE_MAX_BYTES + TRANSFER_BATCH_MAX_BYTES
+"""The slave keeps an incomplete record between frames; it can never be longer than one record."""
+MASTER_WRITE_BUFFER_HIGH_BYTES = 1024 * 1024  # frames queued to one slave before the writer waits
+WRITE_ROUND_MAX_BYTES = 256 * 1024  # frames the master writes to one slave in one system call, at most
+SLAVE_WRITE_BUFFER_MAX_BYTES = 64 * 1024  # unsent acks; more means the master stopped reading: close
+
+# --- timing ---
+HEARTBEAT_INTERVAL_DEFAULT_MS = 5_000  # haSendHeartbeatInterval
+HOUSEKEEPING_INTERVAL_DEFAULT_MS = 20_000  # haHousekeepingInterval
+RECONNECT_INTERVAL_DEFAULT_MS = 5_000  # a failed slave connection is retried after this
+CONNECT_TIMEOUT_S = 3.0
+SLAVE_TIMEOUT_DEFAULT_MS = 3_000  # slaveTimeout (4.9.3+): a SYNC_MASTER send waits this long for a slave
+METADATA_SYNC_INTERVAL_DEFAULT_MS = 10_000  # SlaveSynchronize period
+METADATA_SYNC_FIRST_DELAY_S = 3.0  # SlaveSynchronize starts 3 s after the broker
+METADATA_REQUEST_TIMEOUT_S = 3.0
+NEW_DATA_POLL_S = 0.1  # a master writer re-checks the CommitLog this often even without a wakeup
+FENCING_CHECK_TIMEOUT_S = 3.0  # asking a NameServer or another master whether we are stale
+SLAVE_FALLBEHIND_DEFAULT_BYTES = 256 * 1024 * 1024  # haSlaveFallbehindMax: beyond it the slave is not OK
+
+# --- counts ---
+SLAVE_CONNECTIONS_MAX_COUNT = 16  # slaves (or anyone) connected to one master's HA port at once
+REPLICA_WAITERS_MAX_COUNT = 100_000  # SYNC_MASTER sends waiting for a slave at once
+EPOCH_HISTORY_MAX_COUNT = 64  # (epoch, start offset) pairs kept in config/epoch.json
+BROKER_ID_MAX = 1_000_000  # the highest brokerId a demoted master picks for itself
+
+assert TRANSFER_BATCH_DEFAULT_BYTES <= TRANSFER_BATCH_MAX_BYTES <= FRAME_BODY_MAX_BYTES
+assert MASTER_WRITE_BUFFER_HIGH_BYTES >= WRITE_ROUND_MAX_BYTES >= TRANSFER_BATCH_DEFAULT_BYTES
+assert HEARTBEAT_INTERVAL_DEFAULT_MS < HOUSEKEEPING_INTERVAL_DEFAULT_MS  # heartbeats keep a link alive

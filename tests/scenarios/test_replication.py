@@ -1,0 +1,599 @@
+"""Master/slave replication with real processes (issue 5): catch-up, SIGKILL under SYNC_MASTER load,
+a partition made with a TCP proxy we control, promotion and the old master's return, bad input on
+the HA port.
+
+Each test starts its own NameServer and brokers of one group (`brokerName=ha-a`, master brokerId 0,
+slave brokerId 1) on 1 MiB CommitLog segments, so replication crosses segment ends. Intervals are
+shortened (heartbeat 0.5 s, housekeeping 3 s, reconnect 0.3 s, metadata sync 1 s, slaveTimeout
+1.5 s) so a scenario waits seconds. Clients run through `asyncio.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from shoal.cli.main import cli
+from shoal.client import (
+    ClientSettings,
+    ConsumerSettings,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    ProducerSettings,
+    PushConsumer,
+    SendStatus,
+)
+from shoal.client.pull import pull_request_fields, pull_result_of
+from shoal.client.remoting import RemotingClient, RemotingError
+from shoal.client.subscription import Subscription
+from shoal.protocol import RequestCode, ResponseCode
+
+pytestmark = pytest.mark.slow
+
+BROKER_NAME = "ha-a"
+CLUSTER = "HaCluster"
+SEGMENT_BYTES = 1024 * 1024
+QUEUES = 4
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+WAIT_S = 20.0
+POLL_S = 0.05
+SLAVE_TIMEOUT_MS = 1500
+CLIENT_SETTINGS = ClientSettings(client_ip="127.0.0.1", route_refresh_interval_s=1.0, request_timeout_s=3.0)
+CONSUMER_SETTINGS = ConsumerSettings(rebalance_interval_s=1.0, offset_persist_interval_s=1.0)
+PRODUCER_SETTINGS = ProducerSettings(retries_when_send_failed=0)
+HA_CONF = {
+    "brokerClusterName": CLUSTER,
+    "brokerName": BROKER_NAME,
+    "brokerIP1": "127.0.0.1",
+    "listenHost": "127.0.0.1",
+    "metricsPort": "-1",
+    "mappedFileSizeCommitLog": str(SEGMENT_BYTES),
+    "maxMessageSize": str(64 * 1024),
+    "haSendHeartbeatInterval": "500",
+    "haHousekeepingInterval": "3000",
+    "haReconnectInterval": "300",
+    "slaveSyncInterval": "1000",
+    "slaveTimeout": str(SLAVE_TIMEOUT_MS),
+    "slaveReadEnable": "true",
+    "registerNameServerPeriod": "10000",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s")
+        time.sleep(POLL_S)
+
+
+# --- processes ---
+
+
+@dataclass
+class Node:
+    """One `shoal broker` (or `shoal namesrv`) process; a fresh log per start."""
+
+    name: str
+    root: Path
+    port: int
+    conf: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    logs: list[Path] = field(default_factory=list)
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.root / "store"
+
+    def start(self, args: list[str], ready: str) -> None:
+        log_path = self.root / f"{self.name}-{len(self.logs)}.log"
+        self.logs.append(log_path)
+        with log_path.open("wb") as handle:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "shoal.cli.main", *args], stdout=handle, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while ready not in log_path.read_text(errors="replace"):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} did not start:\n{self.log()[-4000:]}")
+            time.sleep(POLL_S)
+
+    def start_broker(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "broker.conf"
+        settings = {**self.conf, "listenPort": str(self.port), "storePathRootDir": str(self.store_dir)}
+        path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        self.start(["broker", "-c", str(path)], f"listening on port {self.port}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        process, self.process = self.process, None
+        assert process is not None, f"{self.name} is not running"
+        if process.poll() is None:
+            process.send_signal(sig)
+        try:
+            return process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"{self.name} ignored signal {sig}") from None
+
+    def log(self) -> str:
+        return "".join(path.read_text(errors="replace") for path in self.logs)
+
+
+@dataclass
+class Group:
+    """A NameServer and the brokers of one group."""
+
+    root: Path
+    namesrv: Node
+    nodes: list[Node] = field(default_factory=list)
+
+    def broker(self, name: str, **conf: str) -> Node:
+        node = Node(name, self.root / name, free_port(), {**HA_CONF, "namesrvAddr": self.namesrv.addr, **conf})
+        node.conf.setdefault("haListenPort", str(free_port()))
+        self.nodes.append(node)
+        node.start_broker()
+        return node
+
+    def master(self, role: str = "SYNC_MASTER", **conf: str) -> Node:
+        return self.broker("master", brokerRole=role, brokerId="0", **conf)
+
+    def slave(self, master: Node, **conf: str) -> Node:
+        conf.setdefault("haMasterAddress", f"127.0.0.1:{master.conf['haListenPort']}")
+        return self.broker("slave", brokerRole="SLAVE", brokerId="1", **conf)
+
+    def stop_all(self) -> list[str]:
+        problems = []
+        for node in [*self.nodes, self.namesrv]:
+            if node.process is not None:
+                code = node.stop()
+                if code != 0:
+                    problems.append(f"{node.name} exited with {code}:\n{node.log()[-3000:]}")
+        return problems
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[Group]:
+    namesrv = Node("namesrv", tmp_path / "namesrv", free_port())
+    namesrv.root.mkdir(parents=True)
+    namesrv.start(["namesrv", "--host", "127.0.0.1", "--port", str(namesrv.port)], "NameServer listening")
+    running = Group(tmp_path, namesrv)
+    try:
+        yield running
+    finally:
+        problems = running.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+# --- a TCP proxy between a slave and its master's HA port ---
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:port to a target; `pause()` stops every byte (a partition that keeps the
+    connections), `cut()` closes them and refuses new ones, `heal()` / `resume()` undo. Runs its
+    own event loop in a thread."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.loop = asyncio.new_event_loop()
+        self.flowing = asyncio.Event()
+        self.refusing = False
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def start(self) -> int:
+        self._thread.start()
+        self.port = self._call(self._listen())
+        return self.port
+
+    async def _listen(self) -> int:
+        self.flowing.set()
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.close()
+            return
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self.writers.update((writer, upstream_writer))
+        try:
+            await asyncio.gather(
+                self._pump(reader, upstream_writer), self._pump(upstream_reader, writer), return_exceptions=True
+            )
+        finally:
+            for each in (writer, upstream_writer):
+                each.close()
+                self.writers.discard(each)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            await self.flowing.wait()
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    def _call(self, coroutine: Awaitable[Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)  # type: ignore[arg-type]
+
+    async def _set(self, flowing: bool, refusing: bool, close: bool) -> None:
+        self.refusing = refusing
+        if flowing:
+            self.flowing.set()
+        else:
+            self.flowing.clear()
+        if close:
+            for writer in list(self.writers):
+                writer.transport.abort()
+
+    def pause(self) -> None:
+        self._call(self._set(False, False, False))
+
+    def resume(self) -> None:
+        self._call(self._set(True, False, False))
+
+    def cut(self) -> None:
+        self._call(self._set(True, True, True))
+
+    def heal(self) -> None:
+        self._call(self._set(True, False, False))
+
+    async def _shutdown(self) -> None:
+        await self._set(True, True, True)
+        self.server.close()
+        await self.server.wait_closed()
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop(self) -> None:
+        self._call(self._shutdown())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+
+@pytest.fixture
+def proxy_factory() -> Iterator[Callable[[int], TcpProxy]]:
+    proxies: list[TcpProxy] = []
+
+    def make(target_port: int) -> TcpProxy:
+        proxy = TcpProxy(target_port)
+        proxy.start()
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.stop()
+
+
+# --- talking to brokers ---
+
+
+async def _request(address: str, code: int, fields: dict[str, str] | None = None) -> tuple[int, str, bytes]:
+    client = RemotingClient()
+    try:
+        response = await client.invoke(address, code, fields, timeout_s=5.0)
+        return response.code, response.remark or "", bytes(response.body or b"")
+    finally:
+        await client.close()
+
+
+def runtime(node: Node) -> dict[str, str]:
+    code, remark, body = asyncio.run(_request(node.addr, RequestCode.GET_BROKER_RUNTIME_INFO))
+    assert code == ResponseCode.SUCCESS, remark
+    table: dict[str, str] = json.loads(body)["table"]
+    return table
+
+
+def commitlog_end(node: Node) -> int:
+    return int(runtime(node)["commitLogMaxOffset"])
+
+
+def in_sync(master: Node, slave: Node) -> Callable[[], bool]:
+    def check() -> bool:
+        with contextlib.suppress(RemotingError, AssertionError):
+            return commitlog_end(master) == commitlog_end(slave) > 0 and runtime(slave)["dispatchBehindBytes"] == "0"
+        return False
+
+    return check
+
+
+def commitlog_bytes(node: Node, end: int) -> bytes:
+    """The CommitLog from its first segment up to `end`, read from the segment files."""
+    data = bytearray()
+    for path in sorted((node.store_dir / "commitlog").iterdir()):
+        if path.name.isdigit():  # not a segment being preallocated (.tmp)
+            data += path.read_bytes()
+    return bytes(data[:end])
+
+
+async def read_queue(address: str, topic: str, queue_id: int) -> list[MessageExt]:
+    """Every message of one queue of the broker at `address` (plain pulls, no group offset)."""
+    client = RemotingClient()
+    mq = MessageQueue(topic, BROKER_NAME, queue_id)
+    subscription = Subscription.build(topic, "*", 0)
+    found: list[MessageExt] = []
+    offset = 0
+    try:
+        while True:
+            fields = pull_request_fields(
+                "CID_replication_reader", mq, subscription, offset, 32, commit_offset=0, suspend_timeout_ms=None
+            )
+            response = await client.invoke(address, RequestCode.PULL_MESSAGE, fields, timeout_s=5.0)
+            result = pull_result_of(response, mq, subscription, address)
+            if not result.messages:
+                return found
+            found += result.messages
+            offset = result.next_begin_offset
+    finally:
+        await client.close()
+
+
+def keys_on(node: Node, topic: str) -> list[str]:
+    async def collect() -> list[str]:
+        keys: list[str] = []
+        for queue_id in range(QUEUES):
+            keys += [key for message in await read_queue(node.addr, topic, queue_id) for key in message.keys]
+        return keys
+
+    return asyncio.run(collect())
+
+
+def create_topic(master: Node, topic: str) -> None:
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(QUEUES),
+        "writeQueueNums": str(QUEUES),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+    }
+    code, remark, _ = asyncio.run(_request(master.addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
+    assert code == ResponseCode.SUCCESS, remark
+
+
+async def send_range(group: Group, topic: str, start: int, count: int, body_bytes: int = 200) -> list[SendStatus]:
+    """Send messages keyed k<start>..; returns each status (exceptions propagate)."""
+    async with Producer(
+        "PID_replication", group.namesrv.addr, settings=PRODUCER_SETTINGS, client_settings=CLIENT_SETTINGS
+    ) as producer:
+        statuses = []
+        for number in range(start, start + count):
+            message = Message(topic, f"m{number}".encode().ljust(body_bytes, b"."), keys=(f"k{number}",))
+            statuses.append((await producer.send(message, timeout_s=5.0)).status)
+        return statuses
+
+
+# --- scenarios ---
+
+
+def test_slave_catches_up_after_being_down(group: Group) -> None:
+    """Goal: a slave that was down catches up from its own offset, byte for byte. Method: ASYNC
+    master + slave, 600 messages, stop the slave, 1200 more (crossing segments), restart it; the
+    CommitLogs are identical, every message is readable from the slave, and metadata followed."""
+    master = group.master("ASYNC_MASTER")
+    slave = group.slave(master)
+    create_topic(master, "HaCatchUp")
+    assert set(asyncio.run(send_range(group, "HaCatchUp", 0, 600, 1000))) == {SendStatus.SEND_OK}
+    wait_until(in_sync(master, slave), "slave in sync")
+    assert slave.stop() == 0
+    assert set(asyncio.run(send_range(group, "HaCatchUp", 600, 1200, 1000))) == {SendStatus.SEND_OK}
+    end = commitlog_end(master)
+    assert end > 2 * SEGMENT_BYTES
+    slave.start_broker()
+    wait_until(in_sync(master, slave), "slave caught up after restart")
+    assert commitlog_bytes(slave, end) == commitlog_bytes(master, end)
+    wait_until(lambda: "HaCatchUp" in (slave.store_dir / "config" / "topics.json").read_text(), "topics synced")
+    assert sorted(keys_on(slave, "HaCatchUp")) == sorted(f"k{n}" for n in range(1800))
+    status = CliRunner().invoke(cli, ["admin", "ha-status", master.addr])
+    assert status.exit_code == 0 and "1 slave(s) connected" in status.output, status.output
+    slave_status = CliRunner().invoke(cli, ["admin", "ha-status", slave.addr])
+    assert "SLAVE brokerId 1" in slave_status.output and "NOT connected" not in slave_status.output, slave_status.output
+
+
+def test_sigkill_master_under_sync_load_loses_no_acknowledged_message(group: Group) -> None:
+    """Goal: in SYNC_MASTER every acknowledged message is on the slave when the master dies, and
+    consumers continue from the slave. Method: 8 concurrent producers send until the master is
+    SIGKILLed; count SEND_OK keys on the slave; a push consumer started before the kill receives
+    every acknowledged message."""
+    master = group.master("SYNC_MASTER")
+    slave = group.slave(master)
+    create_topic(master, "HaKill")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
+    acked: set[str] = set()
+    received: set[str] = set()
+
+    def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        for message in messages:
+            received.update(message.keys)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    async def scenario() -> None:
+        consumer = PushConsumer(
+            "CID_ha_kill",
+            group.namesrv.addr,
+            listener=listener,
+            settings=CONSUMER_SETTINGS,
+            client_settings=CLIENT_SETTINGS,
+        )
+        consumer.subscribe("HaKill", "*")
+        await consumer.start()
+        producer = Producer(
+            "PID_ha_kill", group.namesrv.addr, settings=PRODUCER_SETTINGS, client_settings=CLIENT_SETTINGS
+        )
+        await producer.start()
+        stop = asyncio.Event()
+        counter = iter(range(10**9))
+
+        async def produce() -> None:
+            while not stop.is_set():
+                key = f"k{next(counter)}"
+                try:
+                    result = await producer.send(Message("HaKill", key.encode() * 20, keys=(key,)), timeout_s=3.0)
+                except Exception:  # the master is gone: connection errors, no route
+                    await asyncio.sleep(0.05)
+                    continue
+                if result.status is SendStatus.SEND_OK:
+                    acked.add(key)
+
+        workers = [asyncio.create_task(produce()) for _ in range(8)]
+        await asyncio.sleep(2.0)
+        assert len(acked) > 100, f"only {len(acked)} acknowledged before the kill"
+        await asyncio.to_thread(master.stop, signal.SIGKILL)
+        await asyncio.sleep(1.0)
+        stop.set()
+        await asyncio.gather(*workers)
+        await producer.shutdown()
+        deadline = asyncio.get_running_loop().time() + WAIT_S
+        while not acked <= received and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(POLL_S)
+        await consumer.shutdown()
+
+    asyncio.run(scenario())
+    on_slave = set(keys_on(slave, "HaKill"))
+    missing = acked - on_slave
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages are not on the slave"
+    assert acked <= received, f"the consumer missed {len(acked - received)} acknowledged messages"
+
+
+def test_partition_answers_within_the_timeout_and_heals(group: Group, proxy_factory: Callable[[int], TcpProxy]) -> None:
+    """Goal: a partition between master and slave never makes SYNC sends hang. Method: the slave
+    reaches the master's HA port through a proxy; paused, a send answers FLUSH_SLAVE_TIMEOUT
+    within slaveTimeout (+1 s); cut, SLAVE_NOT_AVAILABLE at once; healed, sends succeed again and
+    the slave is in sync."""
+    probe = free_port()
+    proxy = proxy_factory(probe)
+    master = group.master("SYNC_MASTER", haListenPort=str(probe))
+    slave = group.slave(master, haMasterAddress=f"127.0.0.1:{proxy.port}")
+    create_topic(master, "HaSplit")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
+    assert asyncio.run(send_range(group, "HaSplit", 0, 20)) == [SendStatus.SEND_OK] * 20
+    proxy.pause()
+    started = time.monotonic()
+    assert asyncio.run(send_range(group, "HaSplit", 20, 2)) == [SendStatus.FLUSH_SLAVE_TIMEOUT] * 2
+    assert time.monotonic() - started < 2 * (SLAVE_TIMEOUT_MS / 1000 + 1.0)
+    proxy.resume()  # the link may have outlived the pause, or been closed by housekeeping and redialled
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "the slave connected after the pause")
+    wait_until(in_sync(master, slave), "in sync after the pause")
+    assert asyncio.run(send_range(group, "HaSplit", 22, 5)) == [SendStatus.SEND_OK] * 5
+    proxy.cut()
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "0", "the master saw the cut")
+    started = time.monotonic()
+    assert asyncio.run(send_range(group, "HaSplit", 27, 3)) == [SendStatus.SLAVE_NOT_AVAILABLE] * 3
+    assert time.monotonic() - started < 3.0
+    proxy.heal()
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "the slave reconnected")
+    assert asyncio.run(send_range(group, "HaSplit", 30, 5)) == [SendStatus.SEND_OK] * 5
+    wait_until(in_sync(master, slave), "in sync after healing")
+    assert sorted(keys_on(slave, "HaSplit")) == sorted(f"k{n}" for n in range(35))
+
+
+def test_bad_input_on_the_ha_port_is_rejected_without_harm(group: Group) -> None:
+    """Goal: garbage and an offset beyond the master's end close that connection only. Method: a
+    connected slave, then raw sockets sending random bytes, a too-large offset, a negative one,
+    and a half offset; the master logs why, keeps serving sends and the slave stays in sync."""
+    master = group.master("SYNC_MASTER")
+    slave = group.slave(master)
+    create_topic(master, "HaBad")
+    assert asyncio.run(send_range(group, "HaBad", 0, 10)) == [SendStatus.SEND_OK] * 10
+    ha_port = int(master.conf["haListenPort"])
+    end = commitlog_end(master)
+    for payload in (
+        struct.pack(">q", end + 10**9),
+        struct.pack(">q", -5),
+        bytes(range(256)) * 4,
+        b"\xff" * 13,
+    ):
+        with socket.create_connection(("127.0.0.1", ha_port), timeout=5) as sock:
+            sock.sendall(payload)
+            sock.settimeout(5)
+            with contextlib.suppress(ConnectionError):
+                while sock.recv(65536):
+                    pass  # the master closes the connection (the first frames may arrive before)
+    log = master.log()
+    assert f"beyond our CommitLog end {end}" in log
+    assert "negative offset -5" in log
+    assert asyncio.run(send_range(group, "HaBad", 10, 10)) == [SendStatus.SEND_OK] * 10
+    wait_until(in_sync(master, slave), "slave still in sync")
+    assert runtime(master)["haSlaveConnections"] == "1"
+
+
+def test_promotion_then_the_old_master_returns_as_a_fenced_slave(
+    group: Group, proxy_factory: Callable[[int], TcpProxy]
+) -> None:
+    """Goal: promotion keeps every acknowledged message and the old master never serves its
+    divergent tail. Method: SYNC master + slave via a proxy; acknowledged sends; cut the proxy and
+    send more (stored on the master only: SLAVE_NOT_AVAILABLE); SIGKILL the master; promote the
+    slave (epoch 1) with the CLI; send to the new master; restart the old master with its old
+    config: it is fenced, becomes a slave, truncates and copies the new master byte for byte."""
+    probe = free_port()
+    proxy = proxy_factory(probe)
+    master = group.master("SYNC_MASTER", haListenPort=str(probe))
+    slave = group.slave(master, haMasterAddress=f"127.0.0.1:{proxy.port}")
+    create_topic(master, "HaPromote")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
+    assert asyncio.run(send_range(group, "HaPromote", 0, 300)) == [SendStatus.SEND_OK] * 300
+    wait_until(lambda: int(runtime(slave)["haConfirmedOffset"]) == commitlog_end(master), "confirmed offset known")
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["admin", "promote", slave.addr, "--epoch", "1"])
+    assert refused.exit_code != 0 and "live master" in refused.output, refused.output
+    proxy.cut()
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "0", "the master saw the cut")
+    divergent = asyncio.run(send_range(group, "HaPromote", 1000, 20))
+    assert divergent == [SendStatus.SLAVE_NOT_AVAILABLE] * 20
+    assert master.stop(signal.SIGKILL) == -signal.SIGKILL
+    promoted = runner.invoke(cli, ["admin", "promote", slave.addr, "--epoch", "1"])
+    assert promoted.exit_code == 0, promoted.output
+    assert "ASYNC_MASTER at epoch 1" in promoted.output
+    assert asyncio.run(send_range(group, "HaPromote", 300, 200)) == [SendStatus.SEND_OK] * 200
+    master.start_broker()
+    wait_until(lambda: runtime(master).get("brokerRole") == "SLAVE", "the old master demoted itself")
+    wait_until(in_sync(slave, master), "the old master follows the new one")
+    end = commitlog_end(slave)
+    assert commitlog_bytes(master, end) == commitlog_bytes(slave, end)
+    info = runtime(master)
+    assert info["haEpoch"] == "1" and info["brokerId"] != "0", info
+    expected = sorted(f"k{n}" for n in range(500))
+    assert sorted(keys_on(master, "HaPromote")) == expected
+    assert sorted(keys_on(slave, "HaPromote")) == expected
+    assert "fenced" in master.log() and "cutting at" in master.log()
+    status = runner.invoke(cli, ["admin", "ha-status", slave.addr])
+    assert "ASYNC_MASTER brokerId 0 epoch 1" in status.output, status.output
