@@ -56,7 +56,6 @@ from shoal.store.record import encode_host
 
 log = logging.getLogger(__name__)
 
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40
 SCAN_CHANNELS_INTERVAL_S = 10.0
 REGISTER_DEBOUNCE_S = 0.05  # topic changes in a burst (auto-creation) cause one registration
 REGISTER_RETRY_S = 2.0  # while some NameServer has not accepted us yet
@@ -270,7 +269,7 @@ class BrokerController:
         unit = queue.unit_at(queue.min_offset) if queue is not None else None
         if unit is None:
             return False
-        budget = self.store._memory_bytes * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO
+        budget = self.store.in_memory_budget_bytes
         return self.store.commitlog.max_offset - unit.physical_offset > budget
 
     def suggest_broker_id(self, group: SubscriptionGroupConfig, from_slave: bool) -> int:

@@ -56,7 +56,6 @@ from shoal.store.transient_store_pool import TransientStorePool
 log = logging.getLogger(__name__)
 
 OS_PAGE_CACHE_BUSY_TIMEOUT_S = 1.0  # osPageCacheBusyTimeOutMills
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40  # accessMessageInMemoryMaxRatio
 TagFilter = Callable[[int], bool]
 
 
@@ -123,6 +122,10 @@ class MessageStore:
         self.shutting_down = False
         self.recovery_report: RecoveryReport | None = None
         self._memory_bytes = _physical_memory_bytes()
+        self.in_memory_budget_bytes = (
+            self._memory_bytes * settings.commitlog.access_message_in_memory_max_ratio_percent / 100
+        )
+        """How far behind the CommitLog head data still counts as in memory."""
         self._async_waiters: dict[int, AsyncFlushWaiter | InlineFlushWaiter] = {}
 
     # --- lifecycle ---
@@ -456,7 +459,7 @@ class MessageStore:
         commitlog = self.commitlog
         commitlog_min = commitlog.min_offset
         commitlog_max = commitlog.max_offset
-        memory_budget = self._memory_bytes * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO
+        memory_budget = self.in_memory_budget_bytes
         total_bytes = 0
         scanned = 0
         last_physical = 0

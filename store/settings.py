@@ -40,6 +40,9 @@ class CommitLogSettings:
     """Shoal: pace of warming the next segment in the background, syncing every 16 MiB; 0 =
     as fast as the disk goes. Measured (1 KB batched, peer benchmark): pacing at 128 MiB/s cost
     SYNC_FLUSH p99 3.4 ms and ASYNC p99 2.5 ms against 1.3 ms / 0.25 ms unpaced, so it is off."""
+    access_message_in_memory_max_ratio_percent: int = 40
+    """accessMessageInMemoryMaxRatio: data further behind the CommitLog head than this share of
+    physical memory counts as "on disk" (smaller pull batches; a master suggests a slave)."""
     preallocate_next_segment: bool = True
     """Create the next segment ahead of need, like AllocateMappedFileService."""
 
@@ -278,6 +281,7 @@ BROKER_CONF_KEYS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "maxMessageSize": ("commitlog", "message_body_size_max_bytes", int),
     "checkCRCOnRecover": ("commitlog", "check_crc_on_recover", _bool),
     "warmMapedFileEnable": ("commitlog", "warm_mapped_file_enable", _bool),
+    "accessMessageInMemoryMaxRatio": ("commitlog", "access_message_in_memory_max_ratio_percent", int),
     "warmRateBytesPerSecond": ("commitlog", "warm_rate_bytes_per_s", int),
     "mappedFileSizeConsumeQueue": ("consume_queue", "units_per_file", _cq_units),
     "messageIndexEnable": ("index", "enabled", _bool),
@@ -308,6 +312,7 @@ BROKER_CONF_KEYS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
 
 _KEY_OF_FIELD = {name: key for key, (_group, name, _parse) in BROKER_CONF_KEYS.items()}
 _MINIMUM_OF: dict[str, float] = {
+    "access_message_in_memory_max_ratio_percent": 0,
     "message_body_size_max_bytes": 0,
     "units_per_file": 1,
     "hash_slots": 1,
