@@ -243,24 +243,35 @@ def prepare_batch(messages: Sequence[Message], settings: ProducerSettings) -> Ou
     )
 
 
+_V2_KEY = {spec.attribute: spec.java_name for spec in SendMessageRequestHeaderV2.field_specs()}
+"""Attribute -> single-letter extFields key, read from the header's one declaration."""
+
+
 def send_header(group: str, outgoing: OutgoingMessage, queue_id: int, settings: ProducerSettings) -> dict[str, str]:
-    """The SendMessageRequestHeaderV2 extFields of one send."""
-    header = SendMessageRequestHeaderV2(
-        producer_group=group,
-        topic=outgoing.topic,
-        default_topic=settings.default_topic,
-        default_topic_queue_nums=settings.default_topic_queue_nums,
-        queue_id=queue_id,
-        sys_flag=outgoing.sys_flag,
-        born_timestamp_ms=wall_clock_ms(),
-        flag=outgoing.flag,
-        properties=outgoing.properties or None,
-        reconsume_times=outgoing.reconsume_times if outgoing.reconsume_times is not None else 0,
-        unit_mode=False,
-        max_reconsume_times=outgoing.max_reconsume_times,
-        batch=outgoing.code == RequestCode.SEND_BATCH_MESSAGE,
-    )
-    return header.to_ext_fields()
+    """The SendMessageRequestHeaderV2 extFields of one send.
+
+    Built directly (the send hot path): the generic `to_ext_fields` walk cost ~10 us per send.
+    The values are the client's own, already range-checked ints and strings; the keys come from
+    the header declaration, and `tests/client/test_producer.py` checks both ways agree."""
+    key = _V2_KEY
+    fields = {
+        key["producer_group"]: group,
+        key["topic"]: outgoing.topic,
+        key["default_topic"]: settings.default_topic,
+        key["default_topic_queue_nums"]: str(settings.default_topic_queue_nums),
+        key["queue_id"]: str(queue_id),
+        key["sys_flag"]: str(outgoing.sys_flag),
+        key["born_timestamp_ms"]: str(wall_clock_ms()),
+        key["flag"]: str(outgoing.flag),
+        key["reconsume_times"]: str(outgoing.reconsume_times if outgoing.reconsume_times is not None else 0),
+        key["unit_mode"]: "false",
+        key["batch"]: "true" if outgoing.code == RequestCode.SEND_BATCH_MESSAGE else "false",
+    }
+    if outgoing.properties:
+        fields[key["properties"]] = outgoing.properties
+    if outgoing.max_reconsume_times is not None:
+        fields[key["max_reconsume_times"]] = str(outgoing.max_reconsume_times)
+    return fields
 
 
 class Producer:

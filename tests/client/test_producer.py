@@ -197,3 +197,39 @@ def test_invalid_group_names_are_refused() -> None:
     """Goal: Validators.checkGroup. Method: a space in the group."""
     with pytest.raises(ValueError, match="group"):
         Producer("bad group", "127.0.0.1:1")
+
+
+def test_fast_send_header_agrees_with_the_header_declaration() -> None:
+    """Goal: the hand-built send header equals the generic encoding. Method: build both and compare."""
+    from shoal.client.producer import OutgoingMessage, send_header
+
+    settings = ProducerSettings()
+    for code, max_reconsume in ((RequestCode.SEND_MESSAGE_V2, None), (RequestCode.SEND_BATCH_MESSAGE, 3)):
+        outgoing = OutgoingMessage(
+            topic="T",
+            body=b"x",
+            properties="TAGS\x01a",
+            sys_flag=1,
+            flag=7,
+            code=code,
+            reconsume_times=2,
+            max_reconsume_times=max_reconsume,
+            msg_id="ID",
+        )
+        fast = send_header("G", outgoing, 5, settings)
+        generic = SendMessageRequestHeaderV2(
+            producer_group="G",
+            topic="T",
+            default_topic=settings.default_topic,
+            default_topic_queue_nums=settings.default_topic_queue_nums,
+            queue_id=5,
+            sys_flag=1,
+            born_timestamp_ms=int(fast["g"]),
+            flag=7,
+            properties="TAGS\x01a",
+            reconsume_times=2,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume,
+            batch=code == RequestCode.SEND_BATCH_MESSAGE,
+        ).to_ext_fields()
+        assert fast == generic
