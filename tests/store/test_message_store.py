@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import mmap
 import os
 import shutil
@@ -27,7 +28,6 @@ from shoal.store import (
     StoreLockedError,
     StoreSettings,
 )
-from shoal.store import message_store as message_store_module
 from shoal.store.java_hash import java_string_hash
 from shoal.store.properties import decode_properties, encode_properties
 from shoal.store.record import decode_header, decode_message_id
@@ -323,11 +323,23 @@ def test_get_messages_stops_at_the_in_memory_transfer_limits(store: MessageStore
     got.release()
 
 
-def test_get_messages_stops_at_the_on_disk_transfer_limits(
-    store: MessageStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Goal: on disk a pull stops at 8 messages or 64 KiB, suggests a slave. Method: in-memory ratio 0."""
-    monkeypatch.setattr(message_store_module, "ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO", 0.0)
+def test_get_messages_stops_at_the_on_disk_transfer_limits(tmp_path: Path, small_settings: SettingsFactory) -> None:
+    """Goal: on disk a pull stops at 8 messages or 64 KiB, suggests a slave.
+    Method: accessMessageInMemoryMaxRatio=0, so everything behind the head counts as on disk."""
+    settings = small_settings(tmp_path / "disk")
+    settings = settings.with_changes(
+        commitlog=dataclasses.replace(settings.commitlog, access_message_in_memory_max_ratio_percent=0)
+    )
+    store = MessageStore(settings)
+    store.open()
+    store.start()
+    try:
+        _fill_and_check_on_disk_limits(store)
+    finally:
+        store.shutdown()
+
+
+def _fill_and_check_on_disk_limits(store: MessageStore) -> None:
     for i in range(20):
         put(store, "Disk", 0, b"d%d" % i)
     for _ in range(8):
