@@ -1,0 +1,80 @@
+#!/bin/sh
+# Shoal image entrypoint: renders broker.conf from the pod's environment, then execs the process.
+#
+#   namesrv        the NameServer (port 9876)
+#   broker         a broker: broker.conf = $SHOAL_CONFIG_DIR/broker.conf (shared by the group)
+#                  + broker-<ordinal>.conf (brokerId, brokerRole) + brokerIP1=$POD_IP, where the
+#                  ordinal is the suffix of the StatefulSet pod's hostname (<cluster>-g<i>-<n>)
+#   prepare-store  init container (root, CHOWN/FOWNER/DAC_OVERRIDE only): check or write the store
+#                  marker, then hand the store directory to the non-root broker user
+#   operator       the kopf operator (python -m shoal.operator)
+# See shoal/operator/manifests.py for how the operator sets these up.
+set -eu
+
+SHOAL_UID="${SHOAL_UID:-10001}"
+SHOAL_CONFIG_DIR="${SHOAL_CONFIG_DIR:-/etc/shoal/config}"
+SHOAL_STORE_DIR="${SHOAL_STORE_DIR:-/store}"
+RENDERED_DIR="${SHOAL_RENDERED_DIR:-/tmp/shoal}"
+MARKER="$SHOAL_STORE_DIR/.shoal-store"
+
+die() { echo "shoal-entrypoint: $*" >&2; exit 1; }
+
+ordinal() {
+    name="${POD_NAME:-$(hostname)}"
+    n="${name##*-}"
+    case "$n" in
+        ''|*[!0-9]*) die "cannot read a StatefulSet ordinal from pod name '$name'" ;;
+    esac
+    echo "$n"
+}
+
+render_broker_conf() {
+    n="$(ordinal)"
+    [ -r "$SHOAL_CONFIG_DIR/broker.conf" ] || die "missing $SHOAL_CONFIG_DIR/broker.conf"
+    [ -r "$SHOAL_CONFIG_DIR/broker-$n.conf" ] || die "missing $SHOAL_CONFIG_DIR/broker-$n.conf (ordinal $n beyond replicasPerGroup?)"
+    mkdir -p "$RENDERED_DIR"
+    {
+        cat "$SHOAL_CONFIG_DIR/broker.conf"
+        echo "# ordinal $n"
+        cat "$SHOAL_CONFIG_DIR/broker-$n.conf"
+        if [ -n "${POD_IP:-}" ]; then echo "brokerIP1=$POD_IP"; fi
+    } > "$RENDERED_DIR/broker.conf"
+    echo "$RENDERED_DIR/broker.conf"
+}
+
+prepare_store() {
+    : "${SHOAL_CLUSTER_UID:?SHOAL_CLUSTER_UID is required}"
+    : "${SHOAL_GROUP:?SHOAL_GROUP is required}"
+    n="$(ordinal)"
+    [ -d "$SHOAL_STORE_DIR" ] || die "store directory $SHOAL_STORE_DIR is not mounted"
+    if [ -f "$MARKER" ]; then
+        owner="$(sed -n 's/^cluster-uid=//p' "$MARKER")"
+        [ "$owner" = "$SHOAL_CLUSTER_UID" ] || die "$SHOAL_STORE_DIR belongs to cluster $owner, not $SHOAL_CLUSTER_UID: refusing to adopt another cluster's data"
+        group="$(sed -n 's/^group=//p' "$MARKER")"
+        [ "$group" = "$SHOAL_GROUP" ] || die "$SHOAL_STORE_DIR belongs to group $group, not $SHOAL_GROUP"
+    else
+        if [ -n "$(ls -A "$SHOAL_STORE_DIR" 2>/dev/null | grep -v '^lost+found$' || true)" ]; then
+            die "$SHOAL_STORE_DIR holds data but no $MARKER: refusing to adopt it (move it away or write the marker by hand)"
+        fi
+        printf 'cluster-uid=%s\ngroup=%s\nordinal=%s\nformat=%s\n' \
+            "$SHOAL_CLUSTER_UID" "$SHOAL_GROUP" "$n" "${SHOAL_STORE_FORMAT:-1}" > "$MARKER"
+    fi
+    # Only this pod's directory; a recursive chown only when its owner is wrong (first start,
+    # or data restored by root). fsGroup does not apply to hostPath volumes.
+    if [ "$(stat -c %u "$SHOAL_STORE_DIR")" != "$SHOAL_UID" ]; then
+        chown -R "$SHOAL_UID:$SHOAL_UID" "$SHOAL_STORE_DIR"
+    fi
+    chown "$SHOAL_UID:$SHOAL_UID" "$MARKER"
+    chmod 0750 "$SHOAL_STORE_DIR"
+}
+
+command="${1:-broker}"
+[ "$#" -gt 0 ] && shift
+case "$command" in
+    namesrv) exec shoal namesrv "$@" ;;
+    broker) conf="$(render_broker_conf)"; exec shoal broker -c "$conf" "$@" ;;
+    render-broker-conf) render_broker_conf ;;
+    prepare-store) prepare_store ;;
+    operator) exec python -m shoal.operator "$@" ;;
+    *) exec "$command" "$@" ;;
+esac
