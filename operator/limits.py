@@ -53,3 +53,12 @@ assert CLUSTER_NAME_LENGTH_MAX + len(f"-g{GROUPS_MAX - 1}-config") <= KUBERNETES
 assert REPLICAS_PER_GROUP_MAX >= 1
 assert NAME_SERVER_REPLICAS_MAX >= 1
 assert TOPIC_NAME_LENGTH_MAX <= 255
+
+RECONCILE_INTERVAL_S = 60.0
+"""A Broker is re-read and its children re-applied this often (drift, deleted children, status)."""
+
+RETRY_DELAY_S = 15.0
+"""Delay before retrying a reconcile that waits for something (nodes, a reachable cluster)."""
+
+ADMIN_TIMEOUT_S = 10.0
+"""Bound on one Topic's admin-protocol conversation with its cluster."""

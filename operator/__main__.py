@@ -1,0 +1,33 @@
+"""`python -m shoal.operator [--liveness URL]`: run the operator with kopf.
+
+Watches the namespaces listed (comma-separated) in SHOAL_WATCH_NAMESPACES, or the whole cluster
+when it is empty or unset. SHOAL_ALLOWED_HOSTPATH_ROOTS (colon-separated) is read by handlers.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+import kopf
+
+from shoal.operator import handlers
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m shoal.operator", description=__doc__)
+    parser.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SHOAL_LOG_LEVEL", "INFO").upper())
+    namespaces = handlers.watched_namespaces()
+    kopf.run(
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=args.liveness,
+        standalone=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

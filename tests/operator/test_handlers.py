@@ -1,0 +1,358 @@
+"""Handler tests: the real kopf operator against KMock's in-memory Kubernetes API.
+
+Recipe and gotchas: ../shared/docs/tooling.md §1. kopf runs in the test's event loop; the
+handlers' sync kubernetes client reaches KMock through a kubeconfig written per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import re
+import time
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock as km
+import kopf
+import kubernetes
+import pytest
+import yaml
+
+from tests.operator.conftest import REPO_ROOT, load_yaml
+
+NAMESPACE = "mq"
+UID = "0f7c5d2e-1111-4222-8333-944455556666"
+BROKERS = "shoal.io/v1alpha1/brokers"
+TOPICS = "shoal.io/v1alpha1/topics"
+WAIT_TIMEOUT_S = 8.0
+
+
+@pytest.fixture(autouse=True)
+def _handlers_registered() -> None:
+    """Import the handlers once so kopf's default registry holds them."""
+    import shoal.operator.handlers  # noqa: F401
+
+
+@pytest.fixture
+def kube_api(kmock: km.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> km.KubernetesEmulator:
+    """KMock with the built-in and Shoal resources, and a kubeconfig pointing at it (gotcha 1, 2)."""
+    with warnings.catch_warnings():  # kmock 0.8 uses importlib.resources.read_binary (deprecated)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        kmock.resources.load_bundled()
+    kmock.resources[BROKERS] = km.ResourceInfo(
+        kind="Broker", namespaced=True, verbs={"list", "watch", "get", "patch", "create"}, subresources={"status"}
+    )
+    kmock.resources[TOPICS] = km.ResourceInfo(
+        kind="Topic", namespaced=True, verbs={"list", "watch", "get", "patch", "create"}, subresources={"status"}
+    )
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kmock", "cluster": {"server": str(kmock.url)}}],
+        "users": [{"name": "kmock", "user": {"token": "test"}}],
+        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
+        "current-context": "kmock",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
+    monkeypatch.setenv("SHOAL_ALLOWED_HOSTPATH_ROOTS", "/var/lib/shoal")
+    return kmock
+
+
+async def wait_until(predicate: Callable[[], bool], timeout_s: float = WAIT_TIMEOUT_S) -> None:
+    """The one bounded wait: poll `predicate` until true or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+def get_object(api: km.KubernetesEmulator, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+    """The latest version of an object, or None (gotcha 6: index with strings, never `in`)."""
+    try:
+        return dict(api.objects[resource, namespace, name])
+    except (KeyError, LookupError):
+        return None
+
+
+def watching(api: km.KubernetesEmulator, resource: str) -> bool:
+    return len(list(api[km.action.WATCH, km.resource(resource)])) > 0
+
+
+@contextlib.asynccontextmanager
+async def running_operator(api: km.KubernetesEmulator) -> AsyncIterator[None]:
+    """kopf in this loop until the block ends; waits for its watches before yielding."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
+    try:
+        await wait_until(lambda: watching(api, BROKERS) and watching(api, TOPICS))
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+async def post(api: km.KubernetesEmulator, path: str, body: dict[str, Any]) -> None:
+    response = await api.post(path, json=body, headers={"Connection": "close"})  # gotcha 4
+    assert response.status < 300, await response.text()
+    response.close()
+
+
+async def patch_object(api: km.KubernetesEmulator, path: str, body: dict[str, Any]) -> None:
+    response = await api.patch(
+        path, json=body, headers={"Connection": "close", "Content-Type": "application/merge-patch+json"}
+    )
+    assert response.status < 300, await response.text()
+    response.close()
+
+
+def broker_body(**spec_changes: Any) -> dict[str, Any]:
+    body = copy.deepcopy(load_yaml(REPO_ROOT / "examples" / "cluster.yaml"))
+    body["metadata"].update(
+        namespace=NAMESPACE, uid=UID, generation=1, resourceVersion="1"
+    )  # kopf json-patches finalizers with a resourceVersion test
+    body["spec"].update(spec_changes)
+    return body
+
+
+async def seed_cluster(api: km.KubernetesEmulator, node_count: int = 2) -> None:
+    """Nodes for the hostPath volumes, stored directly (KMock 0.8 cannot route /api/v1/namespaces)."""
+    for index in range(node_count):
+        name = f"node-{index}"
+        api.objects["v1/nodes", None, name] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def broker_status(api: km.KubernetesEmulator, name: str = "orders") -> dict[str, Any]:
+    body = get_object(api, BROKERS, NAMESPACE, name) or {}
+    return dict(body.get("status") or {})
+
+
+def condition_of(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions", []) if c["type"] == kind)
+
+
+BROKER_PATH = f"/apis/shoal.io/v1alpha1/namespaces/{NAMESPACE}/brokers"
+CHILDREN = [
+    ("v1/services", NAMESPACE, "orders-ns"),
+    ("apps/v1/statefulsets", NAMESPACE, "orders-ns"),
+    ("policy/v1/poddisruptionbudgets", NAMESPACE, "orders-ns"),
+    ("v1/configmaps", NAMESPACE, "orders-g0-config"),
+    ("v1/services", NAMESPACE, "orders-g0"),
+    ("apps/v1/statefulsets", NAMESPACE, "orders-g0"),
+    ("policy/v1/poddisruptionbudgets", NAMESPACE, "orders-g0"),
+    ("v1/persistentvolumes", None, "shoal-mq-orders-g0-0"),
+    ("v1/persistentvolumes", None, "shoal-mq-orders-g0-1"),
+]
+
+
+def resource_path(resource: km.resource) -> str:
+    return "/".join(part for part in (resource.group, resource.version, resource.plural) if part)
+
+
+def writes(api: km.KubernetesEmulator, action: km.action) -> list[tuple[str, str | None]]:
+    """(group/version/plural, name) of the requests of `action` on anything but Shoal's own CRs."""
+    return [
+        (resource_path(r.resource), r.name or ((r.data or {}).get("metadata") or {}).get("name"))
+        for r in api[action]
+        if r.resource and r.resource.group != "shoal.io"
+    ]
+
+
+@pytest.mark.asyncio
+async def test_create_broker_creates_children_and_sets_status(kube_api: km.KubernetesEmulator) -> None:
+    """A new Broker gets every child and a status with observedGeneration and conditions."""
+    await seed_cluster(kube_api)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker_body())
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    for resource, namespace, name in CHILDREN:
+        assert get_object(kube_api, resource, namespace, name) is not None, (resource, name)
+    status = broker_status(kube_api)
+    assert status["observedGeneration"] == 1
+    assert condition_of(status, "Ready")["status"] == "False"
+    assert condition_of(status, "Ready")["reason"] == "Creating"
+    assert condition_of(status, "StorageReady")["status"] == "True"
+    volumes = [get_object(kube_api, "v1/persistentvolumes", None, f"shoal-mq-orders-g0-{n}") for n in (0, 1)]
+    nodes = {v["metadata"]["annotations"]["shoal.io/storage-node"] for v in volumes if v}
+    assert nodes == {"node-0", "node-1"}, "a group's members are spread across nodes"
+    stateful_set = get_object(kube_api, "apps/v1/statefulsets", NAMESPACE, "orders-g0") or {}
+    assert stateful_set["metadata"]["ownerReferences"][0]["uid"] == UID
+
+
+@pytest.mark.asyncio
+async def test_update_image_and_config_patches_children(kube_api: km.KubernetesEmulator) -> None:
+    """Changing the image and a config key patches the StatefulSet and the ConfigMap."""
+    await seed_cluster(kube_api)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker_body())
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+        change = {
+            "metadata": {"generation": 2},
+            "spec": {"image": "shoal:0.2.0", "config": {"autoCreateTopicEnable": "true"}},
+        }
+        await patch_object(kube_api, f"{BROKER_PATH}/orders", change)
+        await wait_until(lambda: broker_status(kube_api).get("observedGeneration") == 2)
+    stateful_set = get_object(kube_api, "apps/v1/statefulsets", NAMESPACE, "orders-g0") or {}
+    images = {c["image"] for c in stateful_set["spec"]["template"]["spec"]["containers"]}
+    assert images == {"shoal:0.2.0"}
+    config_map = get_object(kube_api, "v1/configmaps", NAMESPACE, "orders-g0-config") or {}
+    assert "autoCreateTopicEnable=true" in config_map["data"]["broker.conf"]
+    assert ("apps/v1/statefulsets", "orders-g0") in writes(kube_api, km.action.UPDATE)
+
+
+@pytest.mark.asyncio
+async def test_invalid_spec_reports_condition_and_creates_nothing(kube_api: km.KubernetesEmulator) -> None:
+    """A hostPath root outside the allow-list gives Ready=False InvalidSpec and no children."""
+    await seed_cluster(kube_api)
+    body = broker_body(storage={"type": "HostPath", "hostPath": {"root": "/etc"}})
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, body)
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    ready = condition_of(broker_status(kube_api), "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "/etc is not under an allowed host root" in ready["message"]
+    assert broker_status(kube_api)["observedGeneration"] == 1
+    seeded = ("v1/events", "events.k8s.io/v1/events")
+    assert [w for w in writes(kube_api, km.action.CREATE) if w[0] not in seeded] == []
+
+
+@pytest.mark.asyncio
+async def test_restart_resumes_without_duplicates(kube_api: km.KubernetesEmulator) -> None:
+    """A second operator run over an existing Broker re-applies without creating anything twice."""
+    await seed_cluster(kube_api)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker_body())
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    creates_before = [w for w in writes(kube_api, km.action.CREATE) if w[0] != "v1/events"]
+    resumed = len(list(kube_api[km.action.UPDATE, km.resource(BROKERS)]))
+    async with running_operator(kube_api):
+        await wait_until(lambda: len(list(kube_api[km.action.UPDATE, km.resource(BROKERS)])) > resumed)
+    creates_after = [w for w in writes(kube_api, km.action.CREATE) if w[0] != "v1/events"]
+    assert creates_after == creates_before
+    assert len(set(creates_after)) == len(creates_after), "no child was created twice"
+
+
+@pytest.mark.asyncio
+async def test_topic_reports_unreachable_cluster(kube_api: km.KubernetesEmulator) -> None:
+    """A Topic whose cluster does not answer gets Ready=False ClusterUnreachable (and a retry)."""
+    await seed_cluster(kube_api)
+    broker = broker_body(nameServer={"replicas": 0, "external": ["127.0.0.1:1"]})
+    topic = {
+        "apiVersion": "shoal.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": {
+            "name": "orders-created",
+            "namespace": NAMESPACE,
+            "uid": "t-1",
+            "generation": 1,
+            "resourceVersion": "1",
+        },
+        "spec": {"clusterRef": {"name": "orders"}, "topicName": "OrdersCreated"},
+    }
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker)
+        await post(kube_api, f"/apis/shoal.io/v1alpha1/namespaces/{NAMESPACE}/topics", topic)
+        await wait_until(
+            lambda: (
+                "conditions" in ((get_object(kube_api, TOPICS, NAMESPACE, "orders-created") or {}).get("status") or {})
+            )
+        )
+    ready = condition_of((get_object(kube_api, TOPICS, NAMESPACE, "orders-created") or {})["status"], "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ClusterUnreachable")
+
+
+# ---------------------------------------------------------------- RBAC coverage
+
+
+def _granted() -> set[tuple[str, str, str]]:
+    text = (REPO_ROOT / "charts" / "shoal" / "templates" / "rbac.yaml").read_text()
+    role = next(yaml.safe_load_all(re.sub(r"\{\{.*?\}\}", "x", text)))
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+VERBS = {
+    km.action.LIST: "list",
+    km.action.WATCH: "watch",
+    km.action.FETCH: "get",
+    km.action.CREATE: "create",
+    km.action.UPDATE: "patch",
+    km.action.DELETE: "delete",
+}
+
+
+def _used(api: km.KubernetesEmulator) -> Iterator[tuple[str, str, str]]:
+    for request in api:
+        if request.resource is None or request.resource.plural is None or request.action not in VERBS:
+            continue
+        resource = request.resource
+        plural = resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        verb = VERBS[request.action]
+        if request.action == km.action.UPDATE and str(request.method).upper().endswith("PUT"):
+            verb = "update"
+        yield (resource.group or "", plural, verb)
+
+
+@pytest.mark.asyncio
+async def test_rbac_grants_every_request_of_the_operator(kube_api: km.KubernetesEmulator) -> None:
+    """Every verb/resource the operator sent while reconciling is granted by the chart's ClusterRole."""
+    await seed_cluster(kube_api)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker_body())
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    seeded = {("shoal.io", "brokers", "create")}
+    used = set(_used(kube_api)) - seeded
+    assert used, "the request log is empty"
+    missing = used - _granted()
+    assert not missing, f"not granted by charts/shoal/templates/rbac.yaml: {sorted(missing)}"
+
+
+def topic_body(name: str, created: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "shoal.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "resourceVersion": "1",
+            "creationTimestamp": created,
+        },
+        "spec": {"clusterRef": {"name": "orders"}, "topicName": "OrdersCreated"},
+    }
+
+
+def topic_ready(api: km.KubernetesEmulator, name: str) -> dict[str, Any] | None:
+    status = (get_object(api, TOPICS, NAMESPACE, name) or {}).get("status") or {}
+    return next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+
+
+@pytest.mark.asyncio
+async def test_second_topic_for_one_topic_reports_conflict(kube_api: km.KubernetesEmulator) -> None:
+    """Of two Topic objects naming one topic, the newer reports ResourceConflict and names the older."""
+    await seed_cluster(kube_api)
+    broker = broker_body(nameServer={"replicas": 0, "external": ["127.0.0.1:1"]})
+    topics = f"/apis/shoal.io/v1alpha1/namespaces/{NAMESPACE}/topics"
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker)
+        await post(kube_api, topics, topic_body("first", "2026-01-01T00:00:00Z"))
+        await post(kube_api, topics, topic_body("second", "2026-01-02T00:00:00Z"))
+        await wait_until(
+            lambda: topic_ready(kube_api, "first") is not None and topic_ready(kube_api, "second") is not None
+        )
+    second = topic_ready(kube_api, "second") or {}
+    assert (second["status"], second["reason"]) == ("False", "ResourceConflict")
+    assert f"{NAMESPACE}/first" in second["message"]
+    assert (topic_ready(kube_api, "first") or {})["reason"] == "ClusterUnreachable"
