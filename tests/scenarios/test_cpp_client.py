@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("rocketmq", reason="the `rocketmq` 0.4.4 wheel is only installed on x86_64 Linux")
 if platform.machine() != "x86_64" or not sys.platform.startswith("linux"):
-    pytest.skip("librocketmq.so in `rocketmq` 0.4.4 is built for x86_64 Linux only", allow_module_level=True)
+    pytest.skip(reason="librocketmq.so in `rocketmq` 0.4.4 is built for x86_64 Linux only", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
 

@@ -497,7 +497,7 @@ def test_cpp_client_reconsume_later_climbs_the_ladder_to_the_dlq(
     consumer (cpp_client_scenarios.py) fails one key always, on a table of 18 x 50 ms."""
     pytest.importorskip("rocketmq", reason="the `rocketmq` 0.4.4 wheel is only installed on x86_64 Linux")
     if platform.machine() != "x86_64" or not sys.platform.startswith("linux"):
-        pytest.skip("librocketmq.so in `rocketmq` 0.4.4 is built for x86_64 Linux only")
+        pytest.skip(reason="librocketmq.so in `rocketmq` 0.4.4 is built for x86_64 Linux only")
     cluster = start_cluster(cluster_factory, messageDelayLevel=" ".join(["50ms"] * 18))
     topic, group = "DelayCpp", "CID_delay_cpp"
 

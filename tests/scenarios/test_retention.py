@@ -299,12 +299,12 @@ def _run(*command: str) -> subprocess.CompletedProcess[bytes]:
 def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
     if os.geteuid() != 0:
-        pytest.skip("a real full disk needs root to mount a 2 MiB tmpfs")
+        pytest.skip(reason="a real full disk needs root to mount a 2 MiB tmpfs")
     mount_point = tmp_path / "tiny"
     mount_point.mkdir()
     mounted = _run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+        pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         yield mount_point
     finally:
