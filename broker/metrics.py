@@ -125,6 +125,37 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
         for name, help_text in HA_COUNTERS:
             yield CounterMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
+        schedule = broker.schedule.stats()
+        yield CounterMetricFamily(
+            "shoal_delay_delivered", "Delayed and timed messages delivered", value=float(schedule["delivered"])
+        )
+        yield CounterMetricFamily(
+            "shoal_delay_skipped", "Parked messages that could not be delivered", value=float(schedule["skipped"])
+        )
+        yield GaugeMetricFamily(
+            "shoal_delay_timer_pending",
+            "Messages waiting for an arbitrary delivery time",
+            value=float(schedule["timer_pending"]),
+        )
+        yield GaugeMetricFamily(
+            "shoal_delay_levels_behind",
+            "Parked delay-level messages not yet delivered",
+            value=float(schedule["levels_behind"]),
+        )
+        transactions = broker.transactions
+        yield GaugeMetricFamily(
+            "shoal_transactions_tracked",
+            "Half messages awaiting commit or rollback",
+            value=float(transactions.table.tracked_count),
+        )
+        yield CounterMetricFamily(
+            "shoal_transaction_checks", "CHECK_TRANSACTION_STATE requests sent", value=float(transactions.checks_sent)
+        )
+        yield CounterMetricFamily(
+            "shoal_transaction_checks_without_producer",
+            "Check-back rounds that found no live producer of the group",
+            value=float(transactions.checks_without_producer),
+        )
         lag = GaugeMetricFamily(
             "shoal_consumer_lag", "Messages not yet consumed, by group and topic", labels=["group", "topic"]
         )

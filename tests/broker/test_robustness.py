@@ -313,6 +313,8 @@ def test_metrics_and_health_endpoints(cluster) -> None:  # type: ignore[no-untyp
         assert status == "HTTP/1.0 200 OK"
         assert 'shoal_messages_in_total{topic="MetricTopic"} 1.0' in body
         assert "shoal_store_commitlog_max_offset" in body and "shoal_long_poll_held" in body
+        assert "shoal_delay_delivered_total" in body and "shoal_transactions_tracked" in body
+        assert "shoal_ha_" in body
         status, body = await get("/healthz")
         assert status == "HTTP/1.0 200 OK" and body.startswith("ok")
 
