@@ -6,11 +6,12 @@ the validation every topic name goes through.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable
 
-from shoal.broker.config import BrokerConfig
+from shoal.broker.config import BrokerConfig, parse_delay_levels
 from shoal.protocol import TopicFilterType
 from shoal.protocol.route_bodies import DataVersion as RouteDataVersion
 from shoal.protocol.route_bodies import TopicConfig as RouteTopicConfig
@@ -85,6 +86,8 @@ class TopicManager:
 
     def create_builtin_topics(self) -> None:
         c = self.config
+        # one SCHEDULE_TOPIC_XXXX queue per configured delay level (RocketMQ's 18 by default)
+        schedule_queues = max(SCHEDULE_LEVELS, len(parse_delay_levels(c.message_delay_level)))
         builtins = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_READ | PERM_WRITE),
             TopicConfig(BENCHMARK_TOPIC, 1024, 1024, PERM_READ | PERM_WRITE),
@@ -93,7 +96,7 @@ class TopicManager:
             ),
             TopicConfig(c.broker_name, 1, 1, PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)),
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1, PERM_READ | PERM_WRITE),
-            TopicConfig(SCHEDULE_TOPIC, SCHEDULE_LEVELS, SCHEDULE_LEVELS, PERM_READ | PERM_WRITE),
+            TopicConfig(SCHEDULE_TOPIC, schedule_queues, schedule_queues, PERM_READ | PERM_WRITE),
             TopicConfig(TIMER_TOPIC, 1, 1, PERM_READ | PERM_WRITE),
             TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1, PERM_READ | PERM_WRITE),
         ]
@@ -109,6 +112,11 @@ class TopicManager:
         for topic in builtins:
             if self.table.get(topic.topic_name) is None:
                 self.table.put(topic)
+        scheduled = self.table.get(SCHEDULE_TOPIC)
+        if scheduled is not None and scheduled.write_queue_nums < schedule_queues:  # more levels configured
+            self.table.put(
+                dataclasses.replace(scheduled, read_queue_nums=schedule_queues, write_queue_nums=schedule_queues)
+            )
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
