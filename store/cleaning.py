@@ -31,13 +31,16 @@ DiskUsage = Callable[[Path], float]
 
 
 def disk_usage_ratio(path: Path) -> float:
-    """Used / total of the file system holding `path` (what `df` shows), -1 if unknown."""
+    """Use of the file system holding `path` exactly as `df` computes Use%: used / (used + available
+    to unprivileged writers); -1 if unknown. Counting reserved blocks as used (total - avail) would
+    call a file system with a large reservation nearly full while it is mostly empty."""
     try:
         stat = os.statvfs(path)
     except OSError:
         return -1.0
-    total = stat.f_blocks * stat.f_frsize
-    return (total - stat.f_bavail * stat.f_frsize) / total if total > 0 else -1.0
+    used = stat.f_blocks - stat.f_bfree
+    usable = used + stat.f_bavail
+    return used / usable if usable > 0 else -1.0
 
 
 @dataclass

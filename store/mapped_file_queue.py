@@ -13,7 +13,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -284,14 +283,3 @@ class MappedFileQueue:
         self.shutdown()
         for mapped in self.files:
             mapped.close()
-
-    def disk_usage_ratio(self) -> float:
-        """Used / total of the partition holding this queue (-1 when it cannot be read)."""
-        try:
-            stat = os.statvfs(self.directory)
-        except OSError:
-            return -1.0
-        total = stat.f_blocks * stat.f_frsize
-        if total <= 0:
-            return -1.0
-        return (total - stat.f_bavail * stat.f_frsize) / total

@@ -118,6 +118,7 @@ class Cluster:
         broker_conf.write_text(
             f"flushDiskType={self.flush_disk_type}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nmetricsPort=-1\n"
             f"messageDelayLevel={SHORT_DELAY_LEVELS}\n"
+            "mappedFileSizeCommitLog=67108864\n"  # 64 MiB segments: tests need no 1 GiB allocations
         )
         self.namesrv = self._spawn(["namesrv", "-c", str(namesrv_conf), "--port", "0"], self.namesrv_log)
         self.namesrv_port = self._wait_for_port(self.namesrv, self.namesrv_log, NAMESRV_READY)
