@@ -82,18 +82,9 @@ class RemoteOffsetStore(MemoryOffsets):
     async def load(self) -> None:
         return None
 
-    async def _master(self, mq: MessageQueue) -> str:
-        address = self._routes.master_address(mq.broker_name)
-        if address is None:
-            await self._routes.refresh(mq.topic)
-            address = self._routes.master_address(mq.broker_name)
-        if address is None:
-            raise NoRouteError(f"broker {mq.broker_name} has no master address")
-        return address
-
     async def fetch(self, mq: MessageQueue) -> int | None:
         """QUERY_CONSUMER_OFFSET; None when the broker has no offset (code 22). Raises on errors."""
-        offset = await self._api.query_consumer_offset(await self._master(mq), self.group, mq)
+        offset = await self._api.query_consumer_offset(await self._routes.master_address_of(mq), self.group, mq)
         if offset is not None:
             self.update(mq, offset, increase_only=False)
             self._persisted[mq] = offset
@@ -103,7 +94,7 @@ class RemoteOffsetStore(MemoryOffsets):
         offset = self.table.get(mq)
         if offset is None:
             return
-        await self._api.update_consumer_offset(await self._master(mq), self.group, mq, offset)
+        await self._api.update_consumer_offset(await self._routes.master_address_of(mq), self.group, mq, offset)
         self._persisted[mq] = offset
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:

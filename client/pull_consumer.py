@@ -144,14 +144,7 @@ class PullConsumer:
         return found
 
     async def _master(self, mq: MessageQueue) -> str:
-        routes = self._instance.routes
-        address = routes.master_address(mq.broker_name)
-        if address is None:
-            await routes.refresh(mq.topic)
-            address = routes.master_address(mq.broker_name)
-        if address is None:
-            raise NoRouteError(f"broker {mq.broker_name} of {mq.topic} has no master")
-        return address
+        return await self._instance.routes.master_address_of(mq)
 
     async def update_offset(self, mq: MessageQueue, offset: int) -> None:
         """Store the group's offset of `mq` at its master broker (UPDATE_CONSUMER_OFFSET)."""

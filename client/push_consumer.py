@@ -379,16 +379,6 @@ class _RunningParts:
             return False
         return True
 
-    async def _master_address(self, mq: MessageQueue) -> str:
-        routes = self.instance.routes
-        address = routes.master_address(mq.broker_name)
-        if address is None:
-            await routes.refresh(mq.topic)
-            address = routes.master_address(mq.broker_name)
-        if address is None:
-            raise NoRouteError(f"broker {mq.broker_name} has no master address")
-        return address
-
     async def _compute_pull_from_where(self, mq: MessageQueue) -> int:
         """`computePullFromWhereWithException`: the stored offset, else by consume_from_where."""
         stored = await self.offset_store.fetch(mq)
@@ -398,17 +388,17 @@ class _RunningParts:
         is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         where = self.consumer.consume_from_where
         if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return await api.min_offset(await self._master_address(mq), mq)
+            return await api.min_offset(await self.instance.routes.master_address_of(mq), mq)
         if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             if is_retry:
-                return await api.max_offset(await self._master_address(mq), mq)
+                return await api.max_offset(await self.instance.routes.master_address_of(mq), mq)
             timestamp_ms = self.consumer.consume_timestamp_ms
             if timestamp_ms is None:
                 timestamp_ms = wall_clock_ms() - _THIRTY_MINUTES_MS
-            return await api.search_offset(await self._master_address(mq), mq, timestamp_ms)
+            return await api.search_offset(await self.instance.routes.master_address_of(mq), mq, timestamp_ms)
         if is_retry:
             return 0
-        return await api.max_offset(await self._master_address(mq), mq)
+        return await api.max_offset(await self.instance.routes.master_address_of(mq), mq)
 
     async def _pull_once(self, process_queue: ProcessQueue) -> PullResult:
         mq = process_queue.mq

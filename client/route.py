@@ -276,6 +276,17 @@ class RouteTable:
         """`findBrokerAddressInPublish`: the master of `broker_name`."""
         return self._brokers.get(broker_name, {}).get(MASTER_ID)
 
+    async def master_address_of(self, mq: MessageQueue) -> str:
+        """The master of `mq`'s broker, fetching `mq`'s topic route once more if it is unknown;
+        NoRouteError when there is none."""
+        address = self.master_address(mq.broker_name)
+        if address is None:
+            await self.refresh(mq.topic)
+            address = self.master_address(mq.broker_name)
+        if address is None:
+            raise NoRouteError(f"broker {mq.broker_name} of {mq.topic} has no master address")
+        return address
+
     def broker_address(self, broker_name: str, broker_id: int = MASTER_ID) -> tuple[str, int] | None:
         """`findBrokerAddressInSubscribe`: (address, id) of `broker_id`, else the master, else any."""
         addrs = self._brokers.get(broker_name)
