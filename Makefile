@@ -34,10 +34,10 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check store protocol broker client operator cli tests bench
+	$(VENV)/bin/ruff format --check store protocol broker client operator spark cli tests bench
 
 typecheck: $(VENV)/.installed-dev
-	$(VENV)/bin/mypy -p shoal.store -p shoal.protocol -p shoal.client -p shoal.broker -p shoal.cli -p shoal.operator
+	$(VENV)/bin/mypy -p shoal.store -p shoal.protocol -p shoal.client -p shoal.broker -p shoal.cli -p shoal.operator -p shoal.spark
 
 imports: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports
