@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -18,10 +17,11 @@ from shoal.client import (
     ConsumeStatus,
     Message,
     MessageExt,
+    MQBrokerError,
     MQClientError,
 )
-from shoal.client.remoting import RemotingClient, RemotingError
-from shoal.protocol import ConsumeFromWhere, RequestCode, ResponseCode, ShoalRequestCode
+from shoal.client.admin import ha_status_of
+from shoal.protocol import ConsumeFromWhere
 
 NAMESRV_OPTION = click.option(
     "-n",
@@ -213,59 +213,32 @@ def dlq_resend(namesrv_addr: str, group: str, offset_msg_id: str, to_retry_topic
     )
 
 
-BROKER_REQUEST_TIMEOUT_S = 10.0  # a promotion flushes, dispatches and re-registers before answering
-
-
-def _broker_request(
-    broker_addr: str, code: int, ext_fields: dict[str, str] | None = None
-) -> tuple[int, str, dict[str, str], bytes]:
-    """One request straight to a broker: (code, remark, extFields, body)."""
-
-    async def call() -> tuple[int, str, dict[str, str], bytes]:
-        client = RemotingClient()
-        try:
-            response = await client.invoke(broker_addr, code, ext_fields, timeout_s=BROKER_REQUEST_TIMEOUT_S)
-        finally:
-            await client.close()
-        return response.code, response.remark or "", dict(response.ext_fields or {}), bytes(response.body or b"")
-
-    try:
-        return asyncio.run(call())
-    except RemotingError as error:
-        raise click.ClickException(str(error)) from None
-
-
-def _runtime_info(broker_addr: str) -> dict[str, str]:
-    code, remark, _fields, body = _broker_request(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-    if code != ResponseCode.SUCCESS:
-        raise click.ClickException(f"{broker_addr}: {code} {remark}")
-    table = json.loads(body or b"{}").get("table", {})
-    return {str(key): str(value) for key, value in table.items()}
-
-
 @admin.command(name="ha-status")
 @click.argument("broker_addr")
 @click.option("--json", "as_json", is_flag=True, help="Print the broker's HA fields as JSON.")
 def ha_status(broker_addr: str, as_json: bool) -> None:
     """Replication status of the broker at BROKER_ADDR: role, epoch, slaves or master, lag."""
-    table = _runtime_info(broker_addr)
-    fields = {key: value for key, value in table.items() if key.startswith("ha") or key in ("brokerRole", "brokerId")}
+    with _admin(broker_addr) as client:
+        try:
+            table = client.runtime_info(broker_addr)
+        except MQClientError as error:
+            raise click.ClickException(f"{broker_addr}: {error}") from None
     if as_json:
+        fields = {k: v for k, v in table.items() if k.startswith("ha") or k in ("brokerRole", "brokerId")}
         click.echo(json.dumps(fields, sort_keys=True))
         return
-    head = f"{broker_addr}: {table.get('brokerRole')} brokerId {table.get('brokerId')} epoch {table.get('haEpoch')}"
-    lag = f"lag {table.get('haLagBytes')} bytes / {table.get('haLagMs')} ms"
-    if table.get("brokerRole") == "SLAVE":
-        connected = "connected" if table.get("haMasterConnected") == "true" else "NOT connected"
-        click.echo(f"{head}; master {table.get('haMasterAddress') or '?'} {connected}; {lag}")
-        click.echo(f"  confirmed offset {table.get('haConfirmedOffset')}  {table.get('haLastError', '')}".rstrip())
+    status = ha_status_of(table)
+    head = f"{broker_addr}: {status.role} brokerId {status.broker_id} epoch {status.epoch}"
+    lag = f"lag {status.lag_bytes} bytes / {status.lag_ms} ms"
+    if not status.is_master:
+        connected = "connected" if status.master_connected else "NOT connected"
+        click.echo(f"{head}; master {status.master_address or '?'} {connected}; {lag}")
+        click.echo(f"  confirmed offset {status.confirmed_offset}  {status.last_error}".rstrip())
         return
-    slaves = json.loads(table.get("haSlaves") or "[]")
-    click.echo(f"{head}; {len(slaves)} slave(s) connected; confirmed offset {table.get('haConfirmedOffset')}; {lag}")
-    for slave in slaves:
+    click.echo(f"{head}; {len(status.slaves)} slave(s) connected; confirmed offset {status.confirmed_offset}; {lag}")
+    for slave in status.slaves:
         click.echo(
-            f"  slave {slave['address']}: acked {slave['ackOffset']}, "
-            f"lag {slave['lagBytes']} bytes / {slave['lagMs']} ms"
+            f"  slave {slave.address}: acked {slave.ack_offset}, lag {slave.lag_bytes} bytes / {slave.lag_ms} ms"
         )
 
 
@@ -279,16 +252,14 @@ def promote(broker_addr: str, epoch: int | None, role: str, force: bool) -> None
 
     Refused when the slave holds less than its master acknowledged. The old master, when it
     returns, finds the newer epoch and rejoins as a slave, dropping what it wrote alone."""
-    if epoch is None:
-        epoch = int(_runtime_info(broker_addr).get("haEpoch", "0")) + 1
-    fields = {"epoch": str(epoch), "brokerRole": role, "force": str(force).lower()}
-    code, remark, answer, _body = _broker_request(broker_addr, ShoalRequestCode.PROMOTE_TO_MASTER, fields)
-    if code != ResponseCode.SUCCESS:
-        raise click.ClickException(f"promotion refused: {remark}")
-    click.echo(
-        f"{broker_addr}: {answer.get('brokerRole')} at epoch {answer.get('epoch')} "
-        f"from offset {answer.get('startOffset')}"
-    )
+    with _admin(broker_addr) as client:
+        try:
+            result = client.promote(broker_addr, epoch=epoch, role=role, force=force)
+        except MQBrokerError as error:
+            raise click.ClickException(f"promotion refused: {error.remark}") from None
+        except MQClientError as error:
+            raise click.ClickException(f"{broker_addr}: {error}") from None
+    click.echo(f"{broker_addr}: {result.role} at epoch {result.epoch} from offset {result.start_offset}")
 
 
 @click.command()

@@ -7,7 +7,7 @@ imports the broker or the store. Errors form one tree rooted at `MQClientError` 
 
 from __future__ import annotations
 
-from shoal.client.admin import Admin, Connection, ConsumerConnection, QueueProgress
+from shoal.client.admin import Admin, Connection, ConsumerConnection, HaStatus, Promotion, QueueProgress, SlaveLink
 from shoal.client.blocking import (
     BlockingAdmin,
     BlockingProducer,
@@ -76,6 +76,7 @@ __all__ = [
     "ConsumeStatus",
     "ConsumerConnection",
     "ConsumerSettings",
+    "HaStatus",
     "InvalidMessageError",
     "InvalidSubscriptionError",
     "Listener",
@@ -91,6 +92,7 @@ __all__ = [
     "NoRouteError",
     "Producer",
     "ProducerSettings",
+    "Promotion",
     "PullConsumer",
     "PullResult",
     "PullStatus",
@@ -101,6 +103,7 @@ __all__ = [
     "RemotingTimeoutError",
     "SendResult",
     "SendStatus",
+    "SlaveLink",
     "Subscription",
     "TransactionListener",
     "TransactionProducer",

@@ -10,6 +10,7 @@ is a hash (keys can collide).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Self
@@ -34,6 +35,7 @@ from shoal.client.settings import ClientSettings
 from shoal.client.subscription import Subscription
 from shoal.protocol import (
     ClusterInfo,
+    ConsumerOffsetSerializeWrapper,
     ConsumeStats,
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
@@ -45,13 +47,17 @@ from shoal.protocol import (
     QueryMessageRequestHeader,
     RequestCode,
     ResponseCode,
+    ShoalRequestCode,
     SubscriptionData,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
     TopicFilterType,
     TopicList,
     TopicOffset,
     TopicRouteData,
     TopicStatsTable,
     ViewMessageRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
 )
 from shoal.protocol.errors import ProtocolError
 from shoal.protocol.json_compat import ObjectReader, loads, map_key_to_str
@@ -124,6 +130,88 @@ class QueueProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveLink:
+    """One slave connected to a master, as the master reports it."""
+
+    address: str
+    ack_offset: int
+    lag_bytes: int
+    lag_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class HaStatus:
+    """A broker's replication state (the HA fields of GET_BROKER_RUNTIME_INFO).
+
+    On a master `lag_bytes` is the best slave's lag (-1: no slave); on a slave it is its own lag
+    behind the master (-1: not known yet) and `master_connected` says whether the HA link is up.
+    """
+
+    role: str
+    broker_id: int
+    epoch: int
+    commitlog_max_offset: int
+    confirmed_offset: int
+    lag_bytes: int
+    lag_ms: int
+    master_address: str = ""
+    master_connected: bool = False
+    slaves: tuple[SlaveLink, ...] = ()
+    last_error: str = ""
+
+    @property
+    def is_master(self) -> bool:
+        return self.role != "SLAVE"
+
+
+@dataclass(frozen=True, slots=True)
+class Promotion:
+    """The answer to PROMOTE_TO_MASTER."""
+
+    role: str
+    epoch: int
+    start_offset: int
+
+
+def _int_field(table: dict[str, str], key: str, default: int = -1) -> int:
+    try:
+        return int(table.get(key, default))
+    except ValueError:
+        return default
+
+
+def ha_status_of(table: dict[str, str]) -> HaStatus:
+    """HaStatus from a runtime-info table; missing or malformed numbers read as -1."""
+    try:
+        raw_slaves = json.loads(table.get("haSlaves") or "[]")
+    except ValueError:
+        raw_slaves = []
+    slaves = tuple(
+        SlaveLink(
+            address=str(item.get("address", "")),
+            ack_offset=int(item.get("ackOffset", -1)),
+            lag_bytes=int(item.get("lagBytes", -1)),
+            lag_ms=int(item.get("lagMs", -1)),
+        )
+        for item in raw_slaves
+        if isinstance(item, dict)
+    )
+    return HaStatus(
+        role=table.get("brokerRole", ""),
+        broker_id=_int_field(table, "brokerId"),
+        epoch=_int_field(table, "haEpoch", 0),
+        commitlog_max_offset=_int_field(table, "commitLogMaxOffset"),
+        confirmed_offset=_int_field(table, "haConfirmedOffset"),
+        lag_bytes=_int_field(table, "haLagBytes"),
+        lag_ms=_int_field(table, "haLagMs"),
+        master_address=table.get("haMasterAddress", ""),
+        master_connected=table.get("haMasterConnected") == "true",
+        slaves=slaves,
+        last_error=table.get("haLastError", ""),
+    )
 
 
 def parse_consumer_connection(data: bytes | memoryview, address: str) -> ConsumerConnection:
@@ -442,6 +530,95 @@ class Admin:
                     if message.topic == topic:
                         messages[message.offset_msg_id] = message
         return sorted(messages.values(), key=lambda message: (message.store_timestamp_ms, message.commitlog_offset))
+
+    # --- one broker ---
+
+    async def runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO of one broker: its `table` of strings."""
+        self._check_running()
+        response = await self._instance.api.call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        try:
+            table = json.loads(bytes(response.body or b"{}")).get("table", {})
+        except (ValueError, AttributeError) as error:
+            raise protocol_failure(ProtocolError(f"runtime info is not a JSON object: {error}"), broker_addr) from None
+        return {str(key): str(value) for key, value in table.items()}
+
+    async def ha_status(self, broker_addr: str) -> HaStatus:
+        """The replication state of one broker (role, epoch, lag, slaves)."""
+        return ha_status_of(await self.runtime_info(broker_addr))
+
+    async def promote(
+        self, broker_addr: str, *, epoch: int | None = None, role: str = "ASYNC_MASTER", force: bool = False
+    ) -> Promotion:
+        """PROMOTE_TO_MASTER (Shoal's 9001) on the slave at `broker_addr`; `epoch` defaults to its
+        epoch + 1. MQBrokerError with the broker's reason when it refuses (behind the acknowledged
+        offset, or a live master still feeds it and `force` is off)."""
+        self._check_running()
+        if epoch is None:
+            epoch = (await self.ha_status(broker_addr)).epoch + 1
+        fields = {"epoch": str(epoch), "brokerRole": role, "force": str(force).lower()}
+        response = await self._instance.api.call(
+            broker_addr, ShoalRequestCode.PROMOTE_TO_MASTER, fields, timeout_s=limits.PROMOTE_TIMEOUT_S
+        )
+        answer = dict(response.ext_fields or {})
+        return Promotion(
+            role=answer.get("brokerRole", role),
+            epoch=int(answer.get("epoch", epoch)),
+            start_offset=int(answer.get("startOffset", -1)),
+        )
+
+    async def set_write_permission(self, broker_name: str, *, writable: bool) -> int:
+        """WIPE_ / ADD_WRITE_PERM_OF_BROKER on every nameserver: producers stop (or resume) choosing
+        `broker_name`'s queues. Returns the number of topic entries changed, summed."""
+        self._check_running()
+        code = RequestCode.ADD_WRITE_PERM_OF_BROKER if writable else RequestCode.WIPE_WRITE_PERM_OF_BROKER
+        key = "addTopicCount" if writable else "wipeTopicCount"
+        fields = WipeWritePermOfBrokerRequestHeader(broker_name=broker_name).to_ext_fields()
+        changed = 0
+        for namesrv in self._instance.namesrv.addresses:
+            response = await self._instance.api.call(namesrv, code, fields)
+            changed += int((response.ext_fields or {}).get(key, 0))
+        return changed
+
+    async def broker_topic_configs(self, broker_addr: str) -> dict[str, TopicConfig]:
+        """GET_ALL_TOPIC_CONFIG of one broker."""
+        self._check_running()
+        response = await self._instance.api.call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        try:
+            return TopicConfigSerializeWrapper.from_json(response.body or b"{}").topic_config_table
+        except ProtocolError as error:
+            raise protocol_failure(error, broker_addr) from None
+
+    async def broker_consumer_lag(self, broker_addr: str) -> int:
+        """Messages on one broker that some consumer group has not consumed yet: the sum over its
+        committed offsets (GET_ALL_CONSUMER_OFFSET) of the queues' max offset minus the offset."""
+        self._check_running()
+        response = await self._instance.api.call(broker_addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        try:
+            offsets = ConsumerOffsetSerializeWrapper.from_json(response.body or b"{}").offset_table
+        except ProtocolError as error:
+            raise protocol_failure(error, broker_addr) from None
+        maxima: dict[str, dict[int, int]] = {}
+        lag = 0
+        for key, committed in offsets.items():
+            topic = key.split("@", 1)[0]
+            if topic not in maxima:
+                fields = GetTopicStatsInfoRequestHeader(topic=topic).to_ext_fields()
+                stats = await self._instance.api.call(
+                    broker_addr,
+                    RequestCode.GET_TOPIC_STATS_INFO,
+                    fields,
+                    ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST),
+                )
+                table = (
+                    TopicStatsTable.from_json(stats.body or b"{}").offset_table
+                    if stats.code == ResponseCode.SUCCESS
+                    else {}
+                )
+                maxima[topic] = {mq.queue_id: offset.max_offset for mq, offset in table.items()}
+            for queue_id, offset in committed.items():
+                lag += max(maxima[topic].get(queue_id, 0) - offset, 0)
+        return lag
 
     # --- dead letters ---
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
 from shoal.client import limits
-from shoal.client.admin import Admin, ConsumerConnection, QueueProgress
+from shoal.client.admin import Admin, ConsumerConnection, HaStatus, Promotion, QueueProgress
 from shoal.client.errors import ClientStateError, RemotingTimeoutError
 from shoal.client.message import Message, MessageExt
 from shoal.client.producer import MessageQueueSelector, Producer, SendResult
@@ -314,6 +314,23 @@ class BlockingAdmin(_BlockingBase):
 
     def cluster_masters(self, cluster: str) -> list[str]:
         return self._run(self._admin.cluster_masters(cluster))
+
+    def runtime_info(self, broker_addr: str) -> dict[str, str]:
+        return self._run(self._admin.runtime_info(broker_addr))
+
+    def ha_status(self, broker_addr: str) -> HaStatus:
+        return self._run(self._admin.ha_status(broker_addr))
+
+    def promote(
+        self, broker_addr: str, *, epoch: int | None = None, role: str = "ASYNC_MASTER", force: bool = False
+    ) -> Promotion:
+        return self._run(self._admin.promote(broker_addr, epoch=epoch, role=role, force=force))
+
+    def set_write_permission(self, broker_name: str, *, writable: bool) -> int:
+        return self._run(self._admin.set_write_permission(broker_name, writable=writable))
+
+    def broker_consumer_lag(self, broker_addr: str) -> int:
+        return self._run(self._admin.broker_consumer_lag(broker_addr))
 
     def create_topic(self, topic: str, **options: Any) -> list[str]:
         return self._run(self._admin.create_topic(topic, **options))

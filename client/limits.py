@@ -41,6 +41,7 @@ DLQ_LIST_MAX_COUNT = 10_000  # ours: Admin.dlq_messages holds what it lists in m
 
 # --- transport (ours; see also shoal.protocol.limits) ---
 NAMESRV_ADDRESSES_MAX_COUNT = 64  # a nameserver list is a handful of hosts; bounds failover loops
+PROMOTE_TIMEOUT_S = 10.0  # a promotion flushes, dispatches and re-registers before it answers
 REQUEST_TIMEOUT_MAX_S = 600.0  # no single request waits longer, whatever a caller asks
 
 assert COMPRESS_BODY_OVER_BYTES < MESSAGE_BODY_SIZE_MAX_BYTES

@@ -30,6 +30,7 @@ from click.testing import CliRunner
 
 from shoal.cli.main import cli
 from shoal.client import (
+    Admin,
     ClientSettings,
     ConsumerSettings,
     ConsumeStatus,
@@ -44,7 +45,7 @@ from shoal.client import (
 from shoal.client.pull import pull_request_fields, pull_result_of
 from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.client.subscription import Subscription
-from shoal.protocol import RequestCode, ResponseCode
+from shoal.protocol import PermName, RequestCode, ResponseCode
 
 pytestmark = pytest.mark.slow
 
@@ -597,3 +598,48 @@ def test_promotion_then_the_old_master_returns_as_a_fenced_slave(
     assert "fenced" in master.log() and "cutting at" in master.log()
     status = runner.invoke(cli, ["admin", "ha-status", slave.addr])
     assert "ASYNC_MASTER brokerId 0 epoch 1" in status.output, status.output
+
+
+def test_admin_reads_ha_state_wipes_write_permission_and_measures_lag(group: Group) -> None:
+    """Goal: the admin calls the operator relies on (ha_status, set_write_permission,
+    broker_consumer_lag) report what the brokers hold. Method: SYNC master + slave, 40 messages,
+    a consumer offset committed at 25 of them; then the namesrv write permission is wiped and
+    restored."""
+    master = group.master("SYNC_MASTER")
+    slave = group.slave(master)
+    create_topic(master, "HaAdmin")
+    assert set(asyncio.run(send_range(group, "HaAdmin", 0, 40))) == {SendStatus.SEND_OK}
+    wait_until(in_sync(master, slave), "slave in sync")
+    end = commitlog_end(master)
+
+    async def check() -> None:
+        async with Admin(group.namesrv.addr) as admin:
+            on_master = await admin.ha_status(master.addr)
+            assert on_master.is_master and on_master.role == "SYNC_MASTER" and on_master.broker_id == 0
+            assert len(on_master.slaves) == 1 and on_master.slaves[0].lag_bytes == 0
+            assert on_master.commitlog_max_offset == end
+            on_slave = await admin.ha_status(slave.addr)
+            assert not on_slave.is_master and on_slave.master_connected and on_slave.lag_bytes == 0
+
+            stats = await admin.topic_stats("HaAdmin")
+            total = sum(offset.max_offset for offset in stats.offset_table.values())
+            assert total == 40
+            # Commit offsets covering 25 of the 40 messages for one group.
+            remaining = 25
+            for mq, offset in sorted(stats.offset_table.items()):
+                committed = min(offset.max_offset, remaining)
+                remaining -= committed
+                fields = {"consumerGroup": "GID_lag", "topic": "HaAdmin", "queueId": str(mq.queue_id)}
+                fields["commitOffset"] = str(committed)
+                code, remark, _ = await _request(master.addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+                assert code == ResponseCode.SUCCESS, remark
+            assert await admin.broker_consumer_lag(master.addr) == 15
+
+            assert await admin.set_write_permission(BROKER_NAME, writable=False) >= 1
+            route = await admin.topic_route("HaAdmin")
+            assert all(queue.perm & PermName.WRITE == 0 for queue in route.queue_datas)
+            assert await admin.set_write_permission(BROKER_NAME, writable=True) >= 1
+            route = await admin.topic_route("HaAdmin")
+            assert all(queue.perm & PermName.WRITE for queue in route.queue_datas)
+
+    asyncio.run(check())
