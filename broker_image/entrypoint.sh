@@ -7,6 +7,8 @@
 #                  ordinal is the suffix of the StatefulSet pod's hostname (<cluster>-g<i>-<n>)
 #   prepare-store  init container (root, CHOWN/FOWNER/DAC_OVERRIDE only): check or write the store
 #                  marker, then hand the store directory to the non-root broker user
+#   cleanup-store  reclaimPolicy Delete (a Job on the volume's node): remove $SHOAL_STORE_DIR only if
+#                  its marker names $SHOAL_CLUSTER_UID; anything else is left in place
 #   operator       the kopf operator (python -m shoal.operator)
 # See shoal/operator/manifests.py for how the operator sets these up.
 set -eu
@@ -68,6 +70,19 @@ prepare_store() {
     chmod 0750 "$SHOAL_STORE_DIR"
 }
 
+cleanup_store() {
+    : "${SHOAL_CLUSTER_UID:?SHOAL_CLUSTER_UID is required}"
+    if [ ! -e "$SHOAL_STORE_DIR" ]; then
+        echo "shoal-entrypoint: $SHOAL_STORE_DIR is already gone"
+        return 0
+    fi
+    [ -f "$MARKER" ] || die "$SHOAL_STORE_DIR has no $MARKER: not removing a directory Shoal did not write"
+    owner="$(sed -n 's/^cluster-uid=//p' "$MARKER")"
+    [ "$owner" = "$SHOAL_CLUSTER_UID" ] || die "$SHOAL_STORE_DIR belongs to cluster $owner, not $SHOAL_CLUSTER_UID: not removing it"
+    rm -rf -- "$SHOAL_STORE_DIR"
+    echo "shoal-entrypoint: removed $SHOAL_STORE_DIR of cluster $SHOAL_CLUSTER_UID"
+}
+
 command="${1:-broker}"
 [ "$#" -gt 0 ] && shift
 case "$command" in
@@ -75,6 +90,7 @@ case "$command" in
     broker) conf="$(render_broker_conf)"; exec shoal broker -c "$conf" "$@" ;;
     render-broker-conf) render_broker_conf ;;
     prepare-store) prepare_store ;;
+    cleanup-store) cleanup_store ;;
     operator) exec python -m shoal.operator "$@" ;;
     *) exec "$command" "$@" ;;
 esac

@@ -55,10 +55,57 @@ assert NAME_SERVER_REPLICAS_MAX >= 1
 assert TOPIC_NAME_LENGTH_MAX <= 255
 
 RECONCILE_INTERVAL_S = 60.0
-"""A Broker is re-read and its children re-applied this often (drift, deleted children, status)."""
+"""A Topic is re-applied to its cluster this often (drift); a conflicting Topic re-checks this often."""
+
+BROKER_RECONCILE_INTERVAL_S = 10.0
+"""A Broker is re-read and its children re-applied this often: drift, status, the next step of a
+roll, and a master's unreadiness for failover are all seen on this beat."""
+
+ROLL_SLAVE_LAG_MAX_BYTES = 1024 * 1024
+"""A master is restarted in a roll only when each of its slaves is at most this far behind."""
+
+FAILOVER_GRACE_S = 30.0
+"""Automatic failover promotes a slave after the master pod has been unready this long: longer
+than a broker restart's recovery of a clean store, so a roll or a node blip does not fail over."""
 
 RETRY_DELAY_S = 15.0
 """Delay before retrying a reconcile that waits for something (nodes, a reachable cluster)."""
 
 ADMIN_TIMEOUT_S = 10.0
 """Bound on one Topic's admin-protocol conversation with its cluster."""
+
+# ---------------------------------------------------------------- StoreAnalysis (scheduled Spark runs)
+
+ANALYSIS_NAME_LENGTH_MAX = 36
+"""A StoreAnalysis' metadata.name. Its longest child is the spark-submit driver pod
+`<analysis>-now-<8 hex>-g15-2-driver`: 36 + 13 + 6 + 7 = 62 <= 63."""
+
+ANALYSIS_RUN_SUFFIX_LENGTH_MAX = len("-now-") + 8
+"""`-<minutes since the epoch>` (8 digits until the year 2160) or `-now-<8 hex>`."""
+
+ANALYSIS_TARGET_SUFFIX_LENGTH_MAX = len(f"-g{GROUPS_MAX - 1}-{REPLICAS_PER_GROUP_MAX - 1}")
+
+ANALYSIS_MISSED_RUNS_COUNTED_MAX = 100
+"""Missed fire times counted (never run) after downtime; the CronJob controller's bound too."""
+
+ANALYSIS_HISTORY_LIMIT_MAX = 20
+"""successful/failedRunsHistoryLimit: finished runs (Jobs, summaries) kept per analysis."""
+
+ANALYSIS_DEADLINE_S_MAX = 7 * 24 * 3600
+"""startingDeadlineSeconds and activeDeadlineSeconds: a week."""
+
+ANALYSIS_ARGS_MAX = 32
+"""Extra job arguments (analysis.args)."""
+
+ANALYSIS_SUMMARY_BYTES_MAX = 4096
+"""A job's JSON summary is its pod's termination message, which the kubelet cuts at 4096 bytes."""
+
+ANALYSIS_TICK_S = 10.0
+"""The scheduler timer's period per StoreAnalysis (the CronJob controller also polls every 10 s);
+a run starts at most this late."""
+
+assert (
+    ANALYSIS_NAME_LENGTH_MAX + ANALYSIS_RUN_SUFFIX_LENGTH_MAX + ANALYSIS_TARGET_SUFFIX_LENGTH_MAX + len("-driver")
+    <= KUBERNETES_NAME_LENGTH_MAX
+)
+assert ANALYSIS_TICK_S < 60, "cron has minute resolution: tick more often than once a minute"

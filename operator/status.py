@@ -11,7 +11,7 @@ Broker conditions and their reasons:
     Ready              True  AllGroupsServing
                        False InvalidSpec | ReconciliationPaused | StorageUnavailable |
                              NameServerUnavailable | Creating | GroupWithoutMaster
-    Progressing        True  Creating | RollingUpdate | ScalingUp     False UpToDate
+    Progressing        True  Creating | Draining | RollingUpdate | ScalingUp     False UpToDate
     Degraded           True  NameServerNotReady | SlaveNotReady | SlaveOutOfSync
                        False AsExpected
     NameServerReady    True  Ready | External      False NotReady
@@ -50,7 +50,9 @@ class PodFacts:
     revision: str = ""
     """controller-revision-hash label: compared with the StatefulSet's updateRevision."""
     ha_lag_bytes: int | None = None
-    """A slave's distance behind its master, as the master reports it; None: not known."""
+    """A slave's distance behind its master, as the slave reports it; None: not known."""
+    store_end: int | None = None
+    """The broker's CommitLog max offset; None: not known (pod not ready or not answering)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,12 @@ class ClusterFacts:
     pods: Sequence[PodFacts] = ()
     masters: Mapping[int, int] = field(default_factory=dict)
     """Group index -> ordinal holding the master role (default 0)."""
+    master_unready_since: Mapping[int, str] = field(default_factory=dict)
+    """Group index -> when its master was first seen unready (RFC 3339); absent: ready."""
+    draining: Sequence[str] = ()
+    """Groups beyond spec.groups being drained before deletion, with where each stands."""
+    roll_steps: Sequence[str] = ()
+    """Where the ordered roll stands in each group that has outdated pods (rollout.plan_roll)."""
     volumes_bound: bool = True
     pod_security_forbids_host_path: bool = False
     paused: bool = False
@@ -120,11 +128,14 @@ def _group_detail(spec: BrokerSpec, group: int, facts: ClusterFacts) -> dict[str
         if pod is not None and role == "Slave" and pod.ha_lag_bytes is not None:
             member["haLagBytes"] = pod.ha_lag_bytes
         members.append(member)
-    return {
+    detail: dict[str, Any] = {
         "name": manifests.group_name(spec, group),
         "master": manifests.pod_name(spec, group, master),
         "members": members,
     }
+    if group in facts.master_unready_since:
+        detail["masterUnreadySince"] = facts.master_unready_since[group]
+    return detail
 
 
 def _progress(spec: BrokerSpec, facts: ClusterFacts) -> tuple[bool, str, str]:
@@ -132,6 +143,8 @@ def _progress(spec: BrokerSpec, facts: ClusterFacts) -> tuple[bool, str, str]:
     pods_seen = [p for p in facts.pods if p.group < spec.groups and p.ordinal < spec.replicas_per_group]
     if not facts.groups or not pods_seen:
         return True, "Creating", "waiting for broker pods"
+    if facts.draining:
+        return True, "Draining", "; ".join(facts.draining)
     missing = [g for g in range(spec.groups) if g not in facts.groups]
     if missing or len(pods_seen) < pods_expected:
         return True, "ScalingUp", f"{len(pods_seen)} of {pods_expected} broker pods exist"
@@ -141,7 +154,8 @@ def _progress(spec: BrokerSpec, facts: ClusterFacts) -> tuple[bool, str, str]:
         if facts.groups[p.group].update_revision and p.revision != facts.groups[p.group].update_revision
     )
     if outdated:
-        return True, "RollingUpdate", f"pods to restart: {', '.join(outdated)}"
+        steps = "".join(f"; {step}" for step in facts.roll_steps)
+        return True, "RollingUpdate", f"pods to restart: {', '.join(outdated)}{steps}"
     return False, "UpToDate", "every pod runs the current revision"
 
 

@@ -60,3 +60,20 @@ def test_store_with_data_but_no_marker_is_refused(tmp_path: Path) -> None:
     (store / "commitlog").mkdir(parents=True)
     result = _run(tmp_path, "prepare-store", POD_NAME="orders-g0-0", SHOAL_CLUSTER_UID="u", SHOAL_GROUP="orders-g0")
     assert result.returncode != 0 and "refusing to adopt" in result.stderr
+
+
+def test_cleanup_removes_only_a_store_marked_for_the_cluster(tmp_path: Path) -> None:
+    """cleanup-store (reclaimPolicy Delete) removes this cluster's directory, refuses another
+    cluster's or an unmarked one, and succeeds when the directory is already gone."""
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    unmarked = _run(tmp_path, "cleanup-store", SHOAL_CLUSTER_UID="uid-a")
+    assert unmarked.returncode != 0 and "has no" in unmarked.stderr and store.exists()
+    (store / ".shoal-store").write_text("cluster-uid=uid-b\ngroup=orders-g0\nordinal=0\nformat=1\n")
+    foreign = _run(tmp_path, "cleanup-store", SHOAL_CLUSTER_UID="uid-a")
+    assert foreign.returncode != 0 and "belongs to cluster uid-b" in foreign.stderr and store.exists()
+    removed = _run(tmp_path, "cleanup-store", SHOAL_CLUSTER_UID="uid-b")
+    assert removed.returncode == 0, removed.stderr
+    assert not store.exists()
+    again = _run(tmp_path, "cleanup-store", SHOAL_CLUSTER_UID="uid-b")
+    assert again.returncode == 0 and "already gone" in again.stdout
