@@ -19,6 +19,7 @@ protocol (UPDATE_AND_CREATE_TOPIC is an upsert) and deletes it behind a finalize
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import os
 from collections.abc import Mapping, Sequence
@@ -26,15 +27,21 @@ from typing import Any
 
 import kopf
 
-from shoal.client import Admin
-from shoal.client.errors import MQClientError
-from shoal.operator import kube, limits, manifests, status
+from shoal.client import Admin, HaStatus
+from shoal.client.errors import MQBrokerError, MQClientError
+from shoal.operator import kube, limits, manifests, rollout, status
 from shoal.operator.errors import InvalidSpecError, NotReadyError
 from shoal.operator.spec import PERMISSION_BITS, BrokerSpec, TopicSpec, broker_spec_from, topic_spec_from
 
 GROUP, VERSION = "shoal.io", "v1alpha1"
 DEFAULT_HOST_ROOTS = ("/var/lib/shoal",)
 ANNOTATION_PAUSE = "shoal.io/pause-reconciliation"
+ANNOTATION_MANUAL_ROLL = "shoal.io/manual-rolling-update"
+"""On a Broker: "true" restarts every broker pod in the ordered way; on a pod: that pod only."""
+ANNOTATION_PROMOTE = "shoal.io/promote"
+"""On a Broker: the name of a slave pod to promote to master of its group (manual failover)."""
+ANNOTATION_SKIP_DRAIN = "shoal.io/skip-drain-check"
+"""On a Broker: "true" deletes groups removed by a scale-down without waiting for consumers."""
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
@@ -51,8 +58,26 @@ def allowed_host_roots() -> tuple[str, ...]:
     return tuple(root for root in raw.split(":") if root)
 
 
+def _clock() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seconds_since(stamp: str) -> float:
+    try:
+        then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return max((_clock() - then).total_seconds(), 0.0)
+
+
+def broker_address(pod: Mapping[str, Any]) -> str:
+    """Where the operator reaches a broker pod's remoting port ("" before it has an IP)."""
+    ip = str((pod.get("status") or {}).get("podIP") or "")
+    return f"{ip}:{manifests.BROKER_PORT}" if ip else ""
 
 
 def _generation(body: Mapping[str, Any]) -> int:
@@ -113,10 +138,17 @@ def _stateful_set_facts(body: Mapping[str, Any]) -> status.StatefulSetFacts:
     )
 
 
-def _pod_facts(spec: BrokerSpec, pod: Mapping[str, Any]) -> status.PodFacts | None:
+def _group_index(spec: BrokerSpec, pod: Mapping[str, Any]) -> int | None:
+    """The group a pod belongs to, including groups beyond spec.groups (being drained)."""
+    label = str((pod["metadata"].get("labels") or {}).get(manifests.LABEL_GROUP, ""))
+    prefix = f"{spec.name}-g"
+    suffix = label[len(prefix) :] if label.startswith(prefix) else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _pod_facts(spec: BrokerSpec, pod: Mapping[str, Any], ha: HaStatus | None = None) -> status.PodFacts | None:
     meta = pod["metadata"]
-    groups = {manifests.group_name(spec, g): g for g in range(spec.groups)}
-    group = groups.get((meta.get("labels") or {}).get(manifests.LABEL_GROUP, ""))
+    group = _group_index(spec, pod)
     ordinal_text = str(meta["name"]).rsplit("-", 1)[-1]
     if group is None or not ordinal_text.isdigit():
         return None
@@ -128,6 +160,8 @@ def _pod_facts(spec: BrokerSpec, pod: Mapping[str, Any]) -> status.PodFacts | No
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         node=str((pod.get("spec") or {}).get("nodeName") or ""),
         revision=str((meta.get("labels") or {}).get("controller-revision-hash", "")),
+        ha_lag_bytes=None if ha is None or ha.is_master or ha.lag_bytes < 0 else ha.lag_bytes,
+        store_end=None if ha is None or ha.commitlog_max_offset < 0 else ha.commitlog_max_offset,
     )
 
 
@@ -141,9 +175,47 @@ def _pod_security_level(namespace: str, logger: Any) -> str:
         return ""
 
 
+async def _ha_of(addresses: Mapping[str, str]) -> dict[str, HaStatus | None]:
+    """Pod name -> its broker's replication state; None for a broker that does not answer."""
+    if not addresses:
+        return {}
+    async with Admin(list(addresses.values())) as admin:
+
+        async def one(address: str) -> HaStatus | None:
+            try:
+                return await asyncio.wait_for(admin.ha_status(address), limits.ADMIN_TIMEOUT_S)
+            except (MQClientError, OSError, TimeoutError):
+                return None
+
+        answers = await asyncio.gather(*(one(address) for address in addresses.values()))
+    return dict(zip(addresses, answers, strict=True))
+
+
+def _observe_brokers(pods: Sequence[Mapping[str, Any]], logger: Any) -> dict[str, HaStatus | None]:
+    """Ask every ready broker pod for its replication state (lag, CommitLog end, role)."""
+    addresses = {}
+    for pod in pods:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        address = broker_address(pod)
+        if ready and address:
+            addresses[str(pod["metadata"]["name"])] = address
+    try:
+        return asyncio.run(_ha_of(addresses))
+    except (MQClientError, OSError) as error:
+        logger.warning(f"cannot observe brokers: {error!r}")
+        return {}
+
+
 def _cluster_facts(
-    spec: BrokerSpec, storage_nodes: Mapping[str, str], paused: bool, logger: Any
-) -> status.ClusterFacts:
+    spec: BrokerSpec,
+    storage_nodes: Mapping[str, str],
+    paused: bool,
+    logger: Any,
+    masters: Mapping[int, int],
+    previous_groups: Any,
+) -> tuple[status.ClusterFacts, list[dict[str, Any]], dict[str, HaStatus | None]]:
+    """Observed facts, plus the raw pods and each ready broker's replication state."""
     stateful_sets = {
         s["metadata"]["name"]: s for s in kube.cluster_stateful_sets(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
     }
@@ -153,29 +225,194 @@ def _cluster_facts(
         for g in range(spec.groups)
         if manifests.group_name(spec, g) in stateful_sets
     }
-    pods = [
-        facts
+    raw_pods = [
+        pod
         for pod in kube.cluster_pods(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
-        if (facts := _pod_facts(spec, pod)) is not None
+        if _group_index(spec, pod) is not None
     ]
+    ha = _observe_brokers(raw_pods, logger)
+    pods = [
+        pod_facts
+        for pod in raw_pods
+        if (pod_facts := _pod_facts(spec, pod, ha.get(str(pod["metadata"]["name"])))) is not None
+        and pod_facts.group < spec.groups
+    ]
+    previous_since = {
+        str(detail.get("name")): str(detail["masterUnreadySince"])
+        for detail in (previous_groups if isinstance(previous_groups, list) else [])
+        if isinstance(detail, Mapping) and detail.get("masterUnreadySince")
+    }
+    unready_since = {}
+    for group in range(spec.groups):
+        master = next((p for p in pods if p.group == group and p.ordinal == masters.get(group, 0)), None)
+        if group in groups and (master is None or not master.ready):
+            unready_since[group] = previous_since.get(manifests.group_name(spec, group), _now())
     host_path = spec.storage.type == "HostPath"
     expected_pods = [manifests.pod_name(spec, g, n) for g in range(spec.groups) for n in range(spec.replicas_per_group)]
     enforce = _pod_security_level(spec.namespace, logger) if host_path else ""
-    return status.ClusterFacts(
+    cluster = status.ClusterFacts(
         name_server=_stateful_set_facts(name_server) if name_server else None,
         groups=groups,
         pods=pods,
+        masters=dict(masters),
+        master_unready_since=unready_since,
         volumes_bound=not host_path or all(pod in storage_nodes for pod in expected_pods),
         pod_security_forbids_host_path=enforce in ("baseline", "restricted"),
         paused=paused,
     )
+    return cluster, raw_pods, ha
+
+
+# ---------------------------------------------------------------- Broker: roll, failover, drain
+
+
+def _promote(
+    spec: BrokerSpec, group: int, step: rollout.Step, raw_pods: Sequence[Mapping[str, Any]], logger: Any
+) -> bool:
+    """PROMOTE_TO_MASTER on the chosen slave; True when the broker accepted."""
+    pod = next((p for p in raw_pods if p["metadata"]["name"] == step.pod), None)
+    address = broker_address(pod) if pod is not None else ""
+    if not address:
+        logger.warning(f"cannot promote {step.pod}: no pod address")
+        return False
+    role = "SYNC_MASTER" if spec.replication_mode == "Sync" else "ASYNC_MASTER"
+
+    async def promote() -> None:
+        async with Admin([address]) as admin:
+            await admin.promote(address, role=role)
+
+    try:
+        asyncio.run(asyncio.wait_for(promote(), limits.ADMIN_TIMEOUT_S))
+    except MQBrokerError as error:
+        logger.warning(f"promotion of {step.pod} refused by the broker: {error.remark}")
+        return False
+    except (MQClientError, OSError, TimeoutError) as error:
+        logger.warning(f"promotion of {step.pod} failed: {error!r}")
+        return False
+    logger.info(f"promoted {step.pod} to master of {manifests.group_name(spec, group)}: {step.reason}")
+    return True
+
+
+def _fail_over(
+    spec: BrokerSpec,
+    facts: status.ClusterFacts,
+    raw_pods: Sequence[Mapping[str, Any]],
+    requested: str,
+    patch: kopf.Patch,
+    logger: Any,
+) -> dict[int, int]:
+    """Promote where rollout.plan_failover says so; the groups' master ordinals afterwards."""
+    masters = dict(facts.masters)
+    for group in range(spec.groups):
+        since = facts.master_unready_since.get(group)
+        mine = requested if requested.startswith(manifests.group_name(spec, group) + "-") else ""
+        step = rollout.plan_failover(spec, facts, group, _seconds_since(since) if since else None, mine)
+        if step.action == rollout.WAIT and (mine or spec.failover == "Automatic"):
+            logger.info(f"failover of {manifests.group_name(spec, group)}: {step.reason}")
+        if step.action != rollout.PROMOTE:
+            if mine and step.action == rollout.NOTHING:
+                patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_PROMOTE] = None
+            continue
+        if _promote(spec, group, step, raw_pods, logger):
+            masters[group] = step.ordinal
+            kube.apply(manifests.group_config_map(spec, group, step.ordinal))
+            if mine:
+                patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_PROMOTE] = None
+    return masters
+
+
+def _roll(
+    spec: BrokerSpec, facts: status.ClusterFacts, raw_pods: Sequence[Mapping[str, Any]], manual: bool, logger: Any
+) -> list[str]:
+    """One ordered-roll step per group (rollout.plan_roll); what each group waits for."""
+    notes = []
+    for group in range(spec.groups):
+        forced = {
+            str(p["metadata"]["name"])
+            for p in raw_pods
+            if _group_index(spec, p) == group
+            and (manual or (p["metadata"].get("annotations") or {}).get(ANNOTATION_MANUAL_ROLL) == "true")
+        }
+        step = rollout.plan_roll(spec, facts, group, forced)
+        if step.action == rollout.DELETE_POD:
+            kube.delete("v1", "Pod", spec.namespace, step.pod)
+            logger.info(f"rolling {manifests.group_name(spec, group)}: deleted {step.pod}: {step.reason}")
+            notes.append(f"restarting {step.pod}")
+        elif step.action == rollout.WAIT:
+            notes.append(step.reason)
+    return notes
+
+
+def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: str, logger: Any) -> None:
+    """reclaimPolicy Delete: a cleanup Job per directory (on its node), then the PV object."""
+    for volume in volumes:
+        name = volume["metadata"]["name"]
+        if reclaim == "Delete":
+            if (volume["metadata"].get("annotations") or {}).get(manifests.ANNOTATION_STORAGE_NODE):
+                kube.apply(manifests.store_cleanup_job(volume, image))
+            kube.delete("v1", "PersistentVolume", None, name)
+            logger.info(f"deleted PersistentVolume {name} and started its directory cleanup (reclaimPolicy Delete)")
+        else:
+            logger.info(f"kept PersistentVolume {name} and its directory (reclaimPolicy Retain)")
+
+
+def _drain(
+    spec: BrokerSpec,
+    body: Mapping[str, Any],
+    raw_pods: Sequence[Mapping[str, Any]],
+    ha: Mapping[str, HaStatus | None],
+    logger: Any,
+) -> list[str]:
+    """Groups beyond spec.groups: wipe their write permission, delete them once drained."""
+    names = {
+        s["metadata"]["name"] for s in kube.cluster_stateful_sets(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
+    }
+    skip = (body["metadata"].get("annotations") or {}).get(ANNOTATION_SKIP_DRAIN) == "true"
+    notes = []
+    for group in range(spec.groups, limits.GROUPS_MAX):
+        name = manifests.group_name(spec, group)
+        if name not in names:
+            continue
+        masters = [
+            broker_address(p)
+            for p in raw_pods
+            if _group_index(spec, p) == group
+            and (state := ha.get(p["metadata"]["name"])) is not None
+            and state.is_master
+        ]
+        lag = None
+        if masters:
+
+            async def drain_facts(address: str = masters[0], broker_name: str = name) -> int:
+                async with Admin(manifests.name_server_addresses(spec)) as admin:
+                    await admin.set_write_permission(broker_name, writable=False)
+                    return await admin.broker_consumer_lag(address)
+
+            try:
+                lag = asyncio.run(asyncio.wait_for(drain_facts(), limits.ADMIN_TIMEOUT_S))
+            except (MQClientError, OSError, TimeoutError) as error:
+                logger.warning(f"draining {name}: {error!r}")
+        step = rollout.plan_drain(name, lag, skip)
+        if step.action != rollout.DELETE_GROUP:
+            notes.append(step.reason)
+            continue
+        for api_version, kind, child in manifests.group_children(spec, group):
+            kube.delete(api_version, kind, spec.namespace, child)
+        volumes = [
+            v
+            for v in kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID)
+            if (v["metadata"].get("labels") or {}).get(manifests.LABEL_GROUP) == name
+        ]
+        _release_volumes(volumes, spec.image, spec.storage.reclaim_policy, logger)
+        logger.info(f"scale-down: {step.reason}; deleted group {name}")
+    return notes
 
 
 # ---------------------------------------------------------------- Broker: reconcile
 
 
 def reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *, raise_invalid: bool = True) -> None:
-    """Parse, apply every child, write the status; see the module docstring."""
+    """Parse, apply every child, observe, take one roll/failover/drain step, write the status."""
     try:
         spec = broker_spec_from(body, allowed_host_roots())
     except InvalidSpecError as error:
@@ -183,15 +420,24 @@ def reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *,
         if raise_invalid:
             raise permanent from error
         return
-    paused = (body["metadata"].get("annotations") or {}).get(ANNOTATION_PAUSE) == "true"
+    annotations = body["metadata"].get("annotations") or {}
+    paused = annotations.get(ANNOTATION_PAUSE) == "true"
+    previous_groups = (body.get("status") or {}).get("groups")
+    masters = rollout.master_ordinals(spec, previous_groups)
     storage_nodes = _storage_nodes(spec)
     if not paused:
         actions: dict[str, int] = {}
-        for child in manifests.desired_state(spec, storage_nodes):
+        for child in manifests.desired_state(spec, storage_nodes, masters):
             action, _ = kube.apply(child)
             actions[action] = actions.get(action, 0) + 1
         logger.info(f"Broker {spec.namespace}/{spec.name}: children {actions}")
-    facts = _cluster_facts(spec, storage_nodes, paused, logger)
+    facts, raw_pods, ha = _cluster_facts(spec, storage_nodes, paused, logger, masters, previous_groups)
+    if not paused:
+        masters = _fail_over(spec, facts, raw_pods, str(annotations.get(ANNOTATION_PROMOTE, "")), patch, logger)
+        facts = dataclasses.replace(facts, masters=masters)
+        roll_steps = _roll(spec, facts, raw_pods, annotations.get(ANNOTATION_MANUAL_ROLL) == "true", logger)
+        draining = _drain(spec, body, raw_pods, ha, logger)
+        facts = dataclasses.replace(facts, roll_steps=roll_steps, draining=draining)
     _set_status(patch, status.broker_status(spec, _generation(body), facts, _now(), _previous(body)))
     if not facts.volumes_bound and not paused:
         raise kopf.TemporaryError(
@@ -215,7 +461,13 @@ def broker_resumed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_:
     reconcile_broker(body, patch, logger)
 
 
-@kopf.timer(GROUP, VERSION, "brokers", interval=limits.RECONCILE_INTERVAL_S, initial_delay=limits.RECONCILE_INTERVAL_S)
+@kopf.timer(
+    GROUP,
+    VERSION,
+    "brokers",
+    interval=limits.BROKER_RECONCILE_INTERVAL_S,
+    initial_delay=limits.BROKER_RECONCILE_INTERVAL_S,
+)
 def broker_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     reconcile_broker(body, patch, logger, raise_invalid=False)
 
@@ -224,12 +476,13 @@ def broker_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: A
 def broker_deleted(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """Namespaced children go with their ownerReferences; hostPath PVs per the reclaim policy."""
     uid = str(body["metadata"].get("uid") or "")
-    reclaim = (((body.get("spec") or {}).get("storage") or {}).get("hostPath") or {}).get("reclaimPolicy", "Retain")
+    spec = body.get("spec") or {}
+    reclaim = ((spec.get("storage") or {}).get("hostPath") or {}).get("reclaimPolicy", "Retain")
     if not uid or reclaim != "Delete":
         return
-    for volume in kube.cluster_volumes(uid, manifests.LABEL_CLUSTER_UID):
-        kube.delete("v1", "PersistentVolume", None, volume["metadata"]["name"])
-        logger.info(f"deleted PersistentVolume {volume['metadata']['name']} (reclaimPolicy Delete)")
+    _release_volumes(
+        kube.cluster_volumes(uid, manifests.LABEL_CLUSTER_UID), str(spec.get("image", "")), reclaim, logger
+    )
 
 
 # ---------------------------------------------------------------- Topic

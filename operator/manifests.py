@@ -560,3 +560,82 @@ def desired_state(
             pod_disruption_budget(spec, "broker", group, spec.pdb_max_unavailable),
         ]
     return objects
+
+
+def group_children(spec: BrokerSpec, group: int) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of the namespaced objects of one group, for deleting a drained
+    group (its PVs follow the reclaim policy)."""
+    name = group_name(spec, group)
+    return [
+        ("apps/v1", "StatefulSet", name),
+        ("policy/v1", "PodDisruptionBudget", name),
+        ("v1", "Service", name),
+        ("v1", "ConfigMap", f"{name}-config"),
+    ]
+
+
+CLEANUP_JOB_TTL_S = 3600
+"""A finished cleanup Job (it has no owner: the Broker is gone) is removed after this long."""
+CLEANUP_MOUNT_PATH = "/cluster"
+
+
+def store_cleanup_job(volume: Mapping[str, Any], image: str) -> Object:
+    """A Job that removes one pod's hostPath store directory on its node (reclaimPolicy Delete).
+
+    It mounts the directory's parent, so the directory itself can go, and runs the entrypoint's
+    `cleanup-store`, which deletes it only when its `.shoal-store` marker names this cluster's
+    UID: a directory reused by another cluster, or never written by Shoal, is left alone.
+    """
+    meta = volume["metadata"]
+    directory = str(volume["spec"]["hostPath"]["path"])
+    parent, _, leaf = directory.rpartition("/")
+    node = str((meta.get("annotations") or {}).get(ANNOTATION_STORAGE_NODE, ""))
+    pv_labels = meta.get("labels") or {}
+    namespace = str(pv_labels.get("shoal.io/namespace", "default"))
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            # Deterministic (a retried delete never makes two) and short enough for a Job name.
+            "name": f"shoal-cleanup-{hashlib.sha256(str(meta['name']).encode()).hexdigest()[:16]}",
+            "namespace": namespace,
+            "annotations": {"shoal.io/persistent-volume": str(meta["name"]), "shoal.io/directory": directory},
+            "labels": {
+                "app.kubernetes.io/name": "shoal",
+                "app.kubernetes.io/component": "store-cleanup",
+                "app.kubernetes.io/managed-by": MANAGED_BY,
+                LABEL_CLUSTER: str(pv_labels.get(LABEL_CLUSTER, "")),
+            },
+        },
+        "spec": {
+            "backoffLimit": 3,
+            "ttlSecondsAfterFinished": CLEANUP_JOB_TTL_S,
+            "template": {
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [
+                        {
+                            "name": "cleanup-store",
+                            "image": image,
+                            "args": ["cleanup-store"],
+                            "env": [
+                                {"name": "SHOAL_CLUSTER_UID", "value": str(pv_labels.get(LABEL_CLUSTER_UID, ""))},
+                                {"name": "SHOAL_STORE_DIR", "value": f"{CLEANUP_MOUNT_PATH}/{leaf}"},
+                            ],
+                            "securityContext": {
+                                "runAsUser": 0,
+                                "runAsNonRoot": False,
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE", "FOWNER"]},
+                            },
+                            "volumeMounts": [{"name": "cluster", "mountPath": CLEANUP_MOUNT_PATH}],
+                        }
+                    ],
+                    "volumes": [{"name": "cluster", "hostPath": {"path": parent, "type": "Directory"}}],
+                }
+            },
+        },
+    }
