@@ -589,35 +589,28 @@ class Admin:
         except ProtocolError as error:
             raise protocol_failure(error, broker_addr) from None
 
-    async def broker_consumer_lag(self, broker_addr: str) -> int:
+    async def broker_consumer_lag(self, broker_addr: str, topic: str | None = None, min_queue_id: int = 0) -> int:
         """Messages on one broker that some consumer group has not consumed yet: the sum over its
-        committed offsets (GET_ALL_CONSUMER_OFFSET) of the queues' max offset minus the offset."""
+        committed offsets (GET_ALL_CONSUMER_OFFSET) of the queue's max offset minus the offset.
+        `topic` / `min_queue_id` narrow it to one topic's queues from that id on (a queue shrink
+        waits for exactly those)."""
         self._check_running()
         response = await self._instance.api.call(broker_addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         try:
             offsets = ConsumerOffsetSerializeWrapper.from_json(response.body or b"{}").offset_table
         except ProtocolError as error:
             raise protocol_failure(error, broker_addr) from None
-        maxima: dict[str, dict[int, int]] = {}
         lag = 0
         for key, committed in offsets.items():
-            topic = key.split("@", 1)[0]
-            if topic not in maxima:
-                fields = GetTopicStatsInfoRequestHeader(topic=topic).to_ext_fields()
-                stats = await self._instance.api.call(
-                    broker_addr,
-                    RequestCode.GET_TOPIC_STATS_INFO,
-                    fields,
-                    ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST),
-                )
-                table = (
-                    TopicStatsTable.from_json(stats.body or b"{}").offset_table
-                    if stats.code == ResponseCode.SUCCESS
-                    else {}
-                )
-                maxima[topic] = {mq.queue_id: offset.max_offset for mq, offset in table.items()}
+            name = key.split("@", 1)[0]
+            if topic is not None and name != topic:
+                continue
             for queue_id, offset in committed.items():
-                lag += max(maxima[topic].get(queue_id, 0) - offset, 0)
+                if queue_id >= min_queue_id:
+                    # GET_MAX_OFFSET, not topic stats: stats cover only the writable queues, and a
+                    # shrink waits on the queues that are no longer writable.
+                    mq = MessageQueue(topic=name, broker_name="", queue_id=queue_id)
+                    lag += max(await self._instance.api.max_offset(broker_addr, mq) - offset, 0)
         return lag
 
     # --- dead letters ---
