@@ -29,9 +29,10 @@ import kopf
 
 from shoal.client import Admin, HaStatus
 from shoal.client.errors import MQBrokerError, MQClientError
-from shoal.operator import kube, limits, manifests, rollout, status
+from shoal.client.route import master_address
+from shoal.operator import kube, limits, manifests, rollout, status, topics
 from shoal.operator.errors import InvalidSpecError, NotReadyError
-from shoal.operator.spec import PERMISSION_BITS, BrokerSpec, TopicSpec, broker_spec_from, topic_spec_from
+from shoal.operator.spec import BrokerSpec, TopicSpec, broker_spec_from, topic_spec_from
 
 GROUP, VERSION = "shoal.io", "v1alpha1"
 DEFAULT_HOST_ROOTS = ("/var/lib/shoal",)
@@ -322,16 +323,25 @@ def _fail_over(
 
 
 def _roll(
-    spec: BrokerSpec, facts: status.ClusterFacts, raw_pods: Sequence[Mapping[str, Any]], manual: bool, logger: Any
+    spec: BrokerSpec, facts: status.ClusterFacts, raw_pods: Sequence[dict[str, Any]], manual: bool, logger: Any
 ) -> list[str]:
-    """One ordered-roll step per group (rollout.plan_roll); what each group waits for."""
+    """One ordered-roll step per group (rollout.plan_roll); what each group waits for.
+
+    The Broker's manual-rolling-update annotation is handed down to every current pod (as
+    Strimzi does): a pod restarted since comes back without it, so each is restarted once."""
     notes = []
+    if manual:
+        for pod in raw_pods:
+            name = str(pod["metadata"]["name"])
+            changes = {"metadata": {"annotations": {ANNOTATION_MANUAL_ROLL: "true"}}}
+            if kube.patch("v1", "Pod", spec.namespace, name, changes) is not None:
+                pod.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_MANUAL_ROLL] = "true"
     for group in range(spec.groups):
         forced = {
             str(p["metadata"]["name"])
             for p in raw_pods
             if _group_index(spec, p) == group
-            and (manual or (p["metadata"].get("annotations") or {}).get(ANNOTATION_MANUAL_ROLL) == "true")
+            and (p["metadata"].get("annotations") or {}).get(ANNOTATION_MANUAL_ROLL) == "true"
         }
         step = rollout.plan_roll(spec, facts, group, forced)
         if step.action == rollout.DELETE_POD:
@@ -435,7 +445,10 @@ def reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *,
     if not paused:
         masters = _fail_over(spec, facts, raw_pods, str(annotations.get(ANNOTATION_PROMOTE, "")), patch, logger)
         facts = dataclasses.replace(facts, masters=masters)
-        roll_steps = _roll(spec, facts, raw_pods, annotations.get(ANNOTATION_MANUAL_ROLL) == "true", logger)
+        manual_roll = annotations.get(ANNOTATION_MANUAL_ROLL) == "true"
+        roll_steps = _roll(spec, facts, raw_pods, manual_roll, logger)
+        if manual_roll:
+            patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_MANUAL_ROLL] = None
         draining = _drain(spec, body, raw_pods, ha, logger)
         facts = dataclasses.replace(facts, roll_steps=roll_steps, draining=draining)
     _set_status(patch, status.broker_status(spec, _generation(body), facts, _now(), _previous(body)))
@@ -512,8 +525,8 @@ def _topic_context(body: Mapping[str, Any], patch: kopf.Patch) -> tuple[TopicSpe
         raise _invalid(patch, body, error) from error
     namespace, name = str(body["metadata"].get("namespace")), str(body["metadata"]["name"])
     cluster_body = kube.get(f"{GROUP}/{VERSION}", "Broker", namespace, spec.cluster)
-    if cluster_body is None:
-        message = f"Broker {namespace}/{spec.cluster} does not exist"
+    if cluster_body is None or cluster_body["metadata"].get("deletionTimestamp"):
+        message = f"Broker {namespace}/{spec.cluster} does not exist or is being deleted"
         _set_status(patch, _topic_status(body, False, "ClusterNotFound", message))
         raise kopf.TemporaryError(message, delay=limits.RETRY_DELAY_S)
     candidates = [t for t in kube.list_objects(f"{GROUP}/{VERSION}", "Topic", namespace) if _same_topic(t, spec)]
@@ -533,19 +546,48 @@ def _topic_context(body: Mapping[str, Any], patch: kopf.Patch) -> tuple[TopicSpe
     return spec, cluster
 
 
-async def _create_topic(addresses: Sequence[str], cluster_name: str, spec: TopicSpec) -> bool:
-    """Create or update the topic on every master; True if it existed before (adopted)."""
+@dataclasses.dataclass
+class TopicOutcome:
+    """What one reconcile of a Topic did, per broker group (brokerName)."""
+
+    steps: dict[str, topics.TopicStep] = dataclasses.field(default_factory=dict)
+    missing: list[str] = dataclasses.field(default_factory=list)
+    """Placement groups not registered with the NameServers (not up yet)."""
+
+
+async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: TopicSpec) -> TopicOutcome:
+    """Bring the topic on each placement group's master to the spec (topics.plan_topic)."""
+    outcome = TopicOutcome()
     async with Admin(list(addresses)) as admin:
-        existed = spec.topic_name in await admin.topic_list()
-        await admin.create_topic(
-            spec.topic_name,
-            cluster=cluster_name,
-            read_queue_nums=spec.read_queue_nums,
-            write_queue_nums=spec.write_queue_nums,
-            perm=PERMISSION_BITS[spec.permission],
-            order=spec.order,
-        )
-        return existed
+        info = await admin.cluster_info()
+        registered = set(info.cluster_addr_table.get(cluster.cluster_name) or ())
+        wanted = [manifests.group_name(cluster, g) for g in (spec.groups or range(cluster.groups))]
+        for broker_name in wanted:
+            address = master_address(info.broker_addr_table[broker_name]) if broker_name in registered else None
+            if address is None:
+                outcome.missing.append(broker_name)
+                continue
+            config = (await admin.broker_topic_configs(address)).get(spec.topic_name)
+            live = (
+                None
+                if config is None
+                else topics.LiveTopic(config.read_queue_nums, config.write_queue_nums, int(config.perm), config.order)
+            )
+            lag = None
+            if topics.needs_removed_queue_lag(spec, live):
+                lag = await admin.broker_consumer_lag(address, spec.topic_name, spec.read_queue_nums)
+            step = topics.plan_topic(spec, live, lag)
+            if step.action in (topics.CREATE, topics.UPDATE):
+                await admin.create_topic(
+                    spec.topic_name,
+                    broker_addr=address,
+                    read_queue_nums=step.read_queue_nums,
+                    write_queue_nums=step.write_queue_nums,
+                    perm=step.perm,
+                    order=step.order,
+                )
+            outcome.steps[broker_name] = step
+    return outcome
 
 
 async def _delete_topic(addresses: Sequence[str], cluster_name: str, topic_name: str) -> None:
@@ -562,16 +604,37 @@ def _run_admin(work: Any, what: str) -> Any:
 
 
 def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
+    """Apply the Topic to its cluster's groups and report; retried while something is pending."""
     spec, cluster = _topic_context(body, patch)
     addresses = manifests.name_server_addresses(cluster)
     try:
-        existed = _run_admin(_create_topic(addresses, cluster.cluster_name, spec), f"create {spec.topic_name}")
+        outcome: TopicOutcome = _run_admin(_apply_topic(addresses, cluster, spec), f"apply {spec.topic_name}")
     except NotReadyError as error:
         _set_status(patch, _topic_status(body, False, "ClusterUnreachable", str(error)))
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
-    reason = "Adopted" if existed else "Created"
-    logger.info(f"topic {spec.topic_name} {reason.lower()} on cluster {cluster.cluster_name}")
-    _set_status(patch, _topic_status(body, True, reason, f"topic {spec.topic_name} is on cluster {cluster.name}"))
+    for broker_name, step in outcome.steps.items():
+        if step.action in (topics.CREATE, topics.UPDATE):
+            logger.info(f"topic {spec.topic_name} {step.reason} on {broker_name}")
+    refused = {name: step for name, step in outcome.steps.items() if step.action == topics.REFUSED}
+    holders = sorted(outcome.steps)
+    new_status = {}
+    if refused:
+        name, step = next(iter(sorted(refused.items())))
+        new_status = _topic_status(body, False, "QueueShrinkRefused", f"{name}: {step.reason}")
+    elif outcome.missing:
+        message = f"groups not serving yet: {', '.join(outcome.missing)}"
+        new_status = _topic_status(body, False, "GroupNotServing", message)
+    else:
+        actions = {step.action for step in outcome.steps.values()}
+        reason = "Created" if actions == {topics.CREATE} else "Updated" if actions - {topics.UNCHANGED} else "InSync"
+        if not (body.get("status") or {}).get("conditions") and topics.CREATE not in actions:
+            reason = "Adopted"
+        message = f"topic {spec.topic_name} is on {', '.join(holders)} of cluster {cluster.name}"
+        new_status = _topic_status(body, True, reason, message)
+    new_status["brokers"] = holders
+    _set_status(patch, new_status)
+    if outcome.missing or any(step.shrinking for step in outcome.steps.values()):
+        raise kopf.TemporaryError(f"topic {spec.topic_name}: pending", delay=limits.RETRY_DELAY_S)
 
 
 @kopf.on.create(GROUP, VERSION, "topics")
@@ -587,6 +650,15 @@ def topic_updated(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: 
 @kopf.on.resume(GROUP, VERSION, "topics")
 def topic_resumed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     reconcile_topic(body, patch, logger)
+
+
+@kopf.timer(GROUP, VERSION, "topics", interval=limits.RECONCILE_INTERVAL_S, initial_delay=limits.RECONCILE_INTERVAL_S)
+def topic_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+    """Drift correction: a topic changed or deleted behind the operator's back is put back."""
+    try:
+        reconcile_topic(body, patch, logger)
+    except (kopf.PermanentError, kopf.TemporaryError) as error:
+        logger.info(f"topic drift check: {error}")
 
 
 @kopf.on.delete(GROUP, VERSION, "topics")

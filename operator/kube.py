@@ -191,6 +191,16 @@ def apply(desired: Object) -> tuple[str, Object]:
     return "updated", _checked("PATCH", path, status, data)
 
 
+def patch(api_version: str, kind: str, namespace: str | None, name: str, changes: Object) -> Object | None:
+    """JSON merge patch of an existing object; None when it is gone (never creates it)."""
+    path = _path(api_version, kind, namespace, name)
+    status, data = _request("PATCH", path, body=changes, content_type="application/merge-patch+json")
+    if status == HTTP_NOT_FOUND:
+        return None
+    result: Object = _checked("PATCH", path, status, data)
+    return result
+
+
 # ---------------------------------------------------------------- a cluster's children
 
 
@@ -213,3 +223,35 @@ def nodes(selector: Mapping[str, str] | None = None) -> list[Object]:
 def namespace_labels(namespace: str) -> dict[str, str]:
     body = get("v1", "Namespace", None, namespace)
     return dict(((body or {}).get("metadata") or {}).get("labels") or {})
+
+
+# ---------------------------------------------------------------- StoreAnalysis runs (analysis_handlers.py)
+
+ANALYSIS_KINDS: Mapping[tuple[str, str], Kind] = {
+    ("batch/v1", "Job"): Kind("/apis/batch/v1", "jobs", True),
+    ("shoal.io/v1alpha1", "StoreAnalysis"): Kind("/apis/shoal.io/v1alpha1", "storeanalyses", True),
+}
+KINDS = {**ANALYSIS_KINDS, **KINDS}
+
+
+def create_once(desired: Object) -> bool:
+    """Create `desired`; False if an object of that name exists already. Run children have
+    deterministic names, so AlreadyExists means a previous attempt launched it: done, not an error."""
+    api_version, kind = desired["apiVersion"], desired["kind"]
+    path = _path(api_version, kind, desired["metadata"].get("namespace"))
+    status, data = _request("POST", path, body=desired)
+    if status == HTTP_CONFLICT:
+        return False
+    _checked("POST", path, status, data)
+    return True
+
+
+def delete_with_dependents(api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+    """Delete with propagationPolicy Background: a Job's pods go with it (the API's default for
+    batch/v1 Jobs orphans them). False if it was already gone."""
+    path = _path(api_version, kind, namespace, name)
+    status, data = _request("DELETE", path, query={"propagationPolicy": "Background"})
+    if status == HTTP_NOT_FOUND:
+        return False
+    _checked("DELETE", path, status, data)
+    return True
