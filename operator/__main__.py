@@ -12,6 +12,7 @@ import os
 
 import kopf
 
+import shoal.operator.analysis_handlers  # noqa: F401  (importing registers the StoreAnalysis handlers)
 from shoal.operator import handlers
 
 

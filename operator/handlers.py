@@ -613,7 +613,7 @@ def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> 
         _set_status(patch, _topic_status(body, False, "ClusterUnreachable", str(error)))
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
     for broker_name, step in outcome.steps.items():
-        if step.action in (topics.CREATE, topics.UPDATE):
+        if step.action in (topics.CREATE, topics.UPDATE) or step.shrinking:
             logger.info(f"topic {spec.topic_name} {step.reason} on {broker_name}")
     refused = {name: step for name, step in outcome.steps.items() if step.action == topics.REFUSED}
     holders = sorted(outcome.steps)
@@ -630,11 +630,17 @@ def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> 
         if not (body.get("status") or {}).get("conditions") and topics.CREATE not in actions:
             reason = "Adopted"
         message = f"topic {spec.topic_name} is on {', '.join(holders)} of cluster {cluster.name}"
+        shrinking = sorted(name for name, step in outcome.steps.items() if step.shrinking)
+        if shrinking:
+            reason = "ShrinkingQueues"
+            message += f"; read queues shrink on {', '.join(shrinking)} once consumers have emptied them"
         new_status = _topic_status(body, True, reason, message)
     new_status["brokers"] = holders
     _set_status(patch, new_status)
-    if outcome.missing or any(step.shrinking for step in outcome.steps.values()):
-        raise kopf.TemporaryError(f"topic {spec.topic_name}: pending", delay=limits.RETRY_DELAY_S)
+    if outcome.missing:
+        raise kopf.TemporaryError(f"topic {spec.topic_name}: groups not serving yet", delay=limits.RETRY_DELAY_S)
+    if any(step.shrinking for step in outcome.steps.values()):
+        raise kopf.TemporaryError(f"topic {spec.topic_name}: shrinking", delay=limits.TOPIC_SHRINK_RECHECK_S)
 
 
 @kopf.on.create(GROUP, VERSION, "topics")

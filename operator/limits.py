@@ -71,6 +71,9 @@ than a broker restart's recovery of a clean store, so a roll or a node blip does
 RETRY_DELAY_S = 15.0
 """Delay before retrying a reconcile that waits for something (nodes, a reachable cluster)."""
 
+TOPIC_SHRINK_RECHECK_S = 5.0
+"""A Topic whose read queues wait for consumers before shrinking is re-checked this often."""
+
 ADMIN_TIMEOUT_S = 10.0
 """Bound on one Topic's admin-protocol conversation with its cluster."""
 

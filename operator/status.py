@@ -141,21 +141,25 @@ def _group_detail(spec: BrokerSpec, group: int, facts: ClusterFacts) -> dict[str
 def _progress(spec: BrokerSpec, facts: ClusterFacts) -> tuple[bool, str, str]:
     pods_expected = spec.groups * spec.replicas_per_group
     pods_seen = [p for p in facts.pods if p.group < spec.groups and p.ordinal < spec.replicas_per_group]
-    if not facts.groups or not pods_seen:
-        return True, "Creating", "waiting for broker pods"
     if facts.draining:
         return True, "Draining", "; ".join(facts.draining)
-    missing = [g for g in range(spec.groups) if g not in facts.groups]
-    if missing or len(pods_seen) < pods_expected:
-        return True, "ScalingUp", f"{len(pods_seen)} of {pods_expected} broker pods exist"
+    if not facts.groups or not pods_seen:
+        return True, "Creating", "waiting for broker pods"
     outdated = sorted(
         p.name
         for p in pods_seen
-        if facts.groups[p.group].update_revision and p.revision != facts.groups[p.group].update_revision
+        if p.group in facts.groups
+        and facts.groups[p.group].update_revision
+        and p.revision != facts.groups[p.group].update_revision
     )
-    if outdated:
-        steps = "".join(f"; {step}" for step in facts.roll_steps)
-        return True, "RollingUpdate", f"pods to restart: {', '.join(outdated)}{steps}"
+    if outdated or facts.roll_steps:
+        # Before ScalingUp: a pod missing in the middle of a roll is the roll's doing.
+        steps = "; ".join(facts.roll_steps)
+        restart = f"pods to restart: {', '.join(outdated)}" if outdated else "pods restarted"
+        return True, "RollingUpdate", f"{restart}; {steps}" if steps else restart
+    missing = [g for g in range(spec.groups) if g not in facts.groups]
+    if missing or len(pods_seen) < pods_expected:
+        return True, "ScalingUp", f"{len(pods_seen)} of {pods_expected} broker pods exist"
     return False, "UpToDate", "every pod runs the current revision"
 
 

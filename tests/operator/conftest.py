@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +26,8 @@ def cluster_body() -> dict[str, Any]:
     body = copy.deepcopy(load_yaml(REPO_ROOT / "examples" / "cluster.yaml"))
     body["metadata"].update(namespace="mq", uid="0f7c5d2e-1111-4222-8333-944455556666", generation=3)
     return body
+
+
+# The StoreAnalysis scheduler's timer period is read when analysis_handlers is imported; the KMock
+# tests (test_analysis_handlers.py) move an injected clock and need ticks well under a second.
+os.environ.setdefault("SHOAL_ANALYSIS_TICK_S", "0.2")

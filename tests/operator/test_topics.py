@@ -1,0 +1,46 @@
+"""topics.py: what a Topic asks of one broker group, including the two-phase queue shrink."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from shoal.operator import topics
+from shoal.operator.spec import TopicSpec
+
+SPEC = TopicSpec(cluster="orders", topic_name="OrdersCreated", read_queue_nums=4, write_queue_nums=4)
+
+
+def live(read: int = 4, write: int = 4, perm: int = 6, order: bool = False) -> topics.LiveTopic:
+    return topics.LiveTopic(read, write, perm, order)
+
+
+def test_missing_topic_is_created_and_equal_one_is_left_alone() -> None:
+    step = topics.plan_topic(SPEC, None)
+    assert (step.action, step.read_queue_nums, step.write_queue_nums, step.perm) == (topics.CREATE, 4, 4, 6)
+    assert topics.plan_topic(SPEC, live()).action == topics.UNCHANGED
+
+
+def test_drift_in_permission_order_or_growth_is_corrected() -> None:
+    assert topics.plan_topic(SPEC, live(perm=4)).action == topics.UPDATE
+    assert topics.plan_topic(SPEC, live(order=True)).action == topics.UPDATE
+    grow = topics.plan_topic(dataclasses.replace(SPEC, read_queue_nums=8, write_queue_nums=8), live())
+    assert (grow.action, grow.read_queue_nums, grow.write_queue_nums) == (topics.UPDATE, 8, 8)
+
+
+def test_shrink_without_allow_shrink_is_refused() -> None:
+    step = topics.plan_topic(SPEC, live(read=8, write=8))
+    assert step.action == topics.REFUSED and "allowShrink" in step.reason
+
+
+def test_shrink_writes_first_then_reads_once_consumers_emptied_the_removed_queues() -> None:
+    spec = dataclasses.replace(SPEC, allow_shrink=True)
+    first = topics.plan_topic(spec, live(read=8, write=8))
+    assert (first.action, first.read_queue_nums, first.write_queue_nums, first.shrinking) == (topics.UPDATE, 8, 4, True)
+    assert topics.needs_removed_queue_lag(spec, first.as_live())
+    waiting = topics.plan_topic(spec, first.as_live(), removed_queue_lag=3)
+    assert (waiting.action, waiting.read_queue_nums, waiting.shrinking) == (topics.UNCHANGED, 8, True)
+    unknown = topics.plan_topic(spec, first.as_live(), removed_queue_lag=None)
+    assert unknown.read_queue_nums == 8
+    done = topics.plan_topic(spec, first.as_live(), removed_queue_lag=0)
+    assert (done.action, done.read_queue_nums, done.write_queue_nums, done.shrinking) == (topics.UPDATE, 4, 4, False)
+    assert not topics.needs_removed_queue_lag(spec, live(read=8, write=8))
