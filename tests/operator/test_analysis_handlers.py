@@ -28,7 +28,16 @@ import yaml
 from shoal.operator import analysis_handlers, kube, manifests
 from shoal.operator.spec import broker_spec_from
 from tests.operator.conftest import REPO_ROOT, load_yaml
-from tests.operator.test_handlers import _granted, _used, get_object, patch_object, post, wait_until, watching
+from tests.operator.test_handlers import (
+    ANALYSIS_GRANTS,
+    _granted,
+    _used,
+    get_object,
+    patch_object,
+    post,
+    wait_until,
+    watching,
+)
 
 NAMESPACE = "mq"
 ANALYSES = "shoal.io/v1alpha1/storeanalyses"
@@ -469,5 +478,7 @@ async def test_rbac_grants_every_request_of_the_scheduler(api: km.KubernetesEmul
     seeded = {("shoal.io", "storeanalyses", "create")}
     used = set(_used(api)) - seeded
     assert ("batch", "jobs", "create") in used and ("batch", "jobs", "delete") in used
+    unused = ANALYSIS_GRANTS - used
+    assert not unused, f"test_handlers.ANALYSIS_GRANTS names grants the scheduler never used: {sorted(unused)}"
     missing = used - _granted()
     assert not missing, f"not granted by charts/shoal/templates/rbac.yaml: {sorted(missing)}"
