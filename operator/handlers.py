@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -96,6 +97,14 @@ def _set_status(patch: kopf.Patch, new_status: Mapping[str, Any]) -> None:
 def _invalid(patch: kopf.Patch, body: Mapping[str, Any], error: InvalidSpecError) -> kopf.PermanentError:
     _set_status(patch, status.invalid_spec_status(_generation(body), str(error), _now(), _previous(body)))
     return kopf.PermanentError(f"invalid spec: {error}")
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Kubernetes Events only for warnings and errors: timers tick every few seconds per object,
+    and an Event per successful tick would flood `kubectl describe` and etcd."""
+    settings.posting.level = logging.WARNING
+    settings.persistence.finalizer = "shoal.io/finalizer"
 
 
 # ---------------------------------------------------------------- Broker: observed facts
