@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.commitlog import CommitLog
+from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.index_service import IndexService
 from shoal.store.java_hash import tags_code
@@ -66,6 +67,14 @@ TagsCodeHook = Callable[[str, dict[str, str], int, int], int | None]
 """(topic, properties, store_timestamp, default tagsCode) -> tagsCode override or None."""
 
 
+class _Rewind(Exception):
+    """Raised inside a dispatch pass: restart it from `offset` (a ConsumeQueue lags behind)."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -87,6 +96,12 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._reported_damage_at = -1
         self._topic_names: dict[bytes, str] = {}
+        self.rewind_on_gap = False
+        """During recovery only: a ConsumeQueue found behind the others (its files older than the
+        CommitLog's, as in a store copied file by file) makes dispatch restart from that queue's
+        end instead of writing a unit after a gap. Units already present are skipped, so the
+        second pass only fills what is missing; listeners are not attached yet."""
+        self._rewound: set[tuple[str, int]] = set()
 
     @property
     def behind_bytes(self) -> int:
@@ -113,6 +128,9 @@ class Dispatcher:
             view, _segment_start = found
             try:
                 consumed, count, stop = self._dispatch_view(view, count_max - dispatched)
+            except _Rewind as rewind:
+                self.reput_from_offset = rewind.offset
+                continue
             finally:
                 view.release()
             dispatched += count
@@ -165,6 +183,30 @@ class Dispatcher:
             count += 1
         return position, count, False
 
+    def _rewind_to_fill(
+        self, queue: ConsumeQueue, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int
+    ) -> None:
+        """Raise _Rewind when the records `queue` misses can still be read (once per queue)."""
+        restart = queue.max_physical_offset
+        if (
+            queue.max_offset == 0
+            or (topic, queue_id) in self._rewound
+            or not self.commitlog.min_offset <= restart < commitlog_offset
+        ):
+            return
+        self._rewound.add((topic, queue_id))
+        log.warning(
+            "ConsumeQueue %s-%d ends at logic offset %d but the CommitLog holds offset %d at %d: "
+            "dispatching again from %d to fill it",
+            topic,
+            queue_id,
+            queue.max_offset,
+            queue_offset,
+            commitlog_offset,
+            restart,
+        )
+        raise _Rewind(restart)
+
     def _dispatch_one(
         self,
         size: int,
@@ -186,6 +228,8 @@ class Dispatcher:
         transaction = sysflag & TRANSACTION_TYPE_MASK
         if transaction in _CONSUME_QUEUE_TYPES:
             queue = self.consume_queues.find_or_create(topic, queue_id)
+            if self.rewind_on_gap and queue_offset > queue.max_offset:
+                self._rewind_to_fill(queue, topic, queue_id, queue_offset, commitlog_offset)
             queue.put(commitlog_offset, size, code, queue_offset)
             self.checkpoint.logics_msg_timestamp = store_timestamp
         if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):

@@ -167,7 +167,11 @@ class MessageStore:
         if not last_exit_ok:
             reput_from = min(reput_from, report.scan_start_offset)
         self.dispatcher.reput_from_offset = max(reput_from, self.commitlog.min_offset)
-        report.messages_redispatched = self.dispatcher.dispatch_available()
+        self.dispatcher.rewind_on_gap = True
+        try:
+            report.messages_redispatched = self.dispatcher.dispatch_available()
+        finally:
+            self.dispatcher.rewind_on_gap = False
         self._rebuild_topic_queue_table()
         for queue in self.consume_queues:
             queue.correct_min_offset(self.commitlog.min_offset)

@@ -791,6 +791,43 @@ def test_dispatcher_rebuilds_consume_queues_and_index_from_a_foreign_commitlog(
         copy.shutdown()
 
 
+def test_recovery_fills_a_consume_queue_copied_before_the_others(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: a store copied file by file (one topic's ConsumeQueues older than another's and than
+    the CommitLog) recovers complete queues, not queues with a gap. Method: 600 messages over two
+    topics; Topic1's consumequeue/ is copied after 300 of them, the rest after all 600; on open the
+    dispatcher finds Topic1 behind, dispatches again from its end, and every CQ file equals the
+    original's."""
+    original_settings = small_settings(tmp_path / "original")
+    original = open_store(original_settings)
+    snapshot = tmp_path / "early-Topic1"
+    for i in range(600):
+        if i == 300:
+            settle(original)
+            shutil.copytree(original_settings.consume_queue_dir / "Topic1", snapshot)
+        put(original, f"Topic{i % 2}", (i // 2) % 2, os.urandom(i % 700), KEYS=f"key{i}")
+    original.shutdown()
+    copy_settings = small_settings(tmp_path / "copy")
+    copy_settings.root_dir.mkdir()
+    shutil.copytree(original_settings.commitlog_dir, copy_settings.commitlog_dir)
+    shutil.copytree(original_settings.consume_queue_dir, copy_settings.consume_queue_dir)
+    shutil.copytree(original_settings.index_dir, copy_settings.index_dir)
+    shutil.rmtree(copy_settings.consume_queue_dir / "Topic1")
+    shutil.copytree(snapshot, copy_settings.consume_queue_dir / "Topic1")
+    copy = MessageStore(copy_settings)
+    report = copy.open()
+    try:
+        assert 0 < report.messages_redispatched < 600, "only the lagging queue's stretch is dispatched again"
+        assert _cq_files(copy_settings.consume_queue_dir) == _cq_files(original_settings.consume_queue_dir)
+        assert [copy.max_offset_in_queue("Topic1", q) for q in (0, 1)] == [150, 150]
+        put(copy, "Topic1", 0, b"after the restore")
+        settle(copy)
+        assert copy.max_offset_in_queue("Topic1", 0) == 151
+    finally:
+        copy.shutdown()
+
+
 def _cq_files(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
