@@ -432,3 +432,62 @@ async def test_rbac_grants_nothing_the_operator_never_uses(kube_api: km.Kubernet
     assert not used - _granted(), f"not granted: {sorted(used - _granted())}"
     unused = _granted() - used - ANALYSIS_GRANTS - UNSEEN_GRANTS
     assert not unused, f"granted by charts/shoal/templates/rbac.yaml but never used: {sorted(unused)}"
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_child_is_recreated(kube_api: km.KubernetesEmulator) -> None:
+    """Goal: drift correction brings back a child deleted by hand. Method: delete the group's
+    ConfigMap and StatefulSet through the API, touch the Broker; both come back."""
+    await seed_cluster(kube_api)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, broker_body())
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+        for path in (
+            f"/api/v1/namespaces/{NAMESPACE}/configmaps/orders-g0-config",
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/orders-g0",
+        ):
+            response = await kube_api.delete(path, headers={"Connection": "close"})
+            assert response.status < 300, await response.text()
+            response.close()
+        assert kube_api.objects["v1/configmaps", NAMESPACE, "orders-g0-config"].deleted
+        await patch_object(kube_api, f"{BROKER_PATH}/orders", {"metadata": {"annotations": {"touch": "1"}}})
+        await wait_until(
+            lambda: (
+                not kube_api.objects["v1/configmaps", NAMESPACE, "orders-g0-config"].deleted
+                and not kube_api.objects["apps/v1/statefulsets", NAMESPACE, "orders-g0"].deleted
+            )
+        )
+
+
+@pytest.mark.parametrize("reclaim", ["Delete", "Retain"])
+@pytest.mark.asyncio
+async def test_deleting_a_broker_follows_the_reclaim_policy(kube_api: km.KubernetesEmulator, reclaim: str) -> None:
+    """Goal: reclaimPolicy Delete removes the PVs and starts one marker-checked cleanup Job per
+    directory, pinned to its node; Retain keeps both. Method: create, then delete the Broker."""
+    await seed_cluster(kube_api)
+    body = broker_body(storage={"type": "HostPath", "hostPath": {"reclaimPolicy": reclaim}})
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, body)
+        await wait_until(lambda: "conditions" in broker_status(kube_api))
+        response = await kube_api.delete(f"{BROKER_PATH}/orders", headers={"Connection": "close"})
+        assert response.status < 300, await response.text()
+        response.close()
+        await wait_until(lambda: kube_api.objects[BROKERS, NAMESPACE, "orders"].deleted)
+    jobs = [dict(r.data or {}) for r in kube_api[km.action.CREATE, km.resource("batch/v1/jobs")]]
+    volumes = {n: kube_api.objects["v1/persistentvolumes", None, f"shoal-mq-orders-g0-{n}"] for n in (0, 1)}
+    if reclaim == "Retain":
+        assert jobs == []
+        assert not any(v.deleted for v in volumes.values())
+        return
+    assert all(v.deleted for v in volumes.values())
+    assert len(jobs) == 2
+    by_node = {job["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]: job for job in jobs}
+    assert set(by_node) == {"node-0", "node-1"}
+    for job in jobs:
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert container["args"] == ["cleanup-store"] and env["SHOAL_CLUSTER_UID"] == UID
+        directory = job["metadata"]["annotations"]["shoal.io/directory"]
+        assert directory.startswith("/var/lib/shoal/mq/orders/orders-g0-")
+        parent = job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"]
+        assert parent == "/var/lib/shoal/mq/orders" and env["SHOAL_STORE_DIR"].endswith(directory.rsplit("/", 1)[1])

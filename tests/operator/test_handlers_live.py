@@ -451,3 +451,30 @@ async def test_topic_is_created_corrected_after_drift_and_shrunk_in_two_phases(
         await wait_for(lambda: topic_ready(kube_api)[1] in ("Updated", "InSync"))
         final = await live_topic(g0)
         assert (final.read_queue_nums, final.write_queue_nums) == (2, 2)
+
+
+@pytest.mark.asyncio
+async def test_topic_adopts_an_existing_topic_and_deletes_it_with_the_resource(
+    kube_api: km.KubernetesEmulator, real_broker: Callable[[str], Cluster]
+) -> None:
+    """Goal: a Topic naming a topic the broker already has adopts it (Ready reason Adopted, its
+    queues brought to the spec); deleting the Topic deletes the topic on the broker and releases
+    the finalizer. Method: create the topic by admin first, then the Topic, then delete it."""
+    g0 = real_broker("orders-g0")
+    await seed_cluster(kube_api)
+    async with Admin(g0.namesrv_addr) as admin:
+        await admin.create_topic("OrdersCreated", broker_addr=g0.broker_addr, read_queue_nums=2, write_queue_nums=2)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, live_broker_body(g0.namesrv_addr))
+        await post(kube_api, TOPIC_PATH, topic_cr(readQueueNums=4, writeQueueNums=4))
+        await wait_for(lambda: topic_ready(kube_api)[0] == "True")
+        assert topic_ready(kube_api)[1] == "Adopted"
+        adopted = await live_topic(g0)
+        assert (adopted.read_queue_nums, adopted.write_queue_nums) == (4, 4)
+        response = await kube_api.delete(f"{TOPIC_PATH}/orders-created", headers={"Connection": "close"})
+        assert response.status < 300, await response.text()
+        response.close()
+        await wait_for(lambda: kube_api.objects[TOPICS, NAMESPACE, "orders-created"].deleted)
+    assert await live_topic(g0) is None
+    async with Admin(g0.namesrv_addr) as admin:
+        assert "OrdersCreated" not in await admin.topic_list()
