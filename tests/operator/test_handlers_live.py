@@ -478,3 +478,47 @@ async def test_topic_adopts_an_existing_topic_and_deletes_it_with_the_resource(
     assert await live_topic(g0) is None
     async with Admin(g0.namesrv_addr) as admin:
         assert "OrdersCreated" not in await admin.topic_list()
+
+
+@pytest.mark.asyncio
+async def test_topic_reaches_a_group_added_by_scaling_up(
+    kube_api: km.KubernetesEmulator, real_broker: Callable[[str], Cluster], tmp_path: Path
+) -> None:
+    """Goal: a Topic follows the cluster's groups: with `groups: 2` and only orders-g0 serving it
+    reports GroupNotServing; once orders-g1 registers, the next reconcile creates the topic there
+    too. A second Topic placed on group 1 only never reaches orders-g0."""
+    g0 = real_broker("orders-g0")
+    await seed_cluster(kube_api)
+    poke = Poker(kube_api, f"{TOPIC_PATH}/orders-created", TOPICS)
+    g1 = Cluster(tmp_path / "g1", g0.namesrv_port, free_port(), free_port())
+    g1.root.mkdir()
+    try:
+        async with running_operator(kube_api):
+            await post(kube_api, BROKER_PATH, live_broker_body(g0.namesrv_addr, groups=2))
+            await post(kube_api, TOPIC_PATH, topic_cr())
+            await wait_for(lambda: topic_ready(kube_api)[1] == "GroupNotServing")
+            assert (
+                "orders-g1" in next(c for c in topic_status(kube_api)["conditions"] if c["type"] == "Ready")["message"]
+            )
+            assert await live_topic(g0) is not None
+            g1.start_broker({"brokerClusterName": CLUSTER_NAME, "brokerName": "orders-g1"})
+            async with Admin(g0.namesrv_addr) as admin:
+                for _ in range(100):
+                    if "orders-g1" in (await admin.cluster_info()).broker_addr_table:
+                        break
+                    await asyncio.sleep(0.05)
+            await poke()
+            await wait_for(lambda: topic_status(kube_api).get("brokers") == ["orders-g0", "orders-g1"])
+            assert topic_ready(kube_api)[0] == "True"
+
+            placed = topic_cr()
+            placed["metadata"].update(name="placed", uid="uid-placed")
+            placed["spec"].update(topicName="PlacedOnG1", groups=[1])
+            await post(kube_api, TOPIC_PATH, placed)
+            await wait_for(lambda: topic_status(kube_api, "placed").get("brokers") == ["orders-g1"])
+        async with Admin(g0.namesrv_addr) as admin:
+            on_g1 = await admin.broker_topic_configs(g1.broker_addr)
+            on_g0 = await admin.broker_topic_configs(g0.broker_addr)
+        assert "OrdersCreated" in on_g1 and "PlacedOnG1" in on_g1 and "PlacedOnG1" not in on_g0
+    finally:
+        g1.stop_all()
