@@ -11,6 +11,7 @@ import logging
 import os
 
 import kopf
+import prometheus_client
 
 import shoal.operator.analysis_handlers  # noqa: F401  (importing registers the StoreAnalysis handlers)
 from shoal.operator import handlers
@@ -19,8 +20,16 @@ from shoal.operator import handlers
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m shoal.operator", description=__doc__)
     parser.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("SHOAL_OPERATOR_METRICS_PORT", "0")),
+        help="serve Prometheus metrics on this port (0: off); env SHOAL_OPERATOR_METRICS_PORT",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SHOAL_LOG_LEVEL", "INFO").upper())
+    if args.metrics_port:
+        prometheus_client.start_http_server(args.metrics_port)
     namespaces = handlers.watched_namespaces()
     kopf.run(
         clusterwide=not namespaces,

@@ -31,7 +31,7 @@ import kopf
 from shoal.client import Admin, HaStatus
 from shoal.client.errors import MQBrokerError, MQClientError
 from shoal.client.route import master_address
-from shoal.operator import kube, limits, manifests, rollout, status, topics
+from shoal.operator import kube, limits, manifests, metrics, rollout, status, topics
 from shoal.operator.errors import InvalidSpecError, NotReadyError
 from shoal.operator.spec import BrokerSpec, TopicSpec, broker_spec_from, topic_spec_from
 
@@ -324,6 +324,7 @@ def _fail_over(
                 patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_PROMOTE] = None
             continue
         if _promote(spec, group, step, raw_pods, logger):
+            metrics.PROMOTIONS.labels(spec.namespace, spec.name, "annotation" if mine else "automatic").inc()
             masters[group] = step.ordinal
             kube.apply(manifests.group_config_map(spec, group, step.ordinal))
             if mine:
@@ -355,6 +356,7 @@ def _roll(
         step = rollout.plan_roll(spec, facts, group, forced)
         if step.action == rollout.DELETE_POD:
             kube.delete("v1", "Pod", spec.namespace, step.pod)
+            metrics.ROLL_RESTARTS.labels(spec.namespace, spec.name).inc()
             logger.info(f"rolling {manifests.group_name(spec, group)}: deleted {step.pod}: {step.reason}")
             notes.append(f"restarting {step.pod}")
         elif step.action == rollout.WAIT:
@@ -430,8 +432,21 @@ def _drain(
 # ---------------------------------------------------------------- Broker: reconcile
 
 
+RETRY_ERRORS = (kopf.TemporaryError, kopf.PermanentError)
+"""Handler outcomes that are a state of the world (not ready yet, invalid spec), not a fault."""
+
+
 def reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *, raise_invalid: bool = True) -> None:
     """Parse, apply every child, observe, take one roll/failover/drain step, write the status."""
+    meta = body["metadata"]
+    try:
+        with metrics.reconciling("Broker", RETRY_ERRORS):
+            _reconcile_broker(body, patch, logger, raise_invalid)
+    finally:
+        metrics.set_ready("Broker", str(meta.get("namespace")), str(meta["name"]), patch.get("status"))
+
+
+def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, raise_invalid: bool) -> None:
     try:
         spec = broker_spec_from(body, allowed_host_roots())
     except InvalidSpecError as error:
@@ -497,6 +512,7 @@ def broker_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: A
 @kopf.on.delete(GROUP, VERSION, "brokers")
 def broker_deleted(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """Namespaced children go with their ownerReferences; hostPath PVs per the reclaim policy."""
+    metrics.forget("Broker", str(body["metadata"].get("namespace")), str(body["metadata"]["name"]))
     uid = str(body["metadata"].get("uid") or "")
     spec = body.get("spec") or {}
     reclaim = ((spec.get("storage") or {}).get("hostPath") or {}).get("reclaimPolicy", "Retain")
@@ -614,6 +630,15 @@ def _run_admin(work: Any, what: str) -> Any:
 
 def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
     """Apply the Topic to its cluster's groups and report; retried while something is pending."""
+    meta = body["metadata"]
+    try:
+        with metrics.reconciling("Topic", RETRY_ERRORS):
+            _reconcile_topic(body, patch, logger)
+    finally:
+        metrics.set_ready("Topic", str(meta.get("namespace")), str(meta["name"]), patch.get("status"))
+
+
+def _reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
     spec, cluster = _topic_context(body, patch)
     addresses = manifests.name_server_addresses(cluster)
     try:
@@ -679,6 +704,7 @@ def topic_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: An
 @kopf.on.delete(GROUP, VERSION, "topics")
 def topic_deleted(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """Delete the topic from the cluster if this Topic manages it; a gone cluster needs nothing."""
+    metrics.forget("Topic", str(body["metadata"].get("namespace")), str(body["metadata"]["name"]))
     try:
         spec, cluster = _topic_context(body, patch)
     except (kopf.PermanentError, kopf.TemporaryError) as error:

@@ -491,3 +491,40 @@ async def test_deleting_a_broker_follows_the_reclaim_policy(kube_api: km.Kuberne
         assert directory.startswith("/var/lib/shoal/mq/orders/orders-g0-")
         parent = job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"]
         assert parent == "/var/lib/shoal/mq/orders" and env["SHOAL_STORE_DIR"].endswith(directory.rsplit("/", 1)[1])
+
+
+@pytest.mark.asyncio
+async def test_reconciles_are_counted_and_served_as_prometheus_metrics(kube_api: km.KubernetesEmulator) -> None:
+    """Goal: a machine can scrape the operator. Method: run `python -m shoal.operator`'s metrics
+    server on a free port, reconcile one Broker, read /metrics over HTTP."""
+    import socket
+    import urllib.request
+
+    import prometheus_client
+
+    from shoal.operator import metrics
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server, thread = prometheus_client.start_http_server(port, addr="127.0.0.1")
+    try:
+        before = metrics.RECONCILES.labels("Broker", "ok")._value.get()
+        await seed_cluster(kube_api)
+        async with running_operator(kube_api):
+            await post(kube_api, BROKER_PATH, broker_body())
+            await wait_until(lambda: "conditions" in broker_status(kube_api))
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                return str(response.read().decode())
+
+        text = await asyncio.to_thread(scrape)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert metrics.RECONCILES.labels("Broker", "ok")._value.get() > before
+    assert 'shoal_operator_reconciles_total{kind="Broker",result="ok"}' in text
+    assert 'shoal_operator_resource_ready{kind="Broker",name="orders",namespace="mq"} 0.0' in text
+    assert "shoal_operator_reconcile_seconds_bucket" in text
