@@ -9,6 +9,7 @@ import click
 from shoal.cli.client_commands import admin, consume, produce
 from shoal.cli.demo import demo, demo_writer
 from shoal.cli.server_commands import broker, local, namesrv
+from shoal.cli.spark_commands import spark_group
 from shoal.cli.store_commands import store_group
 
 
@@ -42,6 +43,7 @@ SERVER_COMMANDS = frozenset({"namesrv", "broker", "local", "demo", "demo-writer"
 cli.add_command(demo)
 cli.add_command(demo_writer)
 cli.add_command(store_group)
+cli.add_command(spark_group)
 cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(local)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -361,3 +362,104 @@ def decode_message_id(msg_id: str) -> tuple[str, int, int]:
     raw = bytes.fromhex(msg_id)
     address, port = decode_host(raw[:-8])
     return address, port, MSG_ID_OFFSET.unpack(raw[-8:])[0]
+
+
+# --- columnar readers (Spark): the same layout, exposed as data, and a framing-only walk ---
+
+HEADER_FIELD_NAMES = (
+    "total_size",
+    "magic",
+    "body_crc",
+    "queue_id",
+    "flag",
+    "queue_offset",
+    "physical_offset",
+    "sysflag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "store_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "body_length",
+)
+"""The fields of HEADERS, in order (RecordHeader's names)."""
+TOPIC_LENGTH_V1 = struct.Struct(">b")
+TOPIC_LENGTH_V2 = SHORT
+PROPERTIES_LENGTH = SHORT
+
+
+class FieldSpan(NamedTuple):
+    """Where one header field lies in a record, and its struct code ('i', 'q' or 's')."""
+
+    offset: int
+    size: int
+    code: str
+
+
+def header_layout(born_host_len: int, store_host_len: int) -> dict[str, FieldSpan]:
+    """Offset and size of every header field, read off the HEADERS declaration itself, so a
+    columnar decoder (which slices one field out of many records at once) cannot drift from it."""
+    header = HEADERS[(born_host_len, store_host_len)]
+    spans: dict[str, FieldSpan] = {}
+    at = 0
+    tokens = re.findall(r"(\d*)([a-z])", header.format.lstrip(">"))
+    assert len(tokens) == len(HEADER_FIELD_NAMES)
+    for name, (count, code) in zip(HEADER_FIELD_NAMES, tokens, strict=True):
+        size = struct.calcsize(f">{count}{code}")
+        spans[name] = FieldSpan(at, size, code)
+        at += size
+    assert at == header.size
+    return spans
+
+
+class WalkStop(enum.Enum):
+    """Why `walk_records` stopped."""
+
+    COUNT = "count_max records framed"
+    STOP_AT = "the next record starts at or after stop_at"
+    LIMIT = "the next record does not fit before limit"
+    END_OF_FILE = "the blank record"
+    INVALID = "neither message nor blank magic, or an impossible TOTALSIZE"
+
+
+class RecordWalk(NamedTuple):
+    positions: list[int]
+    """Start of each framed record; record i ends where record i+1 starts (or at `end`)."""
+    end: int
+    """Position after the last framed record: where the walk stopped."""
+    stop: WalkStop
+
+
+def walk_records(
+    buffer: bytes | bytearray | memoryview, position: int, limit: int, stop_at: int, count_max: int
+) -> RecordWalk:
+    """Frame consecutive records from `position` by MAGICCODE and TOTALSIZE alone: the only
+    per-record loop of a columnar reader, which then checks every other field in bulk (the
+    PHYSICALOFFSET, that the fields add up to TOTALSIZE, the CRC). Never reads at or past `limit`;
+    a record that starts at or after `stop_at` is left to the next walk."""
+    positions: list[int] = []
+    append = positions.append
+    unpack_from = TAIL.unpack_from
+    size_max = limits.RECORD_SIZE_MAX_BYTES
+    edge = min(stop_at, limit - TAIL.size + 1)  # one comparison per record for both bounds
+    count = 0
+    stop = WalkStop.COUNT
+    while count < count_max:
+        if position >= edge:
+            stop = WalkStop.STOP_AT if position >= stop_at else WalkStop.LIMIT
+            break
+        total, magic = unpack_from(buffer, position)
+        if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:  # noqa: PLR1714 (hot loop)
+            stop = WalkStop.END_OF_FILE if magic == BLANK_MAGIC_CODE else WalkStop.INVALID
+            break
+        if total < FIXED_LENGTH_V4 or total > size_max:
+            stop = WalkStop.INVALID
+            break
+        if total > limit - position:
+            stop = WalkStop.LIMIT
+            break
+        append(position)
+        position += total
+        count += 1
+    return RecordWalk(positions, position, stop)
