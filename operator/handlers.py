@@ -252,11 +252,19 @@ def _cluster_facts(
         for detail in (previous_groups if isinstance(previous_groups, list) else [])
         if isinstance(detail, Mapping) and detail.get("masterUnreadySince")
     }
-    unready_since = {}
+    previous_restart = {
+        str(detail.get("name")): str(detail["masterRestartedAt"])
+        for detail in (previous_groups if isinstance(previous_groups, list) else [])
+        if isinstance(detail, Mapping) and detail.get("masterRestartedAt")
+    }
+    unready_since, restarted_at = {}, {}
     for group in range(spec.groups):
         master = next((p for p in pods if p.group == group and p.ordinal == masters.get(group, 0)), None)
         if group in groups and (master is None or not master.ready):
-            unready_since[group] = previous_since.get(manifests.group_name(spec, group), _now())
+            name = manifests.group_name(spec, group)
+            unready_since[group] = previous_since.get(name, _now())
+            if name in previous_restart:
+                restarted_at[group] = previous_restart[name]
     host_path = spec.storage.type == "HostPath"
     expected_pods = [manifests.pod_name(spec, g, n) for g in range(spec.groups) for n in range(spec.replicas_per_group)]
     enforce = _pod_security_level(spec.namespace, logger) if host_path else ""
@@ -266,6 +274,7 @@ def _cluster_facts(
         pods=pods,
         masters=dict(masters),
         master_unready_since=unready_since,
+        master_restarted_at=restarted_at,
         volumes_bound=not host_path or all(pod in storage_nodes for pod in expected_pods),
         pod_security_forbids_host_path=enforce in ("baseline", "restricted"),
         paused=paused,
@@ -315,8 +324,16 @@ def _fail_over(
     masters = dict(facts.masters)
     for group in range(spec.groups):
         since = facts.master_unready_since.get(group)
+        restarted = facts.master_restarted_at.get(group)
         mine = requested if requested.startswith(manifests.group_name(spec, group) + "-") else ""
-        step = rollout.plan_failover(spec, facts, group, _seconds_since(since) if since else None, mine)
+        step = rollout.plan_failover(
+            spec,
+            facts,
+            group,
+            _seconds_since(since) if since else None,
+            mine,
+            _seconds_since(restarted) if restarted else None,
+        )
         if step.action == rollout.WAIT and (mine or spec.failover == "Automatic"):
             logger.info(f"failover of {manifests.group_name(spec, group)}: {step.reason}")
         if step.action != rollout.PROMOTE:
@@ -334,12 +351,14 @@ def _fail_over(
 
 def _roll(
     spec: BrokerSpec, facts: status.ClusterFacts, raw_pods: Sequence[dict[str, Any]], manual: bool, logger: Any
-) -> list[str]:
-    """One ordered-roll step per group (rollout.plan_roll); what each group waits for.
+) -> tuple[list[str], set[int]]:
+    """One ordered-roll step per group (rollout.plan_roll): what each group waits for, and the
+    groups whose master it restarted.
 
     The Broker's manual-rolling-update annotation is handed down to every current pod (as
     Strimzi does): a pod restarted since comes back without it, so each is restarted once."""
     notes = []
+    masters_restarted = set()
     if manual:
         for pod in raw_pods:
             name = str(pod["metadata"]["name"])
@@ -359,9 +378,11 @@ def _roll(
             metrics.ROLL_RESTARTS.labels(spec.namespace, spec.name).inc()
             logger.info(f"rolling {manifests.group_name(spec, group)}: deleted {step.pod}: {step.reason}")
             notes.append(f"restarting {step.pod}")
+            if step.ordinal == facts.masters.get(group, 0):
+                masters_restarted.add(group)
         elif step.action == rollout.WAIT:
             notes.append(step.reason)
-    return notes
+    return notes, masters_restarted
 
 
 def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: str, logger: Any) -> None:
@@ -470,7 +491,14 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
         masters = _fail_over(spec, facts, raw_pods, str(annotations.get(ANNOTATION_PROMOTE, "")), patch, logger)
         facts = dataclasses.replace(facts, masters=masters)
         manual_roll = annotations.get(ANNOTATION_MANUAL_ROLL) == "true"
-        roll_steps = _roll(spec, facts, raw_pods, manual_roll, logger)
+        roll_steps, masters_restarted = _roll(spec, facts, raw_pods, manual_roll, logger)
+        if masters_restarted:
+            now = _now()
+            facts = dataclasses.replace(
+                facts,
+                master_restarted_at={**facts.master_restarted_at, **dict.fromkeys(masters_restarted, now)},
+                master_unready_since={**dict.fromkeys(masters_restarted, now), **facts.master_unready_since},
+            )
         if manual_roll:
             patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_MANUAL_ROLL] = None
         draining = _drain(spec, body, raw_pods, ha, logger)

@@ -64,6 +64,10 @@ roll, and a master's unreadiness for failover are all seen on this beat."""
 ROLL_SLAVE_LAG_MAX_BYTES = 1024 * 1024
 """A master is restarted in a roll only when each of its slaves is at most this far behind."""
 
+ROLL_MASTER_RESTART_GRACE_S = 600.0
+"""After the roll itself restarts a master, Automatic failover waits this long instead of
+FAILOVER_GRACE_S: a planned restart recovering a large store is not a failure."""
+
 FAILOVER_GRACE_S = 30.0
 """Automatic failover promotes a slave after the master pod has been unready this long: longer
 than a broker restart's recovery of a clean store, so a roll or a node blip does not fail over."""

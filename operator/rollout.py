@@ -18,9 +18,10 @@ Failover. `Manual` (the default, RocketMQ 4 semantics): the operator never promo
 the annotation `shoal.io/promote: <pod>` asks it to promote that slave once. `Automatic` (only
 with Sync replication, where every acknowledged message is on a slave): after the master pod has
 been unready for `limits.FAILOVER_GRACE_S`, the ready slave holding the most CommitLog is
-promoted. The broker itself refuses a slave that is behind the acknowledged offset, and a
-returning old master is fenced by the epoch (docs/replication.md), so a wrong guess here cannot
-lose acknowledged data.
+promoted; after the roll itself restarted the master, the wait is `ROLL_MASTER_RESTART_GRACE_S`,
+since recovering a large store is not a failure. The broker itself refuses a slave that is
+behind the acknowledged offset, and a returning old master is fenced by the epoch
+(docs/replication.md), so a wrong guess here cannot lose acknowledged data.
 
 Drain (groups scaled down): the group's write permission is wiped on the NameServers, then the
 group is deleted once no consumer group has anything left to consume on it.
@@ -106,11 +107,13 @@ def plan_failover(
     group: int,
     master_unready_s: float | None,
     requested: str = "",
+    master_restart_s: float | None = None,
 ) -> Step:
     """Whether to promote a slave of `group` now.
 
     `master_unready_s`: how long the master pod has been unready (None: it is ready).
     `requested`: the pod named by the shoal.io/promote annotation, if it names one of this group.
+    `master_restart_s`: how long ago the roll itself deleted the master (None: it did not).
     """
     members = _members(spec, facts, group)
     master = facts.masters.get(group, 0)
@@ -125,6 +128,12 @@ def plan_failover(
         return Step(PROMOTE, f"promotion of {requested} requested", target.name, target.ordinal)
     if spec.failover != "Automatic" or master_unready_s is None:
         return Step(NOTHING)
+    if master_restart_s is not None and master_restart_s < limits.ROLL_MASTER_RESTART_GRACE_S:
+        return Step(
+            WAIT,
+            f"master restarted by the roll {master_restart_s:.0f} s ago; failover waits "
+            f"{limits.ROLL_MASTER_RESTART_GRACE_S:.0f} s for a planned restart",
+        )
     if master_unready_s < limits.FAILOVER_GRACE_S:
         return Step(WAIT, f"master unready for {master_unready_s:.0f} s of a {limits.FAILOVER_GRACE_S:.0f} s grace")
     candidates = [p for p in members.values() if p.ordinal != master and p.ready and p.store_end is not None]

@@ -64,6 +64,8 @@ class ClusterFacts:
     """Group index -> ordinal holding the master role (default 0)."""
     master_unready_since: Mapping[int, str] = field(default_factory=dict)
     """Group index -> when its master was first seen unready (RFC 3339); absent: ready."""
+    master_restarted_at: Mapping[int, str] = field(default_factory=dict)
+    """Group index -> when the roll deleted its master (RFC 3339), kept while the master is unready."""
     draining: Sequence[str] = ()
     """Groups beyond spec.groups being drained before deletion, with where each stands."""
     roll_steps: Sequence[str] = ()
@@ -135,6 +137,8 @@ def _group_detail(spec: BrokerSpec, group: int, facts: ClusterFacts) -> dict[str
     }
     if group in facts.master_unready_since:
         detail["masterUnreadySince"] = facts.master_unready_since[group]
+    if group in facts.master_restarted_at:
+        detail["masterRestartedAt"] = facts.master_restarted_at[group]
     return detail
 
 

@@ -240,6 +240,7 @@ async def test_roll_restarts_the_slave_first_and_the_master_once_the_slave_is_in
         put_pod(kube_api, "orders-g0-1", "r2")
         await poke()
         await wait_for(lambda: not exists(kube_api, "v1/pods", "orders-g0-0"))
+        await wait_for(lambda: "masterRestartedAt" in broker_status(kube_api)["groups"][0])
         put_pod(kube_api, "orders-g0-0", "r2")
         await poke()
         await wait_for(lambda: reason(kube_api, "Progressing") == "UpToDate")

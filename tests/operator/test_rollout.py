@@ -130,3 +130,13 @@ def test_master_ordinals_read_back_from_status(spec: BrokerSpec) -> None:
     assert rollout.master_ordinals(spec, groups) == {0: 2}
     assert rollout.master_ordinals(spec, None) == {}
     assert rollout.master_ordinals(spec, [{"name": "orders-g0", "master": "orders-g0-5"}]) == {}
+
+
+def test_automatic_failover_gives_a_master_restarted_by_the_roll_a_longer_grace(spec: BrokerSpec) -> None:
+    """A planned restart of a master recovering a large store is not a failure."""
+    auto = dataclasses.replace(spec, failover="Automatic")
+    current = facts(pod(0, ready=False, end=None), pod(1, end=500), pod(2, end=900))
+    planned = rollout.plan_failover(auto, current, 0, 120.0, master_restart_s=120.0)
+    assert planned.action == rollout.WAIT and "restarted by the roll" in planned.reason
+    late = rollout.plan_failover(auto, current, 0, 700.0, master_restart_s=limits.ROLL_MASTER_RESTART_GRACE_S)
+    assert (late.action, late.pod) == (rollout.PROMOTE, "orders-g0-2")
