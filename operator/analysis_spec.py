@@ -11,12 +11,13 @@ has no tz database in CEL). Those two raise InvalidSpecError on the fields `spec
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.operator import limits, schedule
 from shoal.operator.errors import InvalidSpecError
+from shoal.operator.spec import int_in, one_of, require
 
 ANALYSIS_KINDS = {
     "TopicStats": "topic_stats",
@@ -112,40 +113,21 @@ class AnalysisSpec:
         return ANALYSIS_KINDS[self.kind]
 
 
-def _require(condition: bool, field_name: str, message: str) -> None:
-    if not condition:
-        raise InvalidSpecError(field_name, message)
-
-
-def _one_of(value: Any, field_name: str, choices: Sequence[str]) -> str:
-    _require(value in choices, field_name, f"must be one of {', '.join(choices)}, not {value!r}")
-    return str(value)
-
-
-def _int_in(value: Any, field_name: str, low: int, high: int) -> int:
-    _require(
-        isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
-        field_name,
-        f"must be an integer in [{low}, {high}], not {value!r}",
-    )
-    return int(value)
-
-
 def _spark_from(raw: Mapping[str, Any]) -> SparkSpec:
     conf = {str(k): str(v) for k, v in (raw.get("sparkConf") or {}).items()}
-    _require(
+    require(
         not any(key.startswith(OPERATOR_OWNED_SPARK_CONF_PREFIXES) for key in conf),
         "spec.spark.sparkConf",
         ANALYSIS_CEL_MESSAGES["owned_spark_conf"],
     )
     executor = raw.get("executor") or {}
     return SparkSpec(
-        runner=_one_of(raw.get("runner", "Local"), "spec.spark.runner", ("Local", "SparkSubmit")),
+        runner=one_of(raw.get("runner", "Local"), "spec.spark.runner", ("Local", "SparkSubmit")),
         image=str(raw.get("image", "")),
         spark_conf=conf,
         driver_resources=dict((raw.get("driver") or {}).get("resources") or {}),
         executor_resources=dict(executor.get("resources") or {}),
-        executor_instances=_int_in(executor.get("instances", 1), "spec.spark.executor.instances", 1, 64),
+        executor_instances=int_in(executor.get("instances", 1), "spec.spark.executor.instances", 1, 64),
         service_account_name=str(raw.get("serviceAccountName") or SparkSpec.service_account_name),
     )
 
@@ -154,7 +136,7 @@ def analysis_spec_from(body: Mapping[str, Any]) -> AnalysisSpec:
     """Parse a StoreAnalysis object (metadata + spec), applying defaults; raise InvalidSpecError."""
     metadata = body["metadata"]
     name = str(metadata["name"])
-    _require(
+    require(
         len(name) <= limits.ANALYSIS_NAME_LENGTH_MAX and NAME_PATTERN.match(name) is not None,
         "metadata.name",
         f"must be a DNS label of at most {limits.ANALYSIS_NAME_LENGTH_MAX} characters",
@@ -174,15 +156,13 @@ def analysis_spec_from(body: Mapping[str, Any]) -> AnalysisSpec:
     analysis = spec.get("analysis") or {}
     output = spec.get("output") or {}
     claim = output.get("persistentVolumeClaim") or {}
-    kind = _one_of(analysis.get("kind", "TopicStats"), "spec.analysis.kind", tuple(ANALYSIS_KINDS))
-    _require(kind != "Export" or bool(claim.get("claimName")), "spec.output", ANALYSIS_CEL_MESSAGES["export_output"])
+    kind = one_of(analysis.get("kind", "TopicStats"), "spec.analysis.kind", tuple(ANALYSIS_KINDS))
+    require(kind != "Export" or bool(claim.get("claimName")), "spec.output", ANALYSIS_CEL_MESSAGES["export_output"])
     window = str((analysis.get("window") or {}).get("since", ""))
-    _require(
-        window == "" or WINDOW_PATTERN.match(window) is not None, "spec.analysis.window.since", "e.g. 90m, 24h, 7d"
-    )
-    _require(window == "" or kind in WINDOW_KINDS, "spec.analysis.window", ANALYSIS_CEL_MESSAGES["window_kind"])
+    require(window == "" or WINDOW_PATTERN.match(window) is not None, "spec.analysis.window.since", "e.g. 90m, 24h, 7d")
+    require(window == "" or kind in WINDOW_KINDS, "spec.analysis.window", ANALYSIS_CEL_MESSAGES["window_kind"])
     args = tuple(str(a) for a in analysis.get("args") or ())
-    _require(len(args) <= limits.ANALYSIS_ARGS_MAX, "spec.analysis.args", f"at most {limits.ANALYSIS_ARGS_MAX}")
+    require(len(args) <= limits.ANALYSIS_ARGS_MAX, "spec.analysis.args", f"at most {limits.ANALYSIS_ARGS_MAX}")
     deadline = spec.get("startingDeadlineSeconds")
     return AnalysisSpec(
         name=name,
@@ -193,29 +173,27 @@ def analysis_spec_from(body: Mapping[str, Any]) -> AnalysisSpec:
         kind=kind,
         time_zone=time_zone,
         suspend=bool(spec.get("suspend", False)),
-        concurrency_policy=_one_of(
+        concurrency_policy=one_of(
             spec.get("concurrencyPolicy", "Forbid"), "spec.concurrencyPolicy", ("Allow", "Forbid", "Replace")
         ),
         starting_deadline_s=None
         if deadline is None
-        else _int_in(deadline, "spec.startingDeadlineSeconds", 0, limits.ANALYSIS_DEADLINE_S_MAX),
-        active_deadline_s=_int_in(
+        else int_in(deadline, "spec.startingDeadlineSeconds", 0, limits.ANALYSIS_DEADLINE_S_MAX),
+        active_deadline_s=int_in(
             spec.get("activeDeadlineSeconds", 3600), "spec.activeDeadlineSeconds", 1, limits.ANALYSIS_DEADLINE_S_MAX
         ),
-        successful_history_limit=_int_in(
+        successful_history_limit=int_in(
             spec.get("successfulRunsHistoryLimit", 3),
             "spec.successfulRunsHistoryLimit",
             0,
             limits.ANALYSIS_HISTORY_LIMIT_MAX,
         ),
-        failed_history_limit=_int_in(
+        failed_history_limit=int_in(
             spec.get("failedRunsHistoryLimit", 3), "spec.failedRunsHistoryLimit", 0, limits.ANALYSIS_HISTORY_LIMIT_MAX
         ),
         target=TargetSpec(
-            groups=tuple(
-                _int_in(g, "spec.target.groups[]", 0, limits.GROUPS_MAX - 1) for g in target.get("groups", ())
-            ),
-            replica=_one_of(
+            groups=tuple(int_in(g, "spec.target.groups[]", 0, limits.GROUPS_MAX - 1) for g in target.get("groups", ())),
+            replica=one_of(
                 target.get("replica", "PreferSlave"), "spec.target.replica", ("Master", "PreferSlave", "AllReplicas")
             ),
         ),

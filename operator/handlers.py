@@ -189,6 +189,7 @@ async def _ha_of(addresses: Mapping[str, str]) -> dict[str, HaStatus | None]:
     """Pod name -> its broker's replication state; None for a broker that does not answer."""
     if not addresses:
         return {}
+    # ha_status goes straight to each broker; the Admin's nameserver list is never consulted.
     async with Admin(list(addresses.values())) as admin:
 
         async def one(address: str) -> HaStatus | None:
@@ -275,6 +276,9 @@ def _cluster_facts(
         masters=dict(masters),
         master_unready_since=unready_since,
         master_restarted_at=restarted_at,
+        surplus_groups=[
+            g for g in range(spec.groups, limits.GROUPS_MAX) if manifests.group_name(spec, g) in stateful_sets
+        ],
         volumes_bound=not host_path or all(pod in storage_nodes for pod in expected_pods),
         pod_security_forbids_host_path=enforce in ("baseline", "restricted"),
         paused=paused,
@@ -400,21 +404,17 @@ def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: 
 
 def _drain(
     spec: BrokerSpec,
+    facts: status.ClusterFacts,
     body: Mapping[str, Any],
     raw_pods: Sequence[Mapping[str, Any]],
     ha: Mapping[str, HaStatus | None],
     logger: Any,
 ) -> list[str]:
     """Groups beyond spec.groups: wipe their write permission, delete them once drained."""
-    names = {
-        s["metadata"]["name"] for s in kube.cluster_stateful_sets(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
-    }
     skip = (body["metadata"].get("annotations") or {}).get(ANNOTATION_SKIP_DRAIN) == "true"
     notes = []
-    for group in range(spec.groups, limits.GROUPS_MAX):
+    for group in facts.surplus_groups:
         name = manifests.group_name(spec, group)
-        if name not in names:
-            continue
         masters = [
             broker_address(p)
             for p in raw_pods
@@ -501,7 +501,7 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
             )
         if manual_roll:
             patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_MANUAL_ROLL] = None
-        draining = _drain(spec, body, raw_pods, ha, logger)
+        draining = _drain(spec, facts, body, raw_pods, ha, logger)
         facts = dataclasses.replace(facts, roll_steps=roll_steps, draining=draining)
     _set_status(patch, status.broker_status(spec, _generation(body), facts, _now(), _previous(body)))
     if not facts.volumes_bound and not paused:

@@ -131,18 +131,19 @@ PERMISSION_BITS = {"ReadWrite": 6, "ReadOnly": 4, "WriteOnly": 2, "Deny": 0}
 """Topic.spec.permission -> RocketMQ's perm bits (PermName)."""
 
 
-def _require(condition: bool, field_name: str, message: str) -> None:
+def require(condition: bool, field_name: str, message: str) -> None:
+    """Raise InvalidSpecError(field_name, message) unless `condition` (shared by every spec parser)."""
     if not condition:
         raise InvalidSpecError(field_name, message)
 
 
-def _one_of(value: Any, field_name: str, choices: Sequence[str]) -> str:
-    _require(value in choices, field_name, f"must be one of {', '.join(choices)}, not {value!r}")
+def one_of(value: Any, field_name: str, choices: Sequence[str]) -> str:
+    require(value in choices, field_name, f"must be one of {', '.join(choices)}, not {value!r}")
     return str(value)
 
 
-def _int_in(value: Any, field_name: str, low: int, high: int) -> int:
-    _require(
+def int_in(value: Any, field_name: str, low: int, high: int) -> int:
+    require(
         isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
         field_name,
         f"must be an integer in [{low}, {high}], not {value!r}",
@@ -157,9 +158,9 @@ def check_host_root(root: str, allowed_roots: Sequence[str]) -> str:
     an arbitrary node directory (/etc, /var/lib/kubelet) into a pod that runs a root init step.
     """
     field_name = "spec.storage.hostPath.root"
-    _require(root.startswith("/"), field_name, "must be an absolute path")
-    _require(posixpath.normpath(root) == root, field_name, "must be normalised (no '..', '.', '//' or trailing '/')")
-    _require(len(root) <= limits.HOST_ROOT_LENGTH_MAX, field_name, "is too long")
+    require(root.startswith("/"), field_name, "must be an absolute path")
+    require(posixpath.normpath(root) == root, field_name, "must be normalised (no '..', '.', '//' or trailing '/')")
+    require(len(root) <= limits.HOST_ROOT_LENGTH_MAX, field_name, "is too long")
     for allowed in allowed_roots:
         allowed_clean = posixpath.normpath(allowed)
         if allowed_clean != "/" and (root == allowed_clean or root.startswith(allowed_clean + "/")):
@@ -170,12 +171,12 @@ def check_host_root(root: str, allowed_roots: Sequence[str]) -> str:
 
 
 def _storage_from(raw: Mapping[str, Any], allowed_roots: Sequence[str]) -> StorageSpec:
-    kind = _one_of(raw.get("type", "HostPath"), "spec.storage.type", ("HostPath", "PersistentClaim", "Ephemeral"))
+    kind = one_of(raw.get("type", "HostPath"), "spec.storage.type", ("HostPath", "PersistentClaim", "Ephemeral"))
     host = raw.get("hostPath")
     claim = raw.get("persistentClaim")
-    _require(not (host is not None and claim is not None), "spec.storage", CEL_MESSAGES["one_storage"])
-    _require(kind != "HostPath" or host is not None, "spec.storage", CEL_MESSAGES["host_path"])
-    _require(kind != "PersistentClaim" or claim is not None, "spec.storage", CEL_MESSAGES["persistent_claim"])
+    require(not (host is not None and claim is not None), "spec.storage", CEL_MESSAGES["one_storage"])
+    require(kind != "HostPath" or host is not None, "spec.storage", CEL_MESSAGES["host_path"])
+    require(kind != "PersistentClaim" or claim is not None, "spec.storage", CEL_MESSAGES["persistent_claim"])
     host = host or {}
     claim = claim or {}
     root = str(host.get("root", StorageSpec.host_root))
@@ -185,12 +186,12 @@ def _storage_from(raw: Mapping[str, Any], allowed_roots: Sequence[str]) -> Stora
         type=kind,
         host_root=root,
         host_node_selector=dict(host.get("nodeSelector", {})),
-        reclaim_policy=_one_of(
+        reclaim_policy=one_of(
             host.get("reclaimPolicy", "Retain"), "spec.storage.hostPath.reclaimPolicy", ("Retain", "Delete")
         ),
         storage_class_name=str(claim.get("storageClassName", "")),
         size=str(raw.get("size", StorageSpec.size)),
-        disk_max_used_ratio_percent=_int_in(raw.get("diskMaxUsedRatio", 75), "spec.storage.diskMaxUsedRatio", 10, 95),
+        disk_max_used_ratio_percent=int_in(raw.get("diskMaxUsedRatio", 75), "spec.storage.diskMaxUsedRatio", 10, 95),
     )
 
 
@@ -198,7 +199,7 @@ def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str])
     """Parse a Broker object (metadata + spec), applying defaults; raise InvalidSpecError."""
     metadata = body["metadata"]
     name = str(metadata["name"])
-    _require(
+    require(
         len(name) <= limits.CLUSTER_NAME_LENGTH_MAX and CLUSTER_NAME_PATTERN.match(name) is not None,
         "metadata.name",
         f"must be a DNS label of at most {limits.CLUSTER_NAME_LENGTH_MAX} characters",
@@ -206,26 +207,26 @@ def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str])
     spec = body.get("spec", {})
     name_server_raw = spec.get("nameServer", {})
     name_server = NameServerSpec(
-        replicas=_int_in(
+        replicas=int_in(
             name_server_raw.get("replicas", 2), "spec.nameServer.replicas", 0, limits.NAME_SERVER_REPLICAS_MAX
         ),
         external=tuple(str(a) for a in name_server_raw.get("external", ())),
         resources=dict(name_server_raw.get("resources", {})),
     )
-    _require(name_server.replicas >= 1 or bool(name_server.external), "spec.nameServer", CEL_MESSAGES["name_server"])
+    require(name_server.replicas >= 1 or bool(name_server.external), "spec.nameServer", CEL_MESSAGES["name_server"])
     replication = spec.get("replication", {})
-    mode = _one_of(replication.get("mode", "Async"), "spec.replication.mode", ("Async", "Sync"))
-    failover = _one_of(replication.get("failover", "Manual"), "spec.replication.failover", ("Manual", "Automatic"))
-    _require(failover != "Automatic" or mode == "Sync", "spec.replication", CEL_MESSAGES["failover"])
-    replicas_per_group = _int_in(
+    mode = one_of(replication.get("mode", "Async"), "spec.replication.mode", ("Async", "Sync"))
+    failover = one_of(replication.get("failover", "Manual"), "spec.replication.failover", ("Manual", "Automatic"))
+    require(failover != "Automatic" or mode == "Sync", "spec.replication", CEL_MESSAGES["failover"])
+    replicas_per_group = int_in(
         spec.get("replicasPerGroup", 2), "spec.replicasPerGroup", 1, limits.REPLICAS_PER_GROUP_MAX
     )
-    _require(mode != "Sync" or replicas_per_group >= 2, "spec", CEL_MESSAGES["sync_slaves"])
+    require(mode != "Sync" or replicas_per_group >= 2, "spec", CEL_MESSAGES["sync_slaves"])
     config = {str(k): str(v) for k, v in spec.get("config", {}).items()}
-    _require(not set(config) & set(OPERATOR_OWNED_CONFIG_KEYS), "spec.config", CEL_MESSAGES["owned_keys"])
-    _require(len(config) <= limits.CONFIG_KEYS_MAX, "spec.config", f"at most {limits.CONFIG_KEYS_MAX} keys")
+    require(not set(config) & set(OPERATOR_OWNED_CONFIG_KEYS), "spec.config", CEL_MESSAGES["owned_keys"])
+    require(len(config) <= limits.CONFIG_KEYS_MAX, "spec.config", f"at most {limits.CONFIG_KEYS_MAX} keys")
     for key, value in config.items():
-        _require(
+        require(
             len(value) <= limits.CONFIG_VALUE_LENGTH_MAX and "\n" not in value and "\n" not in key,
             f"spec.config.{key}",
             "must be one line",
@@ -237,23 +238,23 @@ def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str])
         uid=str(metadata.get("uid", "")),
         cluster_name=str(spec.get("clusterName") or name),
         image=str(spec["image"]),
-        image_pull_policy=_one_of(
+        image_pull_policy=one_of(
             spec.get("imagePullPolicy", "IfNotPresent"), "spec.imagePullPolicy", ("Always", "IfNotPresent", "Never")
         ),
         name_server=name_server,
-        groups=_int_in(spec.get("groups", 1), "spec.groups", 1, limits.GROUPS_MAX),
+        groups=int_in(spec.get("groups", 1), "spec.groups", 1, limits.GROUPS_MAX),
         replicas_per_group=replicas_per_group,
         replication_mode=mode,
         failover=failover,
-        flush=_one_of(spec.get("flush", "Async"), "spec.flush", ("Async", "Sync")),
+        flush=one_of(spec.get("flush", "Async"), "spec.flush", ("Async", "Sync")),
         storage=_storage_from(spec.get("storage", {"type": "HostPath", "hostPath": {}}), allowed_host_roots),
-        file_reserved_hours=_int_in(
+        file_reserved_hours=int_in(
             retention.get("fileReservedHours", 72), "spec.retention.fileReservedHours", 1, limits.RETENTION_HOURS_MAX
         ),
         delete_when=str(retention.get("deleteWhen", "04")),
         resources=dict(spec.get("resources", {})),
         config=config,
-        pdb_max_unavailable=_int_in(
+        pdb_max_unavailable=int_in(
             spec.get("podDisruptionBudget", {}).get("maxUnavailable", 1),
             "spec.podDisruptionBudget.maxUnavailable",
             0,
@@ -270,21 +271,21 @@ def topic_spec_from(body: Mapping[str, Any]) -> TopicSpec:
     """Parse a Topic object, applying defaults; raise InvalidSpecError."""
     spec = body.get("spec", {})
     topic_name = str(spec.get("topicName") or body["metadata"]["name"])
-    _require(
+    require(
         len(topic_name) <= limits.TOPIC_NAME_LENGTH_MAX and TOPIC_NAME_PATTERN.match(topic_name) is not None,
         "spec.topicName",
         f"must match {TOPIC_NAME_PATTERN.pattern} and be at most {limits.TOPIC_NAME_LENGTH_MAX} characters",
     )
-    _require(not is_reserved_topic(topic_name), "spec.topicName", CEL_MESSAGES["reserved_topic"])
-    groups = tuple(_int_in(g, "spec.groups[]", 0, limits.GROUPS_MAX - 1) for g in spec.get("groups", ()))
+    require(not is_reserved_topic(topic_name), "spec.topicName", CEL_MESSAGES["reserved_topic"])
+    groups = tuple(int_in(g, "spec.groups[]", 0, limits.GROUPS_MAX - 1) for g in spec.get("groups", ()))
     return TopicSpec(
         cluster=str(spec["clusterRef"]["name"]),
         topic_name=topic_name,
-        read_queue_nums=_int_in(spec.get("readQueueNums", 8), "spec.readQueueNums", 1, limits.QUEUE_NUMS_MAX),
-        write_queue_nums=_int_in(spec.get("writeQueueNums", 8), "spec.writeQueueNums", 1, limits.QUEUE_NUMS_MAX),
-        permission=_one_of(spec.get("permission", "ReadWrite"), "spec.permission", tuple(PERMISSION_BITS)),
+        read_queue_nums=int_in(spec.get("readQueueNums", 8), "spec.readQueueNums", 1, limits.QUEUE_NUMS_MAX),
+        write_queue_nums=int_in(spec.get("writeQueueNums", 8), "spec.writeQueueNums", 1, limits.QUEUE_NUMS_MAX),
+        permission=one_of(spec.get("permission", "ReadWrite"), "spec.permission", tuple(PERMISSION_BITS)),
         order=bool(spec.get("order", False)),
-        message_type=_one_of(
+        message_type=one_of(
             spec.get("messageType", "Normal"), "spec.messageType", ("Normal", "FIFO", "Delay", "Transaction")
         ),
         groups=groups,

@@ -66,6 +66,8 @@ class ClusterFacts:
     """Group index -> when its master was first seen unready (RFC 3339); absent: ready."""
     master_restarted_at: Mapping[int, str] = field(default_factory=dict)
     """Group index -> when the roll deleted its master (RFC 3339), kept while the master is unready."""
+    surplus_groups: Sequence[int] = ()
+    """Group indices at or beyond spec.groups whose StatefulSet still exists (to drain)."""
     draining: Sequence[str] = ()
     """Groups beyond spec.groups being drained before deletion, with where each stands."""
     roll_steps: Sequence[str] = ()

@@ -23,7 +23,6 @@ import kmock as km
 import kopf
 import kubernetes
 import pytest
-import yaml
 
 from shoal.operator import analysis_handlers, kube, manifests
 from shoal.operator.spec import broker_spec_from
@@ -34,6 +33,7 @@ from tests.operator.test_handlers import (
     _used,
     get_object,
     patch_object,
+    point_kubernetes_client_at,
     post,
     wait_until,
     watching,
@@ -81,19 +81,7 @@ def api(kmock: km.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.Monkey
         verbs={"list", "watch", "get", "patch", "create"},
         subresources={"status"},
     )
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kmock", "cluster": {"server": str(kmock.url)}}],
-        "users": [{"name": "kmock", "user": {"token": "test"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
-        "current-context": "kmock",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
-    monkeypatch.setenv("SHOAL_ALLOWED_HOSTPATH_ROOTS", "/var/lib/shoal")
+    point_kubernetes_client_at(kmock, tmp_path, monkeypatch)
     seed_broker(kmock)
     return kmock
 

@@ -37,18 +37,9 @@ def _handlers_registered() -> None:
     import shoal.operator.handlers  # noqa: F401
 
 
-@pytest.fixture
-def kube_api(kmock: km.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> km.KubernetesEmulator:
-    """KMock with the built-in and Shoal resources, and a kubeconfig pointing at it (gotcha 1, 2)."""
-    with warnings.catch_warnings():  # kmock 0.8 uses importlib.resources.read_binary (deprecated)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        kmock.resources.load_bundled()
-    kmock.resources[BROKERS] = km.ResourceInfo(
-        kind="Broker", namespaced=True, verbs={"list", "watch", "get", "patch", "create"}, subresources={"status"}
-    )
-    kmock.resources[TOPICS] = km.ResourceInfo(
-        kind="Topic", namespaced=True, verbs={"list", "watch", "get", "patch", "create"}, subresources={"status"}
-    )
+def point_kubernetes_client_at(kmock: km.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Write a kubeconfig for KMock and make both kopf and the kubernetes client read it (the
+    client reads $KUBECONFIG at import: gotcha 1), with the chart's default hostPath root."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -62,6 +53,21 @@ def kube_api(kmock: km.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("KUBECONFIG", str(path))
     monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
     monkeypatch.setenv("SHOAL_ALLOWED_HOSTPATH_ROOTS", "/var/lib/shoal")
+
+
+@pytest.fixture
+def kube_api(kmock: km.KubernetesEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> km.KubernetesEmulator:
+    """KMock with the built-in and Shoal resources, and a kubeconfig pointing at it (gotcha 1, 2)."""
+    with warnings.catch_warnings():  # kmock 0.8 uses importlib.resources.read_binary (deprecated)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        kmock.resources.load_bundled()
+    kmock.resources[BROKERS] = km.ResourceInfo(
+        kind="Broker", namespaced=True, verbs={"list", "watch", "get", "patch", "create"}, subresources={"status"}
+    )
+    kmock.resources[TOPICS] = km.ResourceInfo(
+        kind="Topic", namespaced=True, verbs={"list", "watch", "get", "patch", "create"}, subresources={"status"}
+    )
+    point_kubernetes_client_at(kmock, tmp_path, monkeypatch)
     return kmock
 
 
