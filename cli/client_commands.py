@@ -21,7 +21,7 @@ from shoal.client import (
     MQClientError,
 )
 from shoal.client.admin import ha_status_of
-from shoal.protocol import ConsumeFromWhere
+from shoal.protocol import ConsumeFromWhere, ResponseCode
 
 NAMESRV_OPTION = click.option(
     "-n",
@@ -43,6 +43,38 @@ def _admin(namesrv_addr: str) -> Iterator[BlockingAdmin]:
         raise click.ClickException(str(error)) from None
     finally:
         admin.shutdown()
+
+
+def _topic_exists(client: BlockingAdmin, topic: str) -> bool:
+    """Whether any NameServer routes `topic` (GET_ROUTEINFO_BY_TOPIC answers TOPIC_NOT_EXIST)."""
+    try:
+        client.topic_route(topic)
+    except MQBrokerError as error:
+        if error.code == ResponseCode.TOPIC_NOT_EXIST:
+            return False
+        raise
+    return True
+
+
+def _require_topic(client: BlockingAdmin, topic: str) -> None:
+    if not _topic_exists(client, topic):
+        raise click.ClickException(f"topic {topic!r} does not exist (`shoal admin topics` lists the topics)")
+
+
+def check_tag_expression(expression: str) -> str:
+    """`*` or tags joined by `||`; refuses what RocketMQ would silently read as something else:
+    an empty tag (`TagA ||`) or a single `|` (`TagA | TagB` is one tag named "TagA | TagB")."""
+    if expression.strip() in ("", "*"):
+        return "*"
+    for part in expression.split("||"):
+        tag = part.strip()
+        if not tag:
+            raise click.BadParameter(f"{expression!r} has an empty tag; write 'TagA || TagB', or '*' for all")
+        if "|" in tag:
+            raise click.BadParameter(f"{expression!r}: tags are joined by '||', not '|'")
+        if tag == "*":
+            raise click.BadParameter(f"{expression!r}: '*' matches everything and cannot be combined with tags")
+    return expression
 
 
 def _message_json(message: MessageExt) -> str:
@@ -113,6 +145,7 @@ def topic_create(namesrv_addr: str, topic: str, cluster_name: str, queues: int, 
 def topic_delete(namesrv_addr: str, topic: str, cluster_name: str) -> None:
     """Delete TOPIC from a cluster's brokers and the NameServer."""
     with _admin(namesrv_addr) as client:
+        _require_topic(client, topic)
         client.delete_topic(topic, cluster=cluster_name)
     click.echo(f"{topic}: deleted")
 
@@ -144,7 +177,14 @@ def topic_stats(namesrv_addr: str, topic: str) -> None:
 def progress(namesrv_addr: str, group: str, topic: str | None) -> None:
     """Consumer progress of GROUP: broker offset, consumer offset and lag per queue."""
     with _admin(namesrv_addr) as client:
+        if topic is not None:
+            _require_topic(client, topic)
         queues = client.consumer_progress(group, topic)
+    if not queues:  # RocketMQ's mqadmin: "Not found the consumer group consume stats"
+        about = f" on topic {topic!r}" if topic else ""
+        raise click.ClickException(
+            f"consumer group {group!r} has no consume progress{about}: unknown group, or it has not consumed yet"
+        )
     total = 0
     for item in queues:
         total += item.lag
@@ -229,11 +269,14 @@ def ha_status(broker_addr: str, as_json: bool) -> None:
         return
     status = ha_status_of(table)
     head = f"{broker_addr}: {status.role} brokerId {status.broker_id} epoch {status.epoch}"
-    lag = f"lag {status.lag_bytes} bytes / {status.lag_ms} ms"
+    lag = f"lag {status.lag_bytes} bytes / {status.lag_ms} ms" if status.lag_bytes >= 0 else "lag unknown"
     if not status.is_master:
         connected = "connected" if status.master_connected else "NOT connected"
         click.echo(f"{head}; master {status.master_address or '?'} {connected}; {lag}")
         click.echo(f"  confirmed offset {status.confirmed_offset}  {status.last_error}".rstrip())
+        return
+    if not status.slaves:
+        click.echo(f"{head}; no slave connected; confirmed offset {status.confirmed_offset}")
         return
     click.echo(f"{head}; {len(status.slaves)} slave(s) connected; confirmed offset {status.confirmed_offset}; {lag}")
     for slave in status.slaves:
@@ -274,6 +317,14 @@ def produce(
     namesrv_addr: str, topic: str, count: int, body: str, tags: str | None, keys: str | None, group: str
 ) -> None:
     """Send COUNT messages to TOPIC and print each send result."""
+    with _admin(namesrv_addr) as client:
+        is_new = not _topic_exists(client, topic)
+    if is_new:
+        click.echo(
+            f"topic {topic!r} does not exist: the broker creates it on the first send if autoCreateTopicEnable is on "
+            "(check the spelling; `shoal admin topics` lists the topics)",
+            err=True,
+        )
     producer = BlockingProducer(group, namesrv_addr)
     producer.start()
     try:
@@ -291,6 +342,8 @@ def produce(
                 f"queue={result.message_queue.queue_id} queueOffset={result.queue_offset}"
             )
         click.echo(f"sent {count} in {time.monotonic() - started:.3f} s", err=True)
+        if is_new and count:
+            click.echo(f"topic {topic!r} was created by the broker", err=True)
     except MQClientError as error:
         raise click.ClickException(str(error)) from None
     finally:
@@ -301,7 +354,13 @@ def produce(
 @NAMESRV_OPTION
 @click.argument("topic")
 @click.option("--group", default="CID_shoal_cli", show_default=True)
-@click.option("--expression", default="*", show_default=True, help="Tag expression, e.g. 'TagA || TagB'.")
+@click.option(
+    "--expression",
+    default="*",
+    show_default=True,
+    callback=lambda _context, _param, value: check_tag_expression(value),
+    help="Tag expression, e.g. 'TagA || TagB'.",
+)
 @click.option("-c", "--count", default=0, help="Stop after this many messages (0: until --timeout).")
 @click.option("--timeout", "timeout_s", default=10.0, show_default=True, help="Stop after this many idle seconds.")
 @click.option("--from-first/--from-last", default=True, help="Where a new group starts.")
@@ -309,6 +368,8 @@ def consume(
     namesrv_addr: str, topic: str, group: str, expression: str, count: int, timeout_s: float, from_first: bool
 ) -> None:
     """Consume TOPIC with a push consumer and print each message as a JSON line."""
+    with _admin(namesrv_addr) as client:
+        _require_topic(client, topic)
     received = 0
     last = time.monotonic()
     lock = threading.Lock()

@@ -18,9 +18,16 @@ except ImportError:  # optional: a faster event loop where it builds
     uvloop = None  # type: ignore[assignment]
 
 from shoal.broker.broker import BrokerController
-from shoal.broker.config import NamesrvConfig, load_broker_settings, load_namesrv_config, parse_properties
+from shoal.broker.config import (
+    BrokerSettings,
+    NamesrvConfig,
+    load_broker_settings,
+    load_namesrv_config,
+    parse_properties,
+)
 from shoal.broker.namesrv import NameServer
 from shoal.cli.local_demo import round_trip
+from shoal.store import limits as store_limits
 
 log = logging.getLogger("shoal")
 
@@ -117,13 +124,41 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
     run_until_signal(main)
 
 
+LOCAL_STORE_CONF = {
+    # RocketMQ's sizes (1 GiB CommitLog segments, a 420 MB IndexFile, 6 MB per ConsumeQueue file)
+    # are for servers; a laptop cluster gets files of a few MB (docs/operations.md, "Sizes").
+    "mappedFileSizeCommitLog": str(16 * 1024 * 1024),
+    "mappedFileSizeConsumeQueue": str(60_000 * 20),
+    "maxIndexNum": "100000",  # maxHashSlotNum stays RocketMQ's: readers of the IndexFile assume it
+}
+"""Store sizes for `shoal local`: 16 MiB segments, 1.2 MB ConsumeQueue files, a 22 MB IndexFile."""
+
+
+def local_allocation_text(settings: BrokerSettings) -> str:
+    """What the local store allocates, for a person deciding whether their disk can take it."""
+    store = settings.store
+    segment_bytes = store.commitlog.segment_size_bytes
+    queue_file_bytes = store.consume_queue.units_per_file * store_limits.CONSUME_QUEUE_UNIT_SIZE_BYTES
+    index_bytes = (
+        store_limits.INDEX_HEADER_SIZE_BYTES
+        + store.index.hash_slots * store_limits.INDEX_HASH_SLOT_SIZE_BYTES
+        + store.index.entries * store_limits.INDEX_ENTRY_SIZE_BYTES
+    )
+    mib = 1024 * 1024
+    return (
+        f"store {store.root_dir}: CommitLog segments of {segment_bytes / mib:.0f} MiB (the next one preallocated), "
+        f"ConsumeQueue files of {queue_file_bytes / mib:.1f} MiB per queue, IndexFile {index_bytes / mib:.1f} MiB; "
+        f"about {(2 * segment_bytes + index_bytes) / mib:.0f} MiB to start"
+    )
+
+
 @click.command()
 @click.option(
     "--data-dir",
     type=click.Path(path_type=Path),
     default=Path("data"),
     show_default=True,
-    help="Where the store lives.",
+    help="Where the store lives (the store itself is DATA_DIR/store).",
 )
 @click.option("--namesrv-port", type=int, default=9876, show_default=True)
 @click.option("--broker-port", type=int, default=10911, show_default=True)
@@ -132,10 +167,23 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
     default=False,
     help="Produce and consume a few messages once the cluster is up, then keep running.",
 )
-def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool) -> None:
-    """Run a NameServer and a Broker in one process with the embedded default config (Ctrl-C stops)."""
+@click.option(
+    "--exit-after-demo",
+    is_flag=True,
+    default=False,
+    help="With --demo: shut down cleanly once the demo is done (exit 1 if it failed), for scripts and CI.",
+)
+def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_after_demo: bool) -> None:
+    """Run a NameServer and a Broker in one process with the embedded default config (Ctrl-C stops).
+
+    The store uses small files (16 MiB CommitLog segments, a 22 MB IndexFile) rather than
+    RocketMQ's server sizes; `shoal broker -c broker.conf` uses RocketMQ's.
+    """
+    if exit_after_demo and not demo:
+        raise click.UsageError("--exit-after-demo needs --demo")
     settings = load_broker_settings(
         {
+            **LOCAL_STORE_CONF,
             "namesrvAddr": f"127.0.0.1:{namesrv_port}",
             "listenPort": str(broker_port),
             "listenHost": "127.0.0.1",  # a local cluster is for this machine only
@@ -144,22 +192,44 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool) -> No
         }
     )
     logging.getLogger("shoal.client").setLevel(logging.WARNING)  # the demo narrates the client side itself
+    click.echo(local_allocation_text(settings), err=True)
+    failed = False
 
     async def main(stop: asyncio.Event) -> None:
+        nonlocal failed
         name_server = NameServer(NamesrvConfig())
         await name_server.start(host="127.0.0.1", port=namesrv_port)
         controller = BrokerController(settings)
-        await controller.start()
-        click.echo(
-            f"local cluster up: NameServer 127.0.0.1:{namesrv_port}, broker {settings.broker.broker_name} "
-            f"127.0.0.1:{controller.port}, metrics http://127.0.0.1:{controller.metrics_port}/metrics, "
-            f"store {settings.store.root_dir}",
-            err=True,
+        try:
+            await controller.start()
+        except BaseException:
+            await name_server.stop()
+            raise
+        serving = (
+            f"NameServer 127.0.0.1:{namesrv_port}, broker {settings.broker.broker_name} "
+            f"127.0.0.1:{controller.port}, metrics http://127.0.0.1:{controller.metrics_port}/metrics"
         )
-        if demo:
-            await round_trip(f"127.0.0.1:{namesrv_port}")
-        await stop.wait()
-        await controller.stop()
-        await name_server.stop()
+        click.echo(f"local cluster up: {serving}, store {settings.store.root_dir}", err=True)
+        try:
+            if demo:
+                try:
+                    await round_trip(f"127.0.0.1:{namesrv_port}")
+                except click.ClickException as error:
+                    failed = True
+                    click.echo(f"[demo] failed: {error.format_message()}", err=True)
+            if not exit_after_demo:
+                click.echo(
+                    f"still serving ({serving}); point your clients at namesrvAddr=127.0.0.1:{namesrv_port}. "
+                    "Ctrl-C (or SIGTERM) stops the cluster cleanly.",
+                    err=True,
+                )
+                await stop.wait()
+        finally:
+            click.echo("stopping the local cluster ...", err=True)
+            await controller.stop()
+            await name_server.stop()
+            click.echo("local cluster stopped", err=True)
 
     run_until_signal(main)
+    if failed:
+        sys.exit(1)

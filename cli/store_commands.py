@@ -21,6 +21,16 @@ from shoal.store.inspection import (
 )
 
 
+def _store_directory(directory: Path) -> Path:
+    """DIRECTORY itself when it holds commitlog/; a pointer to the store inside it otherwise."""
+    if (directory / "commitlog").is_dir():
+        return directory
+    for inner in (directory / "store", directory / "data" / "store"):
+        if (inner / "commitlog").is_dir():
+            raise click.ClickException(f"{directory} is not a store directory; the store is {inner}")
+    raise click.ClickException(f"{directory} is not a store directory (no commitlog/ in it)")
+
+
 @click.group(name="store")
 def store_group() -> None:
     """Inspect and verify a RocketMQ-format store directory (read-only; safe on a live store)."""
@@ -38,6 +48,7 @@ def store_group() -> None:
 )
 def inspect(directory: Path, limit: int, topic: str | None, hash_slots: int) -> None:
     """Decode CommitLog records, ConsumeQueue units and index entries of DIRECTORY (one JSON line each)."""
+    directory = _store_directory(directory)
     segments = segment_paths(directory / "commitlog")
     click.echo(f"# CommitLog: {len(segments)} segment(s) in {directory / 'commitlog'}")
     shown = 0
@@ -80,6 +91,7 @@ def inspect(directory: Path, limit: int, topic: str | None, hash_slots: int) -> 
 def verify(directory: Path, hash_slots: int) -> None:
     """Check DIRECTORY: the CRC of every record, and that ConsumeQueues and the index agree with the
     CommitLog. Exits 1 and lists the problems when anything is damaged."""
+    directory = _store_directory(directory)
     total = sum(p.stat().st_size for p in segment_paths(directory / "commitlog"))
     with click.progressbar(length=total, label="verifying CommitLog", file=sys.stderr) as bar:
         report = verify_store(directory, hash_slots=hash_slots, progress=bar.update)

@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 
-import kopf
-import prometheus_client
-
-import shoal.operator.analysis_handlers  # noqa: F401  (importing registers the StoreAnalysis handlers)
-from shoal.operator import handlers
+EXTRA_HINT = "pip install 'shoal[operator]'"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,6 +24,14 @@ def main(argv: list[str] | None = None) -> None:
         help="serve Prometheus metrics on this port (0: off); env SHOAL_OPERATOR_METRICS_PORT",
     )
     args = parser.parse_args(argv)
+    try:  # the [operator] extra; imported here so --help and a missing extra need none of it
+        import kopf  # noqa: PLC0415
+        import prometheus_client  # noqa: PLC0415
+
+        import shoal.operator.analysis_handlers  # noqa: F401, PLC0415  (importing registers the StoreAnalysis handlers)
+        from shoal.operator import handlers  # noqa: PLC0415
+    except ModuleNotFoundError as error:
+        sys.exit(f"python -m shoal.operator needs the [operator] extra (no module {error.name!r}): {EXTRA_HINT}")
     logging.basicConfig(level=os.environ.get("SHOAL_LOG_LEVEL", "INFO").upper())
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port)

@@ -18,7 +18,10 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +31,15 @@ from pyspark.sql import DataFrame, SparkSession
 from shoal.spark import limits
 from shoal.spark.errors import JobError
 from shoal.spark.options import parse_time_ms
-from shoal.spark.session import session
+from shoal.spark.session import session, under_spark_submit
 
 SUMMARY_FILE_NAME = "summary.json"
 DETAILS_FILE_NAME = "details.json"
 SUMMARY_BYTES_MAX = 4096
 """A Kubernetes termination message holds 4096 bytes; a longer summary would not parse there."""
 ERROR_TEXT_MAX_CHARS = 1000
+STARTUP_PROGRESS_INTERVAL_S = 5.0
+"""How often a person waiting for the JVM hears that Spark is still starting."""
 TERMINATION_MESSAGE_ENV = "SHOAL_TERMINATION_MESSAGE_PATH"
 SAMPLES_MAX_COUNT = 10
 """Example ids / offsets kept per finding in a summary: enough to look one up, bounded."""
@@ -147,7 +152,7 @@ def run(
         if not (store_dir / "commitlog").is_dir():
             raise JobError(f"{store_dir} is not a store directory (no commitlog/ in it)")
         conf = dict(_key_value(item) for item in args.conf)
-        spark = session(f"shoal-{parsed.prog}", args.master, conf)
+        spark = _started_session(f"shoal-{parsed.prog}", args.master, conf)
         result = job(JobContext(spark, args, store_dir, output_dir))
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_MAX_CHARS]
@@ -156,6 +161,36 @@ def run(
     write_summary(output_dir, {"job": parsed.prog, "ok": True, **result.summary})
     print(result.text)
     return 0
+
+
+def _started_session(app_name: str, master: str | None, conf: Mapping[str, str]) -> SparkSession:
+    """The session, with progress on stderr while a JVM starts (10-30 s, most of a small job)."""
+    if under_spark_submit():  # spark-submit started the JVM already
+        return session(app_name, master, conf)
+    with _progress(f"starting Spark ({master or 'local[2]'}): the JVM takes 10-30 s") as elapsed_s:
+        spark = session(app_name, master, conf)
+    print(f"Spark ready in {elapsed_s():.1f} s", file=sys.stderr, flush=True)
+    return spark
+
+
+@contextmanager
+def _progress(text: str) -> Iterator[Callable[[], float]]:
+    """Print `text`, then a line every STARTUP_PROGRESS_INTERVAL_S until the block ends."""
+    started = time.monotonic()
+    done = threading.Event()
+    print(f"{text} ...", file=sys.stderr, flush=True)
+
+    def tick() -> None:
+        while not done.wait(STARTUP_PROGRESS_INTERVAL_S):
+            print(f"  still starting Spark ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+
+    ticker = threading.Thread(target=tick, name="spark-start-progress", daemon=True)
+    ticker.start()
+    try:
+        yield lambda: time.monotonic() - started
+    finally:
+        done.set()
+        ticker.join()
 
 
 def _key_value(item: str) -> tuple[str, str]:
