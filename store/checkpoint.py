@@ -17,6 +17,7 @@ checkpoint without our trailer (written by Java) is trusted as RocketMQ would.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -24,8 +25,7 @@ from pathlib import Path
 
 import crc32c
 
-from shoal.store import limits
-from shoal.store.mapped_file import fsync_directory
+from shoal.store import durability, limits
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ class StoreCheckpoint:
         self.trusted = True
         """False when our CRC showed the file was damaged (recovery then scans more)."""
         self._page = bytearray(FILE_SIZE)
-        path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # a flush cut short by a crash
+        with contextlib.suppress(FileNotFoundError):  # a flush cut short by a crash
+            durability.unlink(path.with_name(path.name + ".tmp"))
         if path.exists():
             self._load()
 
@@ -80,11 +81,11 @@ class StoreCheckpoint:
         )
         TRAILER.pack_into(self._page, TRAILER_OFFSET, TRAILER_MAGIC, crc32c.crc32c(self._page[: TIMESTAMPS.size]))
         temp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = durability.create_file(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, self._page)
-            os.fsync(fd)
+            durability.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, self.path)
-        fsync_directory(self.path.parent)
+        durability.replace(temp, self.path)
+        durability.fsync_directory(self.path.parent)

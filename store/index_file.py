@@ -30,10 +30,9 @@ import struct
 import time
 from pathlib import Path
 
-from shoal.store import limits
+from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
 from shoal.store.java_hash import index_key_hash
-from shoal.store.mapped_file import fsync_directory
 
 HEADER = struct.Struct(">qqqqii")
 assert HEADER.size == limits.INDEX_HEADER_SIZE_BYTES
@@ -58,14 +57,14 @@ class IndexFile:
         self.entries = entries
         self.file_size = limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size + entries * ENTRY.size
         if create:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = durability.create_file(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 os.posix_fallocate(fd, 0, self.file_size)
             except BaseException:
                 os.close(fd)
-                path.unlink()
+                durability.unlink(path)
                 raise
-            fsync_directory(path.parent)
+            durability.fsync_directory(path.parent)
         else:
             fd = os.open(path, os.O_RDWR)
             actual = os.fstat(fd).st_size
@@ -173,7 +172,7 @@ class IndexFile:
         ]
 
     def flush(self) -> None:
-        os.fdatasync(self.fd)
+        durability.fdatasync(self.fd)
 
     def close(self) -> None:
         self.view.release()
@@ -183,4 +182,5 @@ class IndexFile:
 
     def destroy(self) -> None:
         self.close()
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            durability.unlink(self.path)

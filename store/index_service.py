@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from shoal.store import limits
+from shoal.store import durability, limits
 from shoal.store.clock import Clock
 from shoal.store.index_file import IndexFile, index_file_name
 from shoal.store.properties import message_keys
@@ -91,7 +91,7 @@ class IndexService:
             return files[-1]
         with self._lock:
             previous = self.files[-1] if self.files else None
-            self.directory.mkdir(parents=True, exist_ok=True)
+            durability.make_directories(self.directory)
             now = self.clock.now_ms()
             path = self.directory / index_file_name(now)
             while path.exists():

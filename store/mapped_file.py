@@ -13,7 +13,7 @@ Three positions, in bytes from the file start, only ever move forward except on 
 `wrote` is where the next record goes; `committed` is what readers may see (equal to `wrote`
 unless a transient-pool write buffer is in use, spec §5.2); `flushed` is what `fdatasync` made
 durable. Flushing uses `os.fdatasync` (releases the GIL), never `mmap.flush` (holds it; see
-performance.md §1.5).
+performance.md §1.5). Every sync, create, rename and delete goes through `durability`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import time
 from pathlib import Path
 
-from shoal.store import limits
+from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
 
 _ZERO_CHUNK = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
@@ -80,22 +80,22 @@ class MappedFile:
     ) -> MappedFile:
         """Allocate a new segment under a temporary name, sync it, then rename it into place."""
         temp = path.with_name(path.name + TEMP_SUFFIX)
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = durability.create_file(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             if warm:
                 os.posix_fallocate(fd, 0, file_size)  # ENOSPC now, not half-way through the zeros
                 _zero_fill(fd, 0, file_size, warm_rate_bytes_per_s)
             else:
                 os.posix_fallocate(fd, 0, file_size)
-            os.fdatasync(fd)
+            durability.fdatasync(fd)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
-                temp.unlink()
+                durability.unlink(temp)
             raise
         os.close(fd)
-        os.replace(temp, path)
-        fsync_directory(path.parent)
+        durability.replace(temp, path)
+        durability.fsync_directory(path.parent)
         return cls(path, file_size, write_buffer=write_buffer)
 
     # --- positions ---
@@ -145,7 +145,7 @@ class MappedFile:
         flushed = self.flushed_position
         if target <= flushed or not self._enough_pages(flushed, target, least_pages):
             return flushed
-        os.fdatasync(self.fd)
+        durability.fdatasync(self.fd)
         self.flushed_position = target
         return target
 
@@ -187,7 +187,7 @@ class MappedFile:
                 zeroed += end - at
             at = end
         if zeroed:
-            os.fdatasync(self.fd)
+            durability.fdatasync(self.fd)
         self.set_positions(position)
         if self.write_buffer is not None:
             self.write_buffer[position:] = bytes(len(self.write_buffer) - position)
@@ -207,7 +207,7 @@ class MappedFile:
         """Close and delete the file (readers holding views keep reading the unlinked pages)."""
         self.close()
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            durability.unlink(self.path)
 
     def __repr__(self) -> str:
         return (
@@ -227,16 +227,8 @@ def _zero_fill(fd: int, start: int, end: int, rate_bytes_per_s: int = 0) -> None
         at += os.pwrite(fd, _ZERO_CHUNK[: min(chunk, end - at)], at)
         if rate_bytes_per_s > 0:
             if at - synced >= WARM_SYNC_EVERY_BYTES:
-                os.fdatasync(fd)
+                durability.fdatasync(fd)
                 synced = at
             ahead_s = (at - start) / rate_bytes_per_s - (time.monotonic() - began)
             if ahead_s > 0:
                 time.sleep(ahead_s)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from shoal.store import durability
 from shoal.store.errors import StoreCorruptionError
 from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile, is_segment_name, offset_to_file_name
 from shoal.store.transient_store_pool import TransientStorePool
@@ -61,7 +62,7 @@ class MappedFileQueue:
         if not self.directory.exists():
             return notes
         for leftover in sorted(self.directory.glob("*" + TEMP_SUFFIX)):
-            leftover.unlink()
+            durability.unlink(leftover)
             notes.append(f"removed {leftover.name}, an allocation interrupted by a crash")
         names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
         files: list[MappedFile] = []
@@ -159,7 +160,7 @@ class MappedFileQueue:
         return self._create(offset)
 
     def _create(self, offset: int) -> MappedFile:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        durability.make_directories(self.directory)
         buffer = self.pool.borrow() if self.pool is not None else None
         try:
             return MappedFile.create(
@@ -266,7 +267,7 @@ class MappedFileQueue:
             mapped.destroy()
         self.flushed_where = self.committed_where = 0
         with contextlib.suppress(OSError):
-            self.directory.rmdir()
+            durability.rmdir(self.directory)
 
     def shutdown(self) -> None:
         """Stop the allocator and delete preallocated segments nobody used (they hold nothing, and

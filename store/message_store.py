@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 
-from shoal.store import limits
+from shoal.store import durability, limits
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.cleaning import CleaningService, DiskUsage, disk_usage_ratio
 from shoal.store.clock import SYSTEM_CLOCK, Clock
@@ -131,7 +131,7 @@ class MessageStore:
     # --- lifecycle ---
     def open(self) -> RecoveryReport:
         """Lock the directory, load every file, recover; the store is then readable and writable."""
-        self.settings.root_dir.mkdir(parents=True, exist_ok=True)
+        durability.make_directories(self.settings.root_dir)
         self._lock.acquire()
         try:
             return self._load_and_recover()

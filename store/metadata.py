@@ -52,7 +52,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-from shoal.store import limits
+from shoal.store import durability, limits
 from shoal.store.errors import StoreError
 
 # RocketMQ's deepest metadata document (a 5.x subscription group with its subscription data)
@@ -349,16 +349,13 @@ def _sibling(path: Path, suffix: str) -> Path:
 
 
 def _write_and_sync(path: Path, data: bytes) -> None:
-    with path.open("wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def _sync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
+    descriptor = durability.create_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.fsync(descriptor)
+        with memoryview(data) as view:
+            written = 0
+            while written < len(view):
+                written += os.write(descriptor, view[written:])
+        durability.fsync(descriptor)
     finally:
         os.close(descriptor)
 
@@ -375,13 +372,13 @@ def write_json_file_safely(path: Path, text: str, *, keep_backup: bool = True) -
     size_max_bytes = limits.METADATA_FILE_SIZE_MAX_BYTES
     if len(data) > size_max_bytes:
         raise MetadataFormatError(f"{path}: refusing to write {len(data)} bytes, above {size_max_bytes}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    durability.make_directories(path.parent)
     temporary = _sibling(path, ".tmp")
     _write_and_sync(temporary, data)
     if keep_backup and path.exists():
         _write_and_sync(_sibling(path, ".bak"), path.read_bytes())
-    os.replace(temporary, path)
-    _sync_directory(path.parent)
+    durability.replace(temporary, path)
+    durability.fsync_directory(path.parent)
 
 
 def _read_bounded_text(path: Path) -> str:

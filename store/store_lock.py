@@ -13,6 +13,7 @@ import os
 import threading
 from pathlib import Path
 
+from shoal.store import durability
 from shoal.store.errors import StoreLockedError
 
 _LOCKED_IN_THIS_PROCESS: set[str] = set()
@@ -31,12 +32,12 @@ class StoreLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        durability.make_directories(self.path.parent)
         self._key = os.path.realpath(self.path)
         with _REGISTRY_LOCK:
             if self._key in _LOCKED_IN_THIS_PROCESS:
                 raise StoreLockedError(f"{self.path}: the store is already open in this process")
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = durability.create_file(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
             except OSError:
@@ -46,7 +47,7 @@ class StoreLock:
                 ) from None
             _LOCKED_IN_THIS_PROCESS.add(self._key)
         os.pwrite(fd, b"lock", 0)
-        os.fsync(fd)
+        durability.fsync(fd)
         self._fd = fd
 
     def release(self) -> None:
@@ -69,11 +70,12 @@ class AbortMarker:
         return not self.path.exists()
 
     def create(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = durability.create_file(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.fsync(fd)
+            durability.fsync(fd)
         finally:
             os.close(fd)
 
     def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            durability.unlink(self.path)
