@@ -117,8 +117,8 @@ class ReplicationService:
             broker.server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._all_delay_offsets)
         self._tasks.append(loop.create_task(self._persist_confirmed_loop(), name="ha-confirmed-persist"))
         if broker.is_master:
-            await self.before_register()
-        if not broker.is_master:
+            await self.before_register()  # fenced: demote() already follows the new master
+        elif self.client is None:
             self._start_following()
 
     async def stop(self) -> None:
@@ -199,6 +199,9 @@ class ReplicationService:
         return self.settings.master_address or self.learned_ha_address
 
     def _start_following(self) -> None:
+        """Follow the master with one HAClient. Two would append the same stream to one CommitLog:
+        each finds the log grown by the other (OffsetMismatchError) and redials forever (issue 12)."""
+        assert self.client is None and self.metadata is None, "already following a master"
         broker = self.broker
         hooks = SlaveHooks(
             self._master_ha_address,
