@@ -3,18 +3,29 @@
 The files are Java properties (`key=value`, `#` comments). Keys keep RocketMQ's names; store keys
 (`storePathRootDir`, `flushDiskType`, ...) go to `shoal.store.StoreSettings.from_broker_conf`.
 Unknown keys are reported in `unknown_keys` and logged, never silently dropped.
+
+Every key Shoal reads is checked at load against one declaration, an `Allowed` (the words an
+error shows and a test of the parsed value): broker and NameServer keys carry theirs in their
+field's metadata, store keys in `STORE_KEY_ALLOWED`. Relations between keys (haListenPort !=
+listenPort, ...) are checked after. Any failure is a `ConfigError`, one line naming the key, the
+value as written and what the key takes.
 """
 
 from __future__ import annotations
 
 import enum
+import ipaddress
+import math
+import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from shoal.store import StoreSettings
+from shoal.broker import limits
+from shoal.store import FlushDiskType, StoreSettings
+from shoal.store import limits as store_limits
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS
 
 
@@ -72,80 +83,258 @@ def _local_ip() -> str:
         return "127.0.0.1"
 
 
+class ConfigError(ValueError):
+    """A broker.conf or namesrv.conf value Shoal cannot run with. The message is one line: the
+    key, the value as written and what the key takes."""
+
+
+def _show(raw: object) -> str:
+    """A value as the user wrote it; quoted when blanks or oddities would hide in the message."""
+    text = str(raw)
+    return text if text and text == text.strip() and text.isprintable() else repr(text)
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What one key takes: `test` on the parsed value, and the words an error shows. `parse`
+    replaces the key's own parser for the check (e.g. a path checked as text before `Path("")`
+    silently becomes the current directory)."""
+
+    words: str
+    test: Callable[[Any], bool]
+    parse: Callable[[str], Any] | None = None
+
+    def refuse(self, key: str, raw: object) -> ConfigError:
+        return ConfigError(f"{key}={_show(raw)} is not allowed: {key} takes {self.words}")
+
+    def check(self, key: str, raw: object, value: Any) -> None:
+        if not self.test(value):
+            raise self.refuse(key, raw)
+
+
+def between(low: int, high: int, unit: str = "", note: str = "") -> Allowed:
+    """A whole number in low..high (both included)."""
+    words = f"a whole number {low}..{high}" + (f" {unit}" if unit else "") + (f" ({note})" if note else "")
+    return Allowed(words, lambda value: type(value) is int and low <= value <= high)
+
+
+def _is_host(text: str) -> bool:
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        return bool(_HOST_NAME.fullmatch(text))
+    return True
+
+
+def _is_address(text: str) -> bool:
+    """host:port as RemotingUtil.string2SocketAddress reads it (the port after the last ':')."""
+    host, separator, port = text.rpartition(":")
+    return bool(separator) and _is_host(host) and port.isdigit() and 1 <= int(port) <= limits.PORT_MAX
+
+
+def _java_split(text: str) -> list[str]:
+    """`String.split(";")`: trailing empty parts are dropped, inner ones kept."""
+    parts = text.split(";")
+    while parts and not parts[-1].strip():
+        parts.pop()
+    return [part.strip() for part in parts]
+
+
+def _is_address_list(text: str) -> bool:
+    return all(_is_address(part) for part in _java_split(text))
+
+
+def _is_hour_list(text: str) -> bool:
+    """deleteWhen as UtilAll.isItTimeToDo reads it: `;`-separated Integer.parseInt hours."""
+    hours = _java_split(text)
+    return bool(hours) and all(len(h) <= 2 and h.isdigit() and int(h) <= 23 for h in hours)
+
+
+def _is_delay_table(text: str) -> bool:
+    try:
+        parse_delay_levels(text)
+    except ValueError:
+        return False
+    return True
+
+
+def one_of(kind: type[enum.Enum]) -> Allowed:
+    names = [member.value for member in kind]
+    return Allowed(f"exactly one of {', '.join(names)}", lambda value: isinstance(value, kind))
+
+
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+_NAME = re.compile(rf"[%|a-zA-Z0-9_-]{{1,{limits.NAME_LENGTH_MAX}}}")  # RocketMQ's topic name rule
+
+PORT_OR_ANY = between(0, limits.PORT_MAX, note="0: any free port")
+PORT_HA = between(-1, limits.PORT_MAX, note="-1: listenPort + 1, 0: any free port")
+PORT_METRICS = between(-1, limits.PORT_MAX, note="-1: no metrics, 0: listenPort + 100")
+INTERVAL_MS = between(1, limits.CONFIG_INTERVAL_MAX_MS, "ms")
+INTERVAL_OR_ZERO_MS = between(0, limits.CONFIG_INTERVAL_MAX_MS, "ms")
+HA_INTERVAL_MS = between(limits.HA_INTERVAL_MIN_MS, limits.CONFIG_INTERVAL_MAX_MS, "ms")
+BOOLEAN = Allowed("true or false", lambda value: isinstance(value, bool))
+NAME = Allowed(
+    f"1..{limits.NAME_LENGTH_MAX} characters of [%|a-zA-Z0-9_-] (it is also a topic name)",
+    lambda value: isinstance(value, str) and bool(_NAME.fullmatch(value)),
+)
+HOST = Allowed("an IP address or a host name", lambda value: isinstance(value, str) and _is_host(value))
+HOST_OR_EMPTY = Allowed(
+    "an IP address or a host name, or nothing for this host's address",
+    lambda value: isinstance(value, str) and (value == "" or _is_host(value)),
+)
+ADDRESS_LIST = Allowed(
+    "';'-separated host:port addresses with ports 1..65535, e.g. 127.0.0.1:9876;10.0.0.2:9876",
+    lambda value: isinstance(value, str) and _is_address_list(value),
+)
+ADDRESS_OR_EMPTY = Allowed(
+    "host:port with a port 1..65535, or nothing to learn it from the NameServer",
+    lambda value: isinstance(value, str) and (value.strip() == "" or _is_address(value.strip())),
+)
+DELAY_TABLE = Allowed(
+    f"1..{DELAY_LEVELS_MAX_COUNT} space-separated whole delays with a unit ms/s/m/h/d, e.g. 1s 5s 10s 2h",
+    lambda value: isinstance(value, str) and _is_delay_table(value),
+)
+ANY_TEXT = Allowed("any text", lambda value: isinstance(value, str))
+PERMISSION = Allowed(
+    "a permission: 6 (read and write), 4 (read only), 2 (write only) or 0, plus 1 to inherit",
+    lambda value: type(value) is int and 0 <= value <= 7,
+)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Broker settings (RocketMQ BrokerConfig / NettyServerConfig names in `java_name`)."""
 
-    broker_cluster_name: str = field(default="DefaultCluster", metadata={"java": "brokerClusterName"})
-    broker_name: str = field(default="broker-a", metadata={"java": "brokerName"})
-    broker_id: int = field(default=0, metadata={"java": "brokerId"})
-    broker_role: BrokerRole = field(default=BrokerRole.ASYNC_MASTER, metadata={"java": "brokerRole"})
-    namesrv_addr: str = field(default="127.0.0.1:9876", metadata={"java": "namesrvAddr"})
+    broker_cluster_name: str = field(default="DefaultCluster", metadata={"java": "brokerClusterName", "allowed": NAME})
+    broker_name: str = field(default="broker-a", metadata={"java": "brokerName", "allowed": NAME})
+    broker_id: int = field(
+        default=0,
+        metadata={"java": "brokerId", "allowed": between(0, limits.JAVA_LONG_MAX, note="0: master, above 0: slave")},
+    )
+    broker_role: BrokerRole = field(
+        default=BrokerRole.ASYNC_MASTER, metadata={"java": "brokerRole", "allowed": one_of(BrokerRole)}
+    )
+    namesrv_addr: str = field(default="127.0.0.1:9876", metadata={"java": "namesrvAddr", "allowed": ADDRESS_LIST})
     """`;`-separated NameServer addresses."""
-    listen_port: int = field(default=10911, metadata={"java": "listenPort"})
-    listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost"})
+    listen_port: int = field(default=10911, metadata={"java": "listenPort", "allowed": PORT_OR_ANY})
+    listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost", "allowed": HOST})
     """Shoal: the interface to bind (RocketMQ binds all)."""
-    broker_ip1: str = field(default="", metadata={"java": "brokerIP1"})
+    broker_ip1: str = field(default="", metadata={"java": "brokerIP1", "allowed": HOST_OR_EMPTY})
     """Address clients use to reach this broker; default: the host's address."""
-    auto_create_topic_enable: bool = field(default=True, metadata={"java": "autoCreateTopicEnable"})
-    auto_create_subscription_group: bool = field(default=True, metadata={"java": "autoCreateSubscriptionGroup"})
-    default_topic_queue_nums: int = field(default=8, metadata={"java": "defaultTopicQueueNums"})
-    cluster_topic_enable: bool = field(default=True, metadata={"java": "clusterTopicEnable"})
-    broker_topic_enable: bool = field(default=True, metadata={"java": "brokerTopicEnable"})
-    broker_permission: int = field(default=6, metadata={"java": "brokerPermission"})
-    register_name_server_period_ms: int = field(default=30_000, metadata={"java": "registerNameServerPeriod"})
-    long_polling_enable: bool = field(default=True, metadata={"java": "longPollingEnable"})
-    short_polling_time_ms: int = field(default=1_000, metadata={"java": "shortPollingTimeMills"})
-    flush_consumer_offset_interval_ms: int = field(default=5_000, metadata={"java": "flushConsumerOffsetInterval"})
-    notify_consumer_ids_changed_enable: bool = field(default=True, metadata={"java": "notifyConsumerIdsChangedEnable"})
-    region_id: str = field(default="DefaultRegion", metadata={"java": "regionId"})
-    trace_on: bool = field(default=True, metadata={"java": "traceOn"})
-    slave_read_enable: bool = field(default=False, metadata={"java": "slaveReadEnable"})
-    channel_expired_timeout_ms: int = field(default=120_000, metadata={"java": "channelExpiredTimeout"})
-    server_channel_max_idle_time_s: int = field(default=120, metadata={"java": "serverChannelMaxIdleTimeSeconds"})
-    metrics_port: int = field(default=0, metadata={"java": "metricsPort"})
+    auto_create_topic_enable: bool = field(default=True, metadata={"java": "autoCreateTopicEnable", "allowed": BOOLEAN})
+    auto_create_subscription_group: bool = field(
+        default=True, metadata={"java": "autoCreateSubscriptionGroup", "allowed": BOOLEAN}
+    )
+    default_topic_queue_nums: int = field(
+        default=8, metadata={"java": "defaultTopicQueueNums", "allowed": between(1, limits.TOPIC_QUEUES_MAX_COUNT)}
+    )
+    cluster_topic_enable: bool = field(default=True, metadata={"java": "clusterTopicEnable", "allowed": BOOLEAN})
+    broker_topic_enable: bool = field(default=True, metadata={"java": "brokerTopicEnable", "allowed": BOOLEAN})
+    broker_permission: int = field(default=6, metadata={"java": "brokerPermission", "allowed": PERMISSION})
+    register_name_server_period_ms: int = field(
+        default=30_000, metadata={"java": "registerNameServerPeriod", "allowed": INTERVAL_MS}
+    )
+    long_polling_enable: bool = field(default=True, metadata={"java": "longPollingEnable", "allowed": BOOLEAN})
+    short_polling_time_ms: int = field(
+        default=1_000, metadata={"java": "shortPollingTimeMills", "allowed": INTERVAL_MS}
+    )
+    flush_consumer_offset_interval_ms: int = field(
+        default=5_000, metadata={"java": "flushConsumerOffsetInterval", "allowed": INTERVAL_MS}
+    )
+    notify_consumer_ids_changed_enable: bool = field(
+        default=True, metadata={"java": "notifyConsumerIdsChangedEnable", "allowed": BOOLEAN}
+    )
+    region_id: str = field(default="DefaultRegion", metadata={"java": "regionId", "allowed": NAME})
+    trace_on: bool = field(default=True, metadata={"java": "traceOn", "allowed": BOOLEAN})
+    slave_read_enable: bool = field(default=False, metadata={"java": "slaveReadEnable", "allowed": BOOLEAN})
+    channel_expired_timeout_ms: int = field(
+        default=120_000, metadata={"java": "channelExpiredTimeout", "allowed": INTERVAL_MS}
+    )
+    server_channel_max_idle_time_s: int = field(
+        default=120,
+        metadata={
+            "java": "serverChannelMaxIdleTimeSeconds",
+            "allowed": between(1, limits.CONFIG_INTERVAL_MAX_MS // 1000, "s"),
+        },
+    )
+    metrics_port: int = field(default=0, metadata={"java": "metricsPort", "allowed": PORT_METRICS})
     """Shoal: HTTP port for /metrics and /healthz (0: listenPort + 100; -1: off)."""
-    metrics_host: str = field(default="0.0.0.0", metadata={"java": "metricsHost"})
-    max_connections: int = field(default=10_000, metadata={"java": "maxConnections"})
+    metrics_host: str = field(default="0.0.0.0", metadata={"java": "metricsHost", "allowed": HOST})
+    max_connections: int = field(
+        default=10_000, metadata={"java": "maxConnections", "allowed": between(1, limits.CONNECTIONS_MAX_COUNT)}
+    )
     """Shoal: connections beyond this are closed at once (bounded resources)."""
     # --- replication (spec §9; shoal.broker.replication) ---
-    ha_listen_port: int = field(default=-1, metadata={"java": "haListenPort"})
+    ha_listen_port: int = field(default=-1, metadata={"java": "haListenPort", "allowed": PORT_HA})
     """Port of the HA listener: -1 = listenPort + 1 (RocketMQ's rule; any free port when listenPort is 0)."""
-    ha_master_address: str = field(default="", metadata={"java": "haMasterAddress"})
+    ha_master_address: str = field(default="", metadata={"java": "haMasterAddress", "allowed": ADDRESS_OR_EMPTY})
     """A slave's master HA address (host:port); empty: learned from the NameServer at registration."""
-    ha_send_heartbeat_interval_ms: int = field(default=5_000, metadata={"java": "haSendHeartbeatInterval"})
-    ha_housekeeping_interval_ms: int = field(default=20_000, metadata={"java": "haHousekeepingInterval"})
+    ha_send_heartbeat_interval_ms: int = field(
+        default=5_000, metadata={"java": "haSendHeartbeatInterval", "allowed": HA_INTERVAL_MS}
+    )
+    ha_housekeeping_interval_ms: int = field(
+        default=20_000, metadata={"java": "haHousekeepingInterval", "allowed": HA_INTERVAL_MS}
+    )
     """An HA link silent this long is closed (master: no ack; Shoal slave: no frame)."""
-    ha_transfer_batch_size_bytes: int = field(default=32 * 1024, metadata={"java": "haTransferBatchSize"})
-    ha_slave_fallbehind_max_bytes: int = field(default=256 * 1024 * 1024, metadata={"java": "haSlaveFallbehindMax"})
+    ha_transfer_batch_size_bytes: int = field(
+        default=32 * 1024,
+        metadata={"java": "haTransferBatchSize", "allowed": between(1, limits.HA_TRANSFER_BATCH_MAX_BYTES, "bytes")},
+    )
+    ha_slave_fallbehind_max_bytes: int = field(
+        default=256 * 1024 * 1024,
+        metadata={"java": "haSlaveFallbehindMax", "allowed": between(1, limits.JAVA_LONG_MAX, "bytes")},
+    )
     """SYNC_MASTER answers SLAVE_NOT_AVAILABLE at once when the best slave is this far behind."""
-    slave_timeout_ms: int = field(default=3_000, metadata={"java": "slaveTimeout"})
+    slave_timeout_ms: int = field(default=3_000, metadata={"java": "slaveTimeout", "allowed": HA_INTERVAL_MS})
     """SYNC_MASTER: how long a send waits for a slave before FLUSH_SLAVE_TIMEOUT (4.9.3+)."""
-    ha_reconnect_interval_ms: int = field(default=5_000, metadata={"java": "haReconnectInterval"})
+    ha_reconnect_interval_ms: int = field(
+        default=5_000, metadata={"java": "haReconnectInterval", "allowed": HA_INTERVAL_MS}
+    )
     """Shoal: a slave retries a lost master link after this (RocketMQ: a fixed 5 s)."""
-    slave_sync_interval_ms: int = field(default=10_000, metadata={"java": "slaveSyncInterval"})
+    slave_sync_interval_ms: int = field(
+        default=10_000, metadata={"java": "slaveSyncInterval", "allowed": HA_INTERVAL_MS}
+    )
     """Shoal: how often a slave copies topics, offsets and groups (RocketMQ: a fixed 10 s)."""
-    ha_shoal_extension_enable: bool = field(default=True, metadata={"java": "haShoalExtensionEnable"})
+    ha_shoal_extension_enable: bool = field(
+        default=True, metadata={"java": "haShoalExtensionEnable", "allowed": BOOLEAN}
+    )
     """Shoal: epochs on the HA link (fencing, confirmed offset). Set false on a slave of a Java master."""
-    message_delay_level: str = field(default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata={"java": "messageDelayLevel"})
+    message_delay_level: str = field(
+        default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata={"java": "messageDelayLevel", "allowed": DELAY_TABLE}
+    )
     """Delay of each level (1-based), space-separated with units s/m/h/d (Shoal also takes ms).
     Level i parks messages in SCHEDULE_TOPIC_XXXX queue i-1 (spec §10.1)."""
-    flush_delay_offset_interval_ms: int = field(default=10_000, metadata={"java": "flushDelayOffsetInterval"})
+    flush_delay_offset_interval_ms: int = field(
+        default=10_000, metadata={"java": "flushDelayOffsetInterval", "allowed": INTERVAL_MS}
+    )
     """How often delayOffset.json / timerOffset.json are written (RocketMQ: 10 s); also at shutdown."""
-    timer_wheel_enable: bool = field(default=True, metadata={"java": "timerWheelEnable"})
+    timer_wheel_enable: bool = field(default=True, metadata={"java": "timerWheelEnable", "allowed": BOOLEAN})
     """RocketMQ 5's arbitrary delivery times (TIMER_DELIVER_MS, ...). Off: those properties are
     ignored and the message is delivered at once, as a 4.x broker does."""
-    timer_max_delay_s: int = field(default=259_200, metadata={"java": "timerMaxDelaySec"})
+    timer_max_delay_s: int = field(
+        default=259_200, metadata={"java": "timerMaxDelaySec", "allowed": between(1, limits.TIMER_DELAY_MAX_S, "s")}
+    )
     """A delivery time further ahead than this is refused (RocketMQ 5: 3 days)."""
     # --- transactions (spec §11; shoal.broker.transactions) ---
-    transaction_timeout_ms: int = field(default=6_000, metadata={"java": "transactionTimeOut"})
+    transaction_timeout_ms: int = field(
+        default=6_000, metadata={"java": "transactionTimeOut", "allowed": INTERVAL_OR_ZERO_MS}
+    )
     """A half message this old (since its producer sent it) with no commit or rollback is checked
     back with a live producer of its group (CHECK_TRANSACTION_STATE). 6 s as RocketMQ."""
-    transaction_check_interval_ms: int = field(default=60_000, metadata={"java": "transactionCheckInterval"})
+    transaction_check_interval_ms: int = field(
+        default=60_000, metadata={"java": "transactionCheckInterval", "allowed": INTERVAL_MS}
+    )
     """How often the check-back service looks for such half messages. 60 s as RocketMQ."""
-    transaction_check_max: int = field(default=15, metadata={"java": "transactionCheckMax"})
+    transaction_check_max: int = field(
+        default=15, metadata={"java": "transactionCheckMax", "allowed": between(0, limits.TRANSACTION_CHECK_MAX_COUNT)}
+    )
     """Checks per half message; then it goes to TRANS_CHECK_MAX_TIME_TOPIC (rolled back). 15 as RocketMQ."""
-    reject_transaction_message: bool = field(default=False, metadata={"java": "rejectTransactionMessage"})
+    reject_transaction_message: bool = field(
+        default=False, metadata={"java": "rejectTransactionMessage", "allowed": BOOLEAN}
+    )
     """Refuse half messages with NO_PERMISSION (RocketMQ's switch for brokers without transactions)."""
 
     def __post_init__(self) -> None:
@@ -179,33 +368,35 @@ class BrokerConfig:
 
 @dataclass(frozen=True)
 class NamesrvConfig:
-    listen_port: int = field(default=9876, metadata={"java": "listenPort"})
-    listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost"})
-    broker_expired_timeout_ms: int = field(default=120_000, metadata={"java": "brokerChannelExpiredTime"})
-    scan_interval_ms: int = field(default=10_000, metadata={"java": "scanNotActiveBrokerInterval"})
-    kv_config_path: str = field(default="", metadata={"java": "kvConfigPath"})
+    listen_port: int = field(default=9876, metadata={"java": "listenPort", "allowed": PORT_OR_ANY})
+    listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost", "allowed": HOST})
+    broker_expired_timeout_ms: int = field(
+        default=120_000, metadata={"java": "brokerChannelExpiredTime", "allowed": INTERVAL_MS}
+    )
+    scan_interval_ms: int = field(
+        default=10_000, metadata={"java": "scanNotActiveBrokerInterval", "allowed": INTERVAL_MS}
+    )
+    kv_config_path: str = field(default="", metadata={"java": "kvConfigPath", "allowed": ANY_TEXT})
 
 
-def _convert(kind: Any, raw: str, key: str) -> Any:
-    try:
-        if kind is bool:
-            lowered = raw.lower()
-            if lowered not in ("true", "false"):
-                raise ValueError("expected true or false")
-            return lowered == "true"
-        if kind is int:
-            return int(raw)
-        if isinstance(kind, type) and issubclass(kind, enum.Enum):
-            return kind(raw)
-        return raw
-    except ValueError as exc:
-        raise ValueError(f"{key}={raw!r}: {exc}") from None
+def _convert(kind: Any, raw: str) -> Any:
+    if kind is bool:
+        lowered = raw.lower()
+        if lowered not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return lowered == "true"
+    if kind is int:
+        return int(raw)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(raw)
+    return raw
 
 
 _TYPES = {"bool": bool, "int": int, "str": str, "BrokerRole": BrokerRole}
 
 
 def _build(cls: type[Any], conf: Mapping[str, str]) -> tuple[Any, list[str]]:
+    """The dataclass from the keys it knows, each parsed and checked against its `Allowed`."""
     by_java = {f.metadata["java"]: f for f in fields(cls)}
     values: dict[str, Any] = {}
     unknown: list[str] = []
@@ -214,8 +405,118 @@ def _build(cls: type[Any], conf: Mapping[str, str]) -> tuple[Any, list[str]]:
         if spec is None:
             unknown.append(key)
             continue
-        values[spec.name] = _convert(_TYPES.get(str(spec.type), str), raw, key)
+        allowed: Allowed = spec.metadata["allowed"]
+        try:
+            value = _convert(_TYPES.get(str(spec.type), str), raw)
+        except ValueError:
+            raise allowed.refuse(key, raw) from None
+        allowed.check(key, raw, value)
+        values[spec.name] = value
     return cls(**values), unknown
+
+
+def _check_broker_relations(config: BrokerConfig) -> None:
+    """Rules between keys (RocketMQ's BrokerStartup checks and what our ports need)."""
+    listen, ha, metrics = config.listen_port, config.ha_listen_port, config.metrics_port
+    if config.broker_role is BrokerRole.SLAVE and config.broker_id <= 0:
+        raise ConfigError(
+            f"brokerId={config.broker_id} is not allowed with brokerRole=SLAVE: a slave's brokerId is above 0"
+        )
+    if ha > 0 and ha == listen:
+        raise ConfigError(f"haListenPort={ha} is not allowed: it equals listenPort; give the HA listener its own port")
+    if ha == -1 and listen == limits.PORT_MAX:
+        raise ConfigError(f"listenPort={listen} leaves no port for HA (listenPort + 1): set haListenPort")
+    if metrics == 0 and listen + 100 > limits.PORT_MAX:
+        raise ConfigError(
+            f"listenPort={listen} leaves no port for metrics (listenPort + 100): set metricsPort, or -1 for none"
+        )
+    if metrics > 0 and metrics in (listen, ha):
+        other = "listenPort" if metrics == listen else "haListenPort"
+        raise ConfigError(f"metricsPort={metrics} is not allowed: it equals {other}; give metrics their own port")
+    if config.ha_send_heartbeat_interval_ms >= config.ha_housekeeping_interval_ms:
+        raise ConfigError(
+            f"haSendHeartbeatInterval={config.ha_send_heartbeat_interval_ms} is not allowed: it must be shorter "
+            f"than haHousekeepingInterval={config.ha_housekeeping_interval_ms}, or idle HA links are closed"
+        )
+
+
+def _is_path_text(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""
+
+
+def _is_finite_hours(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and 0 <= value <= limits.FILE_RESERVED_TIME_MAX_HOURS
+
+
+_PAGES_MAX = limits.MAPPED_FILE_SIZE_MAX_BYTES // store_limits.OS_PAGE_SIZE_BYTES
+_CQ_UNIT_BYTES = store_limits.CONSUME_QUEUE_UNIT_SIZE_BYTES
+PATH = Allowed("a directory path (not empty)", _is_path_text, parse=str)
+PAGES = between(0, _PAGES_MAX, "pages of 4 KiB")
+
+STORE_KEY_ALLOWED: dict[str, Allowed] = {
+    "storePathRootDir": PATH,
+    "storePathCommitLog": PATH,
+    "mappedFileSizeCommitLog": between(
+        store_limits.COMMITLOG_SEGMENT_SIZE_MIN_BYTES, limits.COMMITLOG_SEGMENT_SIZE_MAX_BYTES, "bytes"
+    ),
+    "maxMessageSize": between(1, store_limits.MESSAGE_BODY_SIZE_MAX_BYTES, "bytes"),
+    "checkCRCOnRecover": BOOLEAN,
+    "warmMapedFileEnable": BOOLEAN,
+    "accessMessageInMemoryMaxRatio": between(0, 100, "percent"),
+    "warmRateBytesPerSecond": between(0, limits.JAVA_LONG_MAX, "bytes/s", "0: as fast as the disk goes"),
+    "mappedFileSizeConsumeQueue": between(_CQ_UNIT_BYTES, limits.MAPPED_FILE_SIZE_MAX_BYTES, "bytes"),
+    "messageIndexEnable": BOOLEAN,
+    "maxHashSlotNum": between(1, limits.MAPPED_FILE_SIZE_MAX_BYTES // store_limits.INDEX_HASH_SLOT_SIZE_BYTES),
+    "maxIndexNum": between(2, limits.MAPPED_FILE_SIZE_MAX_BYTES // store_limits.INDEX_ENTRY_SIZE_BYTES),
+    "flushDiskType": one_of(FlushDiskType),
+    "flushIntervalCommitLog": INTERVAL_MS,
+    "flushCommitLogLeastPages": PAGES,
+    "flushCommitLogThoroughInterval": INTERVAL_OR_ZERO_MS,
+    "syncFlushTimeout": INTERVAL_MS,
+    "syncFlushInline": BOOLEAN,
+    "transientStorePoolEnable": BOOLEAN,
+    "transientStorePoolSize": between(0, limits.TRANSIENT_STORE_POOL_MAX_COUNT),
+    "commitIntervalCommitLog": INTERVAL_MS,
+    "commitCommitLogLeastPages": PAGES,
+    "commitCommitLogThoroughInterval": INTERVAL_OR_ZERO_MS,
+    "flushIntervalConsumeQueue": INTERVAL_MS,
+    "flushConsumeQueueLeastPages": PAGES,
+    "flushConsumeQueueThoroughInterval": INTERVAL_OR_ZERO_MS,
+    "fileReservedTime": Allowed(f"a number of hours 0..{limits.FILE_RESERVED_TIME_MAX_HOURS}", _is_finite_hours),
+    "deleteWhen": Allowed(
+        "';'-separated hours of the day 0..23, e.g. 04 or 01;02",
+        lambda value: isinstance(value, str) and _is_hour_list(value),
+    ),
+    "diskMaxUsedSpaceRatio": between(0, 100, "percent", "used as 10..95, as RocketMQ does"),
+    "cleanResourceInterval": INTERVAL_MS,
+    "deleteCommitLogFilesInterval": INTERVAL_OR_ZERO_MS,
+    "cleanFileForciblyEnable": BOOLEAN,
+}
+"""One declaration per store key (the store parses them: `shoal.store.settings.BROKER_CONF_KEYS`)."""
+
+assert STORE_KEY_ALLOWED.keys() == STORE_KEYS.keys(), "every store key needs its Allowed"
+
+
+def _check_store_keys(conf: Mapping[str, str]) -> None:
+    for key, raw in conf.items():
+        allowed = STORE_KEY_ALLOWED[key]
+        parse = allowed.parse or STORE_KEYS[key][2]
+        if key == "mappedFileSizeConsumeQueue":
+            parse = int  # checked in bytes; the store rounds it up to whole 20-byte units
+        try:
+            value = parse(raw.strip())
+        except ValueError:
+            raise allowed.refuse(key, raw) from None
+        allowed.check(key, raw, value)
+
+
+def _check_store_relations(store: StoreSettings) -> None:
+    size = store.index.file_size_bytes
+    if size > limits.MAPPED_FILE_SIZE_MAX_BYTES:
+        raise ConfigError(
+            f"maxHashSlotNum={store.index.hash_slots} and maxIndexNum={store.index.entries} make a {size}-byte "
+            f"IndexFile: the most is {limits.MAPPED_FILE_SIZE_MAX_BYTES} bytes"
+        )
 
 
 @dataclass(frozen=True)
@@ -242,16 +543,27 @@ fileReservedTime=48
 
 
 def load_broker_settings(conf: Mapping[str, str], root_dir: Path | None = None) -> BrokerSettings:
-    """Settings from broker.conf keys over the embedded defaults; store keys go to the store."""
+    """Settings from broker.conf keys over the embedded defaults; store keys go to the store.
+
+    Every key is checked against its `Allowed`, then the relations between keys: a `ConfigError`
+    (one line: key, value, what is allowed) for the first problem."""
     merged = {**parse_properties(EMBEDDED_BROKER_CONF), **conf}
     broker_keys = {k: v for k, v in merged.items() if k not in STORE_KEYS}
+    store_keys = {k: v for k, v in merged.items() if k in STORE_KEYS}
     broker, unknown = _build(BrokerConfig, broker_keys)
+    _check_broker_relations(broker)
+    _check_store_keys(store_keys)
     if root_dir is None and "storePathRootDir" not in merged:
         root_dir = Path.home() / "store"
-    store = StoreSettings.from_broker_conf({k: v for k, v in merged.items() if k in STORE_KEYS}, root_dir=root_dir)
+    try:
+        store = StoreSettings.from_broker_conf(store_keys, root_dir=root_dir)
+    except ValueError as error:  # the store's own relations (maxMessageSize vs segment size)
+        raise ConfigError(str(error)) from None
+    _check_store_relations(store)
     return BrokerSettings(broker, store, tuple(sorted(unknown)))
 
 
 def load_namesrv_config(conf: Mapping[str, str]) -> tuple[NamesrvConfig, list[str]]:
+    """NameServer settings from namesrv.conf keys, each checked (`ConfigError` as for the broker)."""
     config, unknown = _build(NamesrvConfig, conf)
     return config, unknown

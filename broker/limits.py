@@ -16,3 +16,21 @@ BROKER_REGISTER_TIMEOUT_S = 6.0  # registerBrokerTimeoutMills
 SEND_RESPONSE_TIMEOUT_S = 10.0  # max(syncFlushTimeout, slaveTimeout) + 5 s
 
 assert GATHER_WRITE_MIN_BYTES < CONNECTION_WRITE_BUFFER_HIGH_BYTES
+
+# --- broker.conf / namesrv.conf ranges (shoal.broker.config checks every key against these) ---
+PORT_MAX = 65535
+CONFIG_INTERVAL_MAX_MS = 24 * 3600 * 1000  # a period or timeout above a day is a unit mistake (s for ms)
+CONNECTIONS_MAX_COUNT = 1_000_000  # maxConnections: beyond this the process runs out of descriptors first
+TOPIC_QUEUES_MAX_COUNT = 1024  # defaultTopicQueueNums; BenchmarkTest, the largest built-in topic, has 1024
+TRANSACTION_CHECK_MAX_COUNT = 1_000  # transactionCheckMax: RocketMQ's default is 15
+TIMER_DELAY_MAX_S = 10 * 365 * 24 * 3600  # timerMaxDelaySec: ten years
+FILE_RESERVED_TIME_MAX_HOURS = 10 * 365 * 24  # fileReservedTime: ten years
+COMMITLOG_SEGMENT_SIZE_MAX_BYTES = 2**31 - 1  # mappedFileSizeCommitLog is a Java int
+MAPPED_FILE_SIZE_MAX_BYTES = 2**31 - 1  # ConsumeQueue and IndexFile sizes are Java ints too
+TRANSIENT_STORE_POOL_MAX_COUNT = 64  # transientStorePoolSize: each buffer is one CommitLog segment of memory
+NAME_LENGTH_MAX = 127  # brokerName / brokerClusterName become topic names (brokerTopicEnable, clusterTopicEnable)
+
+assert TOPIC_QUEUES_MAX_COUNT >= 1 and PORT_MAX == 2**16 - 1
+JAVA_LONG_MAX = 2**63 - 1  # keys RocketMQ holds in a Java long with no tighter bound of ours
+HA_INTERVAL_MIN_MS = 10  # = replication.settings.MIN_INTERVAL_MS (that module imports config: no cycle)
+HA_TRANSFER_BATCH_MAX_BYTES = 4 * 1024 * 1024  # = replication.limits.TRANSFER_BATCH_MAX_BYTES
