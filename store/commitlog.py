@@ -8,19 +8,22 @@ ConsumeQueue units afterwards. Spec §1.
 
 from __future__ import annotations
 
+import logging
+import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from shoal.store import limits
 from shoal.store.clock import Clock
-from shoal.store.errors import PutStatus
+from shoal.store.errors import PutStatus, RecordEncodingError
 from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
 from shoal.store.record import (
     END_OF_FILE_MIN_BLANK_LENGTH,
     FIXED_LENGTH_V4,
+    TAIL,
     RecordCheck,
     RecordHeader,
     RecordKind,
@@ -28,10 +31,14 @@ from shoal.store.record import (
     check_record,
     encode_blank_into,
     encode_record_into,
+    encoded_record_problem,
     message_id,
     record_length,
+    with_host_flags,
 )
 from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+
+log = logging.getLogger(__name__)
 
 _NO_QUEUE_OFFSET = frozenset({int(TransactionType.PREPARED_TYPE), int(TransactionType.ROLLBACK_TYPE)})
 DEFAULT_STORE_HOST = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
@@ -131,8 +138,11 @@ class CommitLog:
         reconsume_times: int = 0,
         prepared_transaction_offset: int = 0,
     ) -> AppendResult:
-        """Append one record (limits already checked by the caller). Raises OSError on I/O failure."""
+        """Append one record (limits already checked by the caller). The v6 bits of `sysflag` are
+        set from the hosts written, whatever the caller passed. Raises RecordEncodingError when the
+        record would not decode (nothing becomes visible), OSError on I/O failure."""
         crc = body_crc(body)
+        sysflag = with_host_flags(sysflag, born_host, self.store_host)
         length = (
             FIXED_LENGTH_V4 + len(body) + len(topic) + len(properties) + len(born_host) - 8 + self._store_host_extra
         )
@@ -140,37 +150,45 @@ class CommitLog:
         takes_offset = (sysflag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
         with self.put_lock:
             self.lock_stats.begin_monotonic_s = time.monotonic()
-            mapped = self._current
-            if mapped is None or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position:
-                mapped = self._segment_for(length)
-            position = mapped.wrote_position
-            physical = mapped.file_from_offset + position
-            queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
-            store_timestamp = self._now_ms()
-            encode_record_into(
-                mapped.target,
-                position,
-                body,
-                topic,
-                properties,
-                queue_id,
-                flag,
-                queue_offset,
-                physical,
-                sysflag,
-                born_timestamp,
-                born_host,
-                store_timestamp,
-                self.store_host,
-                reconsume_times,
-                prepared_transaction_offset,
-                crc,
-            )
-            mapped.last_store_timestamp = store_timestamp
-            mapped.wrote_position = position + length
-            if takes_offset:
-                self.topic_queue_table[key] = queue_offset + 1
-            self.lock_stats.begin_monotonic_s = 0.0
+            try:
+                mapped = self._current
+                if mapped is None or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position:
+                    mapped = self._segment_for(length)
+                position = mapped.wrote_position
+                physical = mapped.file_from_offset + position
+                queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
+                store_timestamp = self._now_ms()
+                try:
+                    encode_record_into(
+                        mapped.target,
+                        position,
+                        body,
+                        topic,
+                        properties,
+                        queue_id,
+                        flag,
+                        queue_offset,
+                        physical,
+                        sysflag,
+                        born_timestamp,
+                        born_host,
+                        store_timestamp,
+                        self.store_host,
+                        reconsume_times,
+                        prepared_transaction_offset,
+                        crc,
+                    )
+                    problem = encoded_record_problem(mapped.target, position, length, physical)
+                except (struct.error, ValueError, IndexError, KeyError) as error:
+                    problem = f"{error.__class__.__name__}: {error}"
+                if problem is not None:
+                    self._discard_locked(mapped, position, length, problem)
+                mapped.last_store_timestamp = store_timestamp
+                mapped.wrote_position = position + length
+                if takes_offset:
+                    self.topic_queue_table[key] = queue_offset + 1
+            finally:
+                self.lock_stats.begin_monotonic_s = 0.0
         return AppendResult(PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host)
 
     def append_batch(
@@ -185,8 +203,10 @@ class CommitLog:
         reconsume_times: int = 0,
     ) -> tuple[AppendResult, list[int]]:
         """Append a batch atomically into one segment with consecutive queue offsets.
-        Returns the result and each record's size (for the message ids)."""
+        Returns the result and each record's size (for the message ids). Every record is checked
+        as `append` checks one; if any fails, none becomes visible."""
         assert entries and len(entries) <= limits.BATCH_MESSAGES_MAX_COUNT
+        sysflag = with_host_flags(sysflag, born_host, self.store_host)
         store_len = len(self.store_host)
         sizes = [record_length(len(e.body), len(topic), len(e.properties), len(born_host), store_len) for e in entries]
         crcs = [body_crc(e.body) for e in entries]
@@ -194,37 +214,46 @@ class CommitLog:
         key = (topic_name, queue_id)
         with self.put_lock:
             self.lock_stats.begin_monotonic_s = time.monotonic()
-            mapped = self._segment_for(total)
-            position = mapped.wrote_position
-            first_physical = mapped.file_from_offset + position
-            first_queue_offset = self.topic_queue_table.get(key, 0)
-            store_timestamp = self.clock.now_ms()
-            at = position
-            for index, entry in enumerate(entries):
-                encode_record_into(
-                    mapped.target,
-                    at,
-                    entry.body,
-                    topic,
-                    entry.properties,
-                    queue_id,
-                    entry.flag,
-                    first_queue_offset + index,
-                    mapped.file_from_offset + at,
-                    sysflag,
-                    born_timestamp,
-                    born_host,
-                    store_timestamp,
-                    self.store_host,
-                    reconsume_times,
-                    0,
-                    crcs[index],
-                )
-                at += sizes[index]
-            mapped.last_store_timestamp = store_timestamp
-            mapped.wrote_position = at
-            self.topic_queue_table[key] = first_queue_offset + len(entries)
-            self.lock_stats.begin_monotonic_s = 0.0
+            try:
+                mapped = self._segment_for(total)
+                position = mapped.wrote_position
+                first_physical = mapped.file_from_offset + position
+                first_queue_offset = self.topic_queue_table.get(key, 0)
+                store_timestamp = self.clock.now_ms()
+                at = position
+                problem = None
+                for index, entry in enumerate(entries):
+                    try:
+                        encode_record_into(
+                            mapped.target,
+                            at,
+                            entry.body,
+                            topic,
+                            entry.properties,
+                            queue_id,
+                            entry.flag,
+                            first_queue_offset + index,
+                            mapped.file_from_offset + at,
+                            sysflag,
+                            born_timestamp,
+                            born_host,
+                            store_timestamp,
+                            self.store_host,
+                            reconsume_times,
+                            0,
+                            crcs[index],
+                        )
+                        problem = encoded_record_problem(mapped.target, at, sizes[index], mapped.file_from_offset + at)
+                    except (struct.error, ValueError, IndexError, KeyError) as error:
+                        problem = f"{error.__class__.__name__}: {error}"
+                    if problem is not None:
+                        self._discard_locked(mapped, position, total, f"batch record {index}: {problem}")
+                    at += sizes[index]
+                mapped.last_store_timestamp = store_timestamp
+                mapped.wrote_position = at
+                self.topic_queue_table[key] = first_queue_offset + len(entries)
+            finally:
+                self.lock_stats.begin_monotonic_s = 0.0
         result = AppendResult(
             PutStatus.PUT_OK,
             first_physical,
@@ -235,6 +264,16 @@ class CommitLog:
             self.store_host,
         )
         return result, sizes
+
+    def _discard_locked(self, mapped: MappedFile, position: int, length: int, problem: str) -> NoReturn:
+        """Refuse an append whose encoded bytes failed the check: the write position stays, and
+        the first bytes are cleared so that even a crash before they are overwritten never lets
+        recovery read them as a record."""
+        clear = min(TAIL.size, mapped.file_size - position)
+        mapped.target[position : position + clear] = bytes(clear)
+        offset = mapped.file_from_offset + position
+        log.error("refused a %d-byte append at CommitLog offset %d: it would not decode: %s", length, offset, problem)
+        raise RecordEncodingError(f"record at CommitLog offset {offset} would not decode ({problem}); not stored")
 
     def append_raw(self, data: bytes | memoryview, physical_offset: int) -> int:
         """Append bytes another CommitLog wrote (a replica): they must start exactly at our end.

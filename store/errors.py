@@ -6,7 +6,9 @@
      +-- MessageIllegalError     a message the store refuses before writing (-> MESSAGE_ILLEGAL)
      |    +-- PropertiesTooLargeError                                 (-> PROPERTIES_SIZE_EXCEEDED)
      +-- StoreUnavailableError   shut down, read-only, or disk above the hard limit
-                                                                      (-> SERVICE_NOT_AVAILABLE)
+     |                                                                (-> SERVICE_NOT_AVAILABLE)
+     +-- RecordEncodingError     the encoder wrote a record its own decoder cannot read; nothing
+                                 was made visible (a bug, never the message's fault) (-> UNKNOWN_ERROR)
 
 Expected failures of a put never raise to the broker: `MessageStore.put_message` turns them
 into a `PutStatus` (the table `STATUS_OF_ERROR`). An `OSError` while writing or syncing is not
@@ -41,6 +43,10 @@ class PropertiesTooLargeError(MessageIllegalError):
 
 class StoreUnavailableError(StoreError):
     """The store does not accept writes now (shut down, disk full, not writeable)."""
+
+
+class RecordEncodingError(StoreError):
+    """An encoded record failed the check before it became visible; the append did not happen."""
 
 
 class PutStatus(enum.Enum):
