@@ -1,7 +1,9 @@
 """The `lock` and `abort` files (spec §4.2).
 
 `lock` holds an exclusive `fcntl` lock on its first byte while a store is open, so a second
-process fails at once with a clear error. `abort` exists while the store runs; finding it at
+process fails at once with a clear error naming the holder's pid. The pid comes from the kernel
+(`F_GETLK`), not from the file: the file keeps RocketMQ's content ("lock"), and a Java broker
+holding the store is named the same way. `abort` exists while the store runs; finding it at
 start means the last run did not shut down cleanly and recovery must be abnormal.
 """
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import struct
+import sys
 import threading
 from pathlib import Path
 
@@ -18,6 +22,24 @@ from shoal.store.errors import StoreLockedError
 
 _LOCKED_IN_THIS_PROCESS: set[str] = set()
 _REGISTRY_LOCK = threading.Lock()
+
+_FLOCK = struct.Struct("hhqqi4x")
+"""Linux `struct flock` (64-bit off_t): l_type, l_whence, l_start, l_len, l_pid, padding."""
+assert _FLOCK.size == 32
+
+
+def lock_holder_pid(fd: int) -> int | None:
+    """The pid holding a lock on byte 0 of `fd`'s file, or None when unknown (not Linux, no holder,
+    or a holder in another pid namespace, which the kernel reports as 0)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    query = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+    except OSError:
+        return None
+    lock_type, _whence, _start, _length, pid = _FLOCK.unpack(answer)
+    return pid if lock_type != fcntl.F_UNLCK and pid > 0 else None
 
 
 class StoreLock:
@@ -41,9 +63,12 @@ class StoreLock:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
             except OSError:
+                holder = lock_holder_pid(fd)
                 os.close(fd)
+                who = f"pid {holder}" if holder is not None else "pid unknown"
                 raise StoreLockedError(
-                    f"{self.path}: the store is in use by another process (lock failed, store already started)"
+                    f"{self.path}: the store is in use by another process ({who}); "
+                    f"stop that broker or use another storePathRootDir"
                 ) from None
             _LOCKED_IN_THIS_PROCESS.add(self._key)
         os.pwrite(fd, b"lock", 0)

@@ -173,3 +173,23 @@ def test_removed_abort_file_means_a_clean_exit(tmp_path: Path) -> None:
     marker.remove()
     assert marker.last_exit_ok
     assert not (tmp_path / "abort").exists()
+
+
+def test_the_refusal_names_the_pid_holding_the_lock(lock_path: Path) -> None:
+    """Goal: a locked store says who holds it. Method: a child holds the lock; the error here names
+    the child's pid (from F_GETLK), and the file still holds only RocketMQ's 'lock'."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", STORE_LOCK_CHILD, str(lock_path), "hold"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "acquired"
+        with pytest.raises(StoreLockedError, match=rf"\(pid {child.pid}\)"):
+            StoreLock(lock_path).acquire()
+        assert lock_path.read_bytes() == b"lock"
+    finally:
+        child.communicate(input="", timeout=CHILD_TIMEOUT_S)
