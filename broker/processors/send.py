@@ -36,8 +36,8 @@ from shoal.store.properties import (
     WAIT_STORE_MSG_OK,
     decode_properties,
 )
-from shoal.store.record import encode_host, host_flags
-from shoal.store.sysflag import MULTI_TAGS_FLAG, TRANSACTION_TYPE_MASK, gets_consume_queue_entry
+from shoal.store.record import encode_host
+from shoal.store.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, MULTI_TAGS_FLAG, gets_consume_queue_entry
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController
@@ -45,6 +45,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEND_BACK_MIN_VERSION = 121  # MQVersion V3_4_9: maxReconsumeTimes in the header is honoured from here
+PRODUCER_SYSFLAG_BITS = COMPRESSED_FLAG | COMPRESSION_TYPE_MASK
+"""The only bits of a send's `sysFlag` that are stored as sent: how the client compressed the body.
+The broker owns the rest: the v6 host bits (the CommitLog sets them from the hosts it writes; a
+client's would make the record undecodable), MULTI_TAGS (the topic config), the transaction
+bits (half and commit messages are the broker's), the 5.x batch bits and anything unassigned.
+RocketMQ 4.9.7 stores the client's bits unchecked (and writes an unreadable record for a 0x10 or
+0x20 from an IPv4 peer); Shoal drops the bits it does not honour and answers as for the message
+without them."""
 
 RESPONSE_CODE_OF_STATUS = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -145,7 +153,7 @@ class SendProcessor:
             return timing
         properties, wait = stored_properties(header.properties, broker.config.broker_cluster_name)
         born_host = self._born_host(connection)
-        sysflag = header.sys_flag & ~TRANSACTION_TYPE_MASK | host_flags(born_host, broker.store.commitlog.store_host)
+        sysflag = header.sys_flag & PRODUCER_SYSFLAG_BITS  # host bits: set by the CommitLog
         if topic_config.topic_filter_type == "MULTI_TAG":
             sysflag |= MULTI_TAGS_FLAG
         message = MessageToStore(

@@ -1,0 +1,97 @@
+"""The send processor against a real Broker process: the broker owns the SYSFLAG bits it writes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from shoal.client.message import decode_messages
+from shoal.client.remoting import RemotingClient
+from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
+from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from shoal.store.batch import encode_batch_body
+from shoal.store.sysflag import BORNHOST_V6_FLAG, COMPRESSION_TYPE_MASK, STOREHOSTADDRESS_V6_FLAG
+from tests.broker.acknowledged import Acknowledged, assert_consumable, assert_store_verifies
+
+TOPIC = "SysFlagTopic"
+V6_BITS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+ALL_BUT_COMPRESSED = -1 & ~0x1  # every bit a client could set, the body left uncompressed
+POISON_SYSFLAGS = [BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, V6_BITS, ALL_BUT_COMPRESSED, 0x40 | 0x80 | 0x4000]
+LATER_MESSAGES_PER_POISON = 5
+
+
+def _header(sys_flag: int, *, batch: bool = False) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
+        producer_group="PID_sysflag",
+        topic=TOPIC,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=0,
+        sys_flag=sys_flag,
+        born_timestamp_ms=int(time.time() * 1000),
+        flag=0,
+        properties="TAGS\x01TagA",
+        batch=batch,
+    )
+
+
+async def _send_all(address: str, acknowledged: Acknowledged) -> None:
+    """Each poison sysflag through SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, each
+    followed by ordinary messages; every one must be acknowledged."""
+    client = RemotingClient()
+
+    async def send(code: int, ext: dict[str, str], body: bytes) -> None:
+        response = await client.invoke(address, code, ext, body, timeout_s=10.0)
+        acknowledged.add(TOPIC, response)
+
+    for sys_flag in POISON_SYSFLAGS:
+        await send(RequestCode.SEND_MESSAGE, _header(sys_flag).to_ext_fields(), b"v1 poison")
+        await send(RequestCode.SEND_MESSAGE_V2, _header(sys_flag).to_v2().to_ext_fields(), b"v2 poison")
+        batch = encode_batch_body([(0, b"batch poison 1", b""), (0, b"batch poison 2", b"")])
+        await send(RequestCode.SEND_BATCH_MESSAGE, _header(sys_flag, batch=True).to_v2().to_ext_fields(), batch)
+        for index in range(LATER_MESSAGES_PER_POISON):
+            await send(RequestCode.SEND_MESSAGE_V2, _header(0).to_v2().to_ext_fields(), b"later %d" % index)
+    await client.close()
+
+
+async def _stored_sysflags(address: str) -> list[int]:
+    client = RemotingClient()
+    header = PullMessageRequestHeader(
+        consumer_group="CID_sysflag",
+        topic=TOPIC,
+        queue_id=0,
+        queue_offset=0,
+        max_msg_nums=32,
+        sys_flag=4,
+        commit_offset=0,
+        suspend_timeout_ms=0,
+        subscription="*",
+        sub_version=0,
+    )
+    response: RemotingCommand = await client.invoke(
+        address, RequestCode.PULL_MESSAGE, header.to_ext_fields(), timeout_s=10.0
+    )
+    await client.close()
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    return [message.sysflag for message in decode_messages(response.body or b"")]
+
+
+@pytest.mark.slow
+def test_client_sysflag_bits_never_make_a_record_unreadable(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Goal: a send whose sysFlag claims IPv6 hosts (or sets any bit the broker owns) is stored
+    readable, and every message acknowledged after it stays consumable, also after a restart.
+    Method: v1, v2 and batch sends with poison sysFlags between ordinary sends; pull everything;
+    the stored sysflags keep only the compression bits; stop, `shoal store verify`, restart, pull."""
+    acknowledged = Acknowledged()
+    asyncio.run(_send_all(cluster.broker_addr, acknowledged))
+    assert acknowledged.count == len(POISON_SYSFLAGS) * (4 + LATER_MESSAGES_PER_POISON)
+    asyncio.run(assert_consumable(cluster.broker_addr, acknowledged))
+    stored = asyncio.run(_stored_sysflags(cluster.broker_addr))
+    assert stored and all(sysflag & ~COMPRESSION_TYPE_MASK == 0 for sysflag in stored), [hex(f) for f in stored]
+    assert cluster.stop("broker") == 0
+    assert_store_verifies(cluster.store_dir)
+    cluster.start_broker()
+    asyncio.run(assert_consumable(cluster.broker_addr, acknowledged))
+    assert "undecodable" not in cluster.log("broker")
