@@ -25,6 +25,7 @@ from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, Prod
 from shoal.broker.config import BrokerRole, BrokerSettings
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
+from shoal.broker.preflight import check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.pull import PullProcessor
@@ -90,6 +91,9 @@ class BrokerController:
         self._stopping = False
         self.registered_namesrvs: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
+        check_store_dir(settings.store.root_dir)  # PreflightError in one line, before anything reads the store
+        if settings.store.commitlog_dir_override is not None:
+            check_store_dir(settings.store.commitlog_dir_override)
         self.replication = ReplicationService(self)  # may switch role/id from config/epoch.json
 
     # --- lifecycle ---

@@ -27,6 +27,7 @@ from shoal.broker.config import (
 )
 from shoal.broker.namesrv import NameServer
 from shoal.cli.local_demo import round_trip
+from shoal.cli.startup_errors import one_line_startup_errors
 from shoal.store import limits as store_limits
 
 log = logging.getLogger("shoal")
@@ -73,13 +74,20 @@ def _read_conf(path: Path | None) -> dict[str, str]:
 @click.option("--host", default=None, help="Interface to bind (default 0.0.0.0, or listenHost from the file).")
 def namesrv(config_path: Path | None, port: int | None, host: str | None) -> None:
     """Run a NameServer: brokers register with it, clients ask it for routes."""
-    config, unknown = load_namesrv_config(_read_conf(config_path))
+    conf = _read_conf(config_path)
+    if port is not None:
+        conf["listenPort"] = str(port)
+    if host is not None:
+        conf["listenHost"] = host
+    with one_line_startup_errors():
+        config, unknown = load_namesrv_config(conf)
     for key in unknown:
         log.warning("namesrv.conf: unknown key %s ignored", key)
 
     async def main(stop: asyncio.Event) -> None:
         server = NameServer(config)
-        bound = await server.start(host=host, port=port)
+        with one_line_startup_errors():
+            bound = await server.start()
         click.echo(f"NameServer listening on port {bound}", err=True)
         await stop.wait()
         await server.stop()
@@ -107,16 +115,15 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
         conf["storePathRootDir"] = str(store_dir)
     if port is not None:
         conf["listenPort"] = str(port)
-    try:
+    with one_line_startup_errors():
         settings = load_broker_settings(conf)
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
     for key in settings.unknown_keys:
         log.warning("broker.conf: key %s is not used by Shoal", key)
 
     async def main(stop: asyncio.Event) -> None:
-        controller = BrokerController(settings)
-        await controller.start()
+        with one_line_startup_errors():
+            controller = BrokerController(settings)
+            await controller.start()
         click.echo(f"Broker {settings.broker.broker_name} listening on port {controller.port}", err=True)
         await stop.wait()
         await controller.stop()
