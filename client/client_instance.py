@@ -70,6 +70,7 @@ class ClientInstance:
         self.processors: dict[int, RequestProcessor] = {}
         self._heartbeat = PeriodicService("heartbeat", settings.heartbeat_interval_s, self.send_heartbeats)
         self._route_refresh = PeriodicService("route refresh", settings.route_refresh_interval_s, self.refresh_routes)
+        self._tasks: set[asyncio.Task[None]] = set()  # background route fetches (one per topic at a time)
         self.running = False
 
     async def start(self) -> None:
@@ -82,11 +83,31 @@ class ClientInstance:
         self.running = False
         await self._heartbeat.stop()
         await self._route_refresh.stop()
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.remoting.close()
 
     async def refresh_routes(self) -> None:
         """Fetch the routes of every topic in use again (every route_refresh_interval_s)."""
         await self.routes.refresh_all(list(self.topics_in_use()))
+
+    def refresh_route_soon(self, topic: str) -> None:
+        """Fetch `topic`'s route again in the background, now, unless that happened less than
+        ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S ago (an answer a failover may explain, such as
+        SLAVE_NOT_AVAILABLE, must not wait for the next poll, nor flood the nameservers)."""
+        if not self.running or not self.routes.refresh_due(topic):
+            return
+        task = asyncio.get_running_loop().create_task(self._refresh_route(topic), name=f"route {topic}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refresh_route(self, topic: str) -> None:
+        try:
+            await self.routes.refresh(topic)
+        except (RemotingError, MQBrokerError) as error:
+            log.info("refreshing the route of %s failed: %s", topic, error)
 
     async def send_heartbeats(self) -> None:
         """HEART_BEAT to every known broker (masters only when the client runs no consumer)."""

@@ -8,6 +8,8 @@
      +-- MessageDecodeError           pulled or viewed bytes are not a valid record
      |    +-- UnsupportedCompressionError  an LZ4/ZSTD body and the module to inflate it is missing
      +-- NoRouteError                 neither the topic nor TBW102 has a route with a master broker
+ |    +-- NoWritableQueueError    the route names no writable queue of a broker with a master
+ |                                (retriable: a failover or a write-permission wipe in progress)
      +-- MQBrokerError                a broker or nameserver answered with an error code (`code`,
      |                                `remark`, `address`)
      +-- RemotingError                no usable answer: connect failure, timeout, connection closed
@@ -48,6 +50,12 @@ class UnsupportedCompressionError(MessageDecodeError):
 
 class NoRouteError(MQClientError):
     """No route to send to: the nameservers know neither the topic nor the TBW102 template."""
+
+
+class NoWritableQueueError(NoRouteError):
+    """The topic's route has no writable queue on a broker with a master: a master is gone and no
+    slave is promoted yet, or writes are switched off. Retriable: the route is fetched again (at
+    most every `ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S`) until a master appears."""
 
 
 class MQBrokerError(MQClientError):

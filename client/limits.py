@@ -25,6 +25,17 @@ DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums: queues 
 # While a topic sends by TBW102's route, its own route is looked up at most this often (Java waits
 # for the 30 s refresh; an ordered send meanwhile may pick a queue the new topic does not have).
 BORROWED_ROUTE_RECHECK_S = 1.0
+# After a failed send (connection error, a slave's or a write-protected broker's answer) or while a
+# route has no writable queue, the topic's route is fetched again at once, but at most this often
+# per topic: a failover is seen within this much of the new master's registration (Java waits for
+# the 30 s poll), and a dead cluster gets at most a few route requests a second per topic.
+ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S = 0.5
+# MQFaultStrategy (sendLatencyFaultEnable): a send latency at or above latencyMax[i] keeps the
+# broker out of the queue choice for notAvailableDuration[i]; a failed send counts as 30 s.
+SEND_LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
+SEND_NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
+SEND_FAILURE_LATENCY_MS = 30000
+FAULT_BROKERS_MAX_COUNT = 1024  # ours: brokers tracked by the fault strategy (a cluster has a handful)
 
 # --- pulling and consuming (spec §8.8, §12, §15) ---
 PULL_BATCH_MAX_COUNT = 1024  # DefaultMQPushConsumer checks pullBatchSize in [1, 1024]
@@ -50,6 +61,8 @@ assert BROKER_SUSPEND_MAX_MS / 1000 + LONG_POLL_RESPONSE_MARGIN_S < REQUEST_TIME
 assert PROCESS_QUEUE_CACHED_SIZE_MAX_BYTES >= MESSAGE_BODY_SIZE_MAX_BYTES  # one largest message always fits
 assert CONSUME_BATCH_MAX_COUNT <= PROCESS_QUEUE_CACHED_COUNT_MAX * 2  # a full batch can be cached
 assert 0 < DEFAULT_TOPIC_QUEUE_NUMS <= 1024
+assert len(SEND_LATENCY_MAX_MS) == len(SEND_NOT_AVAILABLE_DURATION_MS)
+assert ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S < BORROWED_ROUTE_RECHECK_S * 5
 
 # --- rebalancing before a route exists ---
 QUICK_REBALANCE_RETRY_S = 1.0  # a topic created a moment ago is routed within ~2 s (broker registration)

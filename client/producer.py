@@ -1,10 +1,16 @@
 """`Producer`: SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE with Java's queue choice and retries.
 
 Like `DefaultMQProducerImpl.sendDefaultImpl`: queues are taken round-robin from the topic's
-publish queues; a failed synchronous send (connection error, or codes 17, 14, 1, 16, 204, 205)
-is retried up to `retries_when_send_failed` times on a queue of another broker, all within one
-timeout budget. Sends to an explicit queue or through a selector are tried once. Any number of
-sends may run concurrently: they share one connection per broker, matched by opaque.
+publish queues; a failed synchronous send (connection error, no writable queue, or codes 17, 14,
+1, 16, 204, 205) is retried up to `retries_when_send_failed` times on a queue of another broker,
+all within one timeout budget. Sends to an explicit queue or through a selector are tried once.
+Any number of sends may run concurrently: they share one connection per broker, matched by opaque.
+
+Failover (beyond Java, which waits for its 30 s route poll): after a failed attempt, and after a
+SLAVE_NOT_AVAILABLE answer, the topic's route is fetched again at once (at most every
+`ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S`), so a promoted slave is found moments after it
+registers. `send_latency_fault_enable` adds Java's MQFaultStrategy (`fault.py`);
+`retry_another_broker_when_not_store_ok` Java's retry of stored-but-not-durable answers.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from shoal.client.errors import (
     InvalidMessageError,
     MQBrokerError,
     NoRouteError,
+    NoWritableQueueError,
     RemotingError,
     RemotingTimeoutError,
 )
+from shoal.client.fault import LatencyFaultTolerance
 from shoal.client.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -157,9 +165,28 @@ class QueueRotation:
         self._counters[topic] = value
         return value
 
-    def select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
+    def select(
+        self,
+        info: TopicPublishInfo,
+        last_broker: str | None,
+        faults: LatencyFaultTolerance | None = None,
+        now_s: float = 0.0,
+    ) -> MessageQueue:
+        """The next queue; with `faults` enabled, the next of a broker not kept out
+        (`MQFaultStrategy.selectOneMessageQueue`), else the next of another broker than `last_broker`."""
         queues = info.queues
-        assert queues
+        if not queues:
+            raise NoWritableQueueError(f"topic {info.topic} has no writable queue on a broker with a master")
+        if faults is not None and faults.enabled:
+            for _ in range(len(queues)):
+                queue = queues[self._next(info.topic) % len(queues)]
+                if faults.is_available(queue.broker_name, now_s):
+                    return queue
+            least_bad = faults.least_bad()
+            candidates = [queue for queue in queues if queue.broker_name == least_bad]
+            if candidates:
+                return candidates[self._next(info.topic) % len(candidates)]
+            return queues[self._next(info.topic) % len(queues)]
         if last_broker is not None:
             for _ in range(len(queues)):
                 queue = queues[self._next(info.topic) % len(queues)]
@@ -300,6 +327,7 @@ class Producer:
         self._instance.heartbeat_data = self._heartbeat_data
         self._instance.topics_in_use = lambda: list(self._instance.routes.routes)
         self._rotation = QueueRotation()
+        self._faults = LatencyFaultTolerance(self.settings.send_latency_fault_enable)
         self._running = False
 
     @property
@@ -409,32 +437,50 @@ class Producer:
         attempts = 1 if oneway else 1 + self.settings.retries_when_send_failed
         last_broker: str | None = None
         last_error: Exception | None = None
+        result: SendResult | None = None
         for attempt in range(attempts):
             remaining_s = deadline - loop()
             if remaining_s <= 0:
                 break
-            queue = self._rotation.select(info, last_broker)
+            started_s = loop()
+            queue = self._rotation.select(info, last_broker, self._faults, started_s)
             try:
-                return await self._send_to(queue, outgoing, remaining_s, oneway)
+                result = await self._send_to(queue, outgoing, remaining_s, oneway)
             except MQBrokerError as error:
                 if error.code not in RETRYABLE_CODES:
                     raise
                 last_error = error
             except (RemotingError, NoRouteError) as error:
                 last_error = error
+            else:
+                self._faults.update(queue.broker_name, int((loop() - started_s) * 1000), isolation=False, now_s=loop())
+                if result is None or result.status is SendStatus.SEND_OK:
+                    return result
+                self._instance.refresh_route_soon(outgoing.topic)  # SLAVE_NOT_AVAILABLE: a master in failover?
+                if not self.settings.retry_another_broker_when_not_store_ok:
+                    return result
+                last_broker = queue.broker_name
+                continue
+            self._faults.update(queue.broker_name, 0, isolation=True, now_s=loop())
             last_broker = queue.broker_name
             log.warning("send to %s failed (attempt %d of %d): %s", queue, attempt + 1, attempts, last_error)
             info = await self._refreshed_publish_info(info, deadline - loop())
+        if result is not None:
+            return result  # stored, if not as durably as asked, and no retry did better
         if last_error is None:
             raise RemotingTimeoutError(f"sending to {outgoing.topic} timed out after {timeout_s:.1f} s")
         raise last_error
 
     async def _refreshed_publish_info(self, info: TopicPublishInfo, remaining_s: float) -> TopicPublishInfo:
-        """The topic's route fetched again after a failure; the old one when that fails too."""
+        """After a failure: the topic's route fetched again (unless another send just did), else
+        the latest cached one; the old one when neither has a writable queue."""
         if remaining_s <= 0:
             return info
+        routes = self._instance.routes
         try:
-            return await asyncio.wait_for(self._instance.routes.publish_info(info.topic, refresh=True), remaining_s)
+            return await asyncio.wait_for(
+                routes.publish_info(info.topic, refresh=routes.refresh_due(info.topic)), remaining_s
+            )
         except (TimeoutError, RemotingError, MQBrokerError, NoRouteError) as error:
             log.info("refreshing the route of %s after a failed send failed: %s", info.topic, error)
             return info
@@ -445,10 +491,11 @@ class Producer:
         routes = self._instance.routes
         address = routes.master_address(queue.broker_name)
         if address is None:
-            await routes.publish_info(queue.topic, refresh=True)
-            address = routes.master_address(queue.broker_name)
+            if routes.refresh_due(queue.topic):
+                await routes.publish_info(queue.topic, refresh=True)
+                address = routes.master_address(queue.broker_name)
             if address is None:
-                raise NoRouteError(f"broker {queue.broker_name} has no master address")
+                raise NoWritableQueueError(f"broker {queue.broker_name} has no master address")
         ext_fields = send_header(self.group, outgoing, queue.queue_id, self.settings)
         remoting = self._instance.remoting
         if oneway:

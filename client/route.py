@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from shoal.client import limits
-from shoal.client.errors import MQBrokerError, NoRouteError, RemotingError
+from shoal.client.errors import MQBrokerError, NoRouteError, NoWritableQueueError, RemotingError
 from shoal.client.remoting import RemotingClient
 from shoal.protocol import (
     BrokerData,
@@ -191,6 +191,7 @@ class RouteTable:
         self._borrowed: dict[str, float] = {}  # topics whose route is TBW102's -> last check (monotonic s)
         self._publish_cache: dict[str, tuple[TopicRouteData, TopicPublishInfo]] = {}
         self._brokers: dict[str, dict[int, str]] = {}
+        self._refreshed_after_failure_s: dict[str, float] = {}  # topic -> last such fetch (monotonic s)
 
     async def refresh(self, topic: str) -> TopicRouteData | None:
         """Fetch `topic`'s route and cache it; None (cache untouched) when there is none."""
@@ -210,8 +211,31 @@ class RouteTable:
             except (RemotingError, MQBrokerError) as error:
                 log.warning("refreshing the route of %s failed: %s", topic, error)
 
+    def refresh_due(self, topic: str) -> bool:
+        """Whether `topic`'s route may be fetched again after a failure (and note that it is):
+        at most every ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S, so a dead cluster is not hammered."""
+        now_s = time.monotonic()
+        last_s = self._refreshed_after_failure_s.get(topic)
+        if last_s is not None and now_s - last_s < limits.ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S:
+            return False
+        self._refreshed_after_failure_s[topic] = now_s
+        return True
+
     async def publish_info(self, topic: str, *, refresh: bool = False) -> TopicPublishInfo:
-        """Queues to send `topic` to, fetched when unknown (or `refresh`), else TBW102's."""
+        """Queues to send `topic` to, fetched when unknown (or `refresh`), else TBW102's.
+
+        A route without a writable queue of a broker with a master (a master died, and no slave
+        is promoted yet) is fetched again at once (throttled by `refresh_due`): a promotion is
+        seen within moments of its registration, not at the next poll. NoWritableQueueError
+        (retriable) while there is still none."""
+        info = await self._publish_info(topic, refresh)
+        if not info.queues and not refresh and self.refresh_due(topic):
+            info = await self._publish_info(topic, True)
+        if not info.queues:
+            raise NoWritableQueueError(f"topic {topic} has no writable queue on a broker with a master")
+        return info
+
+    async def _publish_info(self, topic: str, refresh: bool) -> TopicPublishInfo:
         route = self.routes.get(topic)
         checked_at = self._borrowed.get(topic)
         recheck = checked_at is not None and time.monotonic() - checked_at >= limits.BORROWED_ROUTE_RECHECK_S
@@ -242,8 +266,6 @@ class RouteTable:
             order_topic=bool(route.order_topic_conf),
         )
         self._publish_cache[topic] = (route, info)
-        if not info.queues:
-            raise NoRouteError(f"topic {topic} has no writable queue on a broker with a master")
         return info
 
     async def _borrow_default_route(self, topic: str) -> TopicRouteData | None:

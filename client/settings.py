@@ -49,6 +49,14 @@ class ProducerSettings:
     """createTopicKey: the template topic whose route is used for topics that have none yet."""
     default_topic_queue_nums: int = limits.DEFAULT_TOPIC_QUEUE_NUMS
     """defaultTopicQueueNums: how many queues an auto-created topic gets."""
+    retry_another_broker_when_not_store_ok: bool = False
+    """retryAnotherBrokerWhenNotStoreOK: a send answered FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or
+    SLAVE_NOT_AVAILABLE (stored, but not as durably as asked) is sent again to another broker.
+    Off by default, as in Java: the retry stores a duplicate."""
+    send_latency_fault_enable: bool = False
+    """sendLatencyFaultEnable (MQFaultStrategy): keep brokers that failed or answered slowly out of
+    the queue choice for a while (`limits.SEND_NOT_AVAILABLE_DURATION_MS`). Off by default, as in
+    Java: without it only the broker of the failed attempt is skipped by the retry."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.retries_when_send_failed <= limits.SEND_RETRIES_MAX_COUNT:

@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from shoal.client.errors import ClientStateError, InvalidMessageError, MQBrokerError
+from shoal.client.errors import ClientStateError, InvalidMessageError, MQBrokerError, NoWritableQueueError
+from shoal.client.fault import LatencyFaultTolerance, not_available_duration_ms
 from shoal.client.message import Message, decode_properties
 from shoal.client.producer import (
     Producer,
@@ -233,3 +234,38 @@ def test_fast_send_header_agrees_with_the_header_declaration() -> None:
             batch=code == RequestCode.SEND_BATCH_MESSAGE,
         ).to_ext_fields()
         assert fast == generic
+
+
+def test_rotation_over_no_queue_raises_a_retriable_error() -> None:
+    """Goal: no bare AssertionError on a route without writable queues (issue 12, item 4).
+    Method: select from an empty publish info."""
+    with pytest.raises(NoWritableQueueError, match="no writable queue"):
+        QueueRotation().select(TopicPublishInfo("T", ()), None)
+
+
+def test_fault_strategy_skips_a_failed_broker_until_its_time_is_up() -> None:
+    """Goal: MQFaultStrategy (sendLatencyFaultEnable): a failed broker is left out for 600 s, a
+    550 ms answer for 30 s, and when every broker is out the least bad one is used. Method: two
+    brokers, faults recorded at fixed times."""
+    assert [not_available_duration_ms(ms) for ms in (0, 99, 100, 550, 999, 3000, 15000, 30000)] == [
+        0,
+        0,
+        0,
+        30000,
+        30000,
+        180000,
+        600000,
+        600000,
+    ]
+    rotation = QueueRotation()
+    info = TopicPublishInfo("T", (MessageQueue("T", "a", 0), MessageQueue("T", "b", 0)))
+    faults = LatencyFaultTolerance(enabled=True)
+    faults.update("a", 0, isolation=True, now_s=0.0)
+    assert {rotation.select(info, None, faults, 1.0).broker_name for _ in range(20)} == {"b"}
+    assert {rotation.select(info, None, faults, 600.0).broker_name for _ in range(20)} == {"a", "b"}
+    faults.update("b", 600, isolation=False, now_s=600.0)  # slow: out for 30 s; a failed again
+    faults.update("a", 0, isolation=True, now_s=600.0)
+    assert {rotation.select(info, None, faults, 601.0).broker_name for _ in range(20)} == {"b"}
+    disabled = LatencyFaultTolerance(enabled=False)
+    disabled.update("a", 0, isolation=True, now_s=0.0)
+    assert disabled.is_available("a", 1.0)

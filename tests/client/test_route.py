@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from shoal.client.errors import NoRouteError, RemotingError
+from shoal.client.errors import NoRouteError, NoWritableQueueError, RemotingError
 from shoal.client.route import (
     RouteTable,
     default_topic_route,
@@ -212,5 +212,39 @@ def test_a_borrowed_route_is_rechecked_for_the_real_one(monkeypatch: pytest.Monk
         info = await routes.publish_info("New")
         assert not info.from_default_topic
         assert len(info.queues) == 2
+
+    asyncio.run(run())
+
+
+def test_a_route_without_a_master_is_fetched_again_throttled_and_raises_a_retriable_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Goal: while a master is down, sends raise NoWritableQueueError (never AssertionError) and
+    the route is asked for again at most every ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S; a
+    promoted slave is used at the next ask (issue 12, item 4). Method: a fake nameserver whose
+    route loses its master, then lists the slave as brokerId 0; a fake clock."""
+    from shoal.client import limits
+    from shoal.client import route as route_module
+
+    now = [100.0]
+    monkeypatch.setattr(route_module.time, "monotonic", lambda: now[0])
+    queue_data = QueueData("a", read_queue_nums=2, write_queue_nums=2, perm=6)
+
+    async def run() -> None:
+        routes, fake = table({"T": route(queue_data, brokers={"a": {0: "a0:1", 1: "a1:1"}})})
+        assert len((await routes.publish_info("T")).queues) == 2
+        fake.routes["T"] = route(queue_data, brokers={"a": {1: "a1:1"}})  # the master died
+        asked = len(fake.asked)
+        routes.routes["T"] = fake.routes["T"]  # the periodic poll saw it
+        for _ in range(5):
+            with pytest.raises(NoWritableQueueError):
+                await routes.publish_info("T")
+        assert len(fake.asked) == asked + 1  # one fetch, then throttled
+        fake.routes["T"] = route(queue_data, brokers={"a": {0: "a1:1"}})  # the slave is promoted
+        with pytest.raises(NoWritableQueueError):
+            await routes.publish_info("T")  # still within the interval: not asked
+        now[0] += limits.ROUTE_REFRESH_AFTER_FAILURE_MIN_INTERVAL_S
+        info = await routes.publish_info("T")
+        assert len(info.queues) == 2 and routes.master_address("a") == "a1:1"
 
     asyncio.run(run())

@@ -702,6 +702,17 @@ class SendLoad:
             await asyncio.gather(*(produce() for _ in range(self.workers)))
 
 
+def master_in_route(group: Group, topic: str) -> str | None:
+    """The brokerId 0 of our group in the NameServer's route of `topic`."""
+
+    async def ask() -> str | None:
+        async with Admin(group.namesrv.addr) as admin:
+            route = await admin.topic_route(topic)
+        return next((broker.broker_addrs.get(0) for broker in route.broker_datas), None)
+
+    return asyncio.run(ask())
+
+
 async def _promote(address: str, namesrv: str, role: str) -> None:
     async with Admin(namesrv) as admin:
         await admin.promote(address, epoch=1, role=role)
@@ -731,6 +742,7 @@ def test_producers_find_a_promoted_master_within_3_s(group: Group) -> None:
         time.sleep(1.0)  # the operator notices the master is gone
         asyncio.run(_promote(slave.addr, group.namesrv.addr, "ASYNC_MASTER"))
         promoted_s = time.monotonic()
+        assert master_in_route(group, "HaFailover") == slave.addr  # registered before answering
         wait_until(lambda: load.first("SEND_OK", promoted_s) is not None, "a send after the promotion", 60.0)
         first_ok_s = load.first("SEND_OK", promoted_s)
         assert first_ok_s is not None
