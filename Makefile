@@ -29,8 +29,9 @@ $(VENV)/.installed-dev: $(VENV)/bin/activate $(PACKAGE_FILES)
 	$(PIP) install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	touch $(VENV)/.installed $@
 
+# RUN_FLAGS=--exit-after-demo stops once the demo is done (what .ci/run does).
 run: $(VENV)/.installed
-	$(VENV)/bin/shoal local --data-dir $(DATA_DIR) --demo
+	$(VENV)/bin/shoal local --data-dir $(DATA_DIR) --demo $(RUN_FLAGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from shoal.broker.remoting_server import ServerConnection
@@ -126,7 +127,9 @@ class AdminProcessors:
         return None
 
     # --- topics ---
-    def create_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+    def create_topic(
+        self, connection: ServerConnection, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
         if not broker.is_master:
@@ -155,7 +158,13 @@ class AdminProcessors:
                 order=header.order,
             )
         )
-        return make_response(request, ResponseCode.SUCCESS)
+        return self._after_registration(make_response(request, ResponseCode.SUCCESS))
+
+    async def _after_registration(self, response: RemotingCommand) -> RemotingCommand:
+        """Answer once the NameServers route the change, as RocketMQ's registerIncrementBrokerData
+        does: a client that asks for the route right after creating a topic finds it."""
+        await self.broker.register_all()
+        return response
 
     def delete_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)

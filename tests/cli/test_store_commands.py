@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -94,3 +95,17 @@ def test_verify_goes_on_past_a_record_with_a_damaged_topic(store_settings: Store
     assert result.exit_code == 1
     assert "19 records" in result.output
     assert "CommitLog offset 0:" in result.output
+
+
+def test_store_commands_point_at_the_store_inside_a_data_directory(store_settings: StoreSettings) -> None:
+    """Goal: `shoal store inspect data` names data/store instead of finding 0 segments. Method:
+    write a store under DATA/store, run inspect and verify on DATA and on an empty directory."""
+    data = store_settings.root_dir.parent / "data"
+    _write_store(replace(store_settings, root_dir=data / "store"), 2)
+    for command in ("inspect", "verify"):
+        result = CliRunner().invoke(cli, ["store", command, str(data)])
+        assert result.exit_code == 1 and f"the store is {data / 'store'}" in result.output, result.output
+    not_a_store = data / "elsewhere"
+    not_a_store.mkdir()
+    empty = CliRunner().invoke(cli, ["store", "inspect", str(not_a_store)])
+    assert empty.exit_code == 1 and "no commitlog/" in empty.output
