@@ -25,7 +25,7 @@ from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, Prod
 from shoal.broker.config import BrokerRole, BrokerSettings
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
-from shoal.broker.preflight import check_store_dir
+from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.pull import PullProcessor
@@ -104,6 +104,15 @@ class BrokerController:
         )
         sock.setblocking(False)
         self.port = int(sock.getsockname()[1])
+        metrics_port = 0 if port == 0 else config.metrics_port_effective
+        try:  # a taken HA or metrics port fails here, before the store is opened (and left "aborted")
+            if config.ha_listen_port > 0:
+                check_port_free(config.listen_host, config.ha_listen_port)
+            if config.metrics_port >= 0 and metrics_port > 0:
+                check_port_free(config.metrics_host, metrics_port)
+        except BaseException:
+            sock.close()
+            raise
         advertised_host = self.advertised_address.rpartition(":")[0]
         self.store = MessageStore(self.settings.store, store_host=encode_host(advertised_host, self.port))
         install_tags_code_hook(self.store.dispatcher, config.delay_levels_ms)  # before recovery re-dispatches
@@ -154,7 +163,6 @@ class BrokerController:
         self.registry.register(BrokerCollector(self))
         if config.metrics_port >= 0:
             self._metrics_server = MetricsServer(self.registry, self.health)
-            metrics_port = 0 if port == 0 else config.metrics_port_effective
             self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)
         await self.register_all()  # clients asking the NameServer right after start find us
         self._tasks = [

@@ -363,7 +363,10 @@ class BrokerConfig:
 
     @property
     def metrics_port_effective(self) -> int:
-        return self.listen_port + 100 if self.metrics_port == 0 else self.metrics_port
+        """metricsPort, else listenPort + 100; any free port when listenPort is 0 (not port 100)."""
+        if self.metrics_port != 0:
+            return self.metrics_port
+        return 0 if self.listen_port == 0 else self.listen_port + 100
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,16 @@
 Two mistakes otherwise surface as tracebacks deep inside the store: a `storePathRootDir` whose
 parent chain holds a regular file (ENOTDIR on the first mkdir), and a directory the process
 cannot write (a read-only mount, permissions). Ports in use and a store locked by another broker
-are found where they happen (bind, `StoreLock`); `shoal.cli.startup_errors` words all of them.
+are found where they happen (bind, `StoreLock`), except the broker's second ports:
+`check_port_free` tries them before the store opens, so a taken HA or metrics port does not
+leave the store to an abnormal recovery. `shoal.cli.startup_errors` words all of these.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import socket
 from pathlib import Path
 
 WRITE_PROBE_NAME = ".shoal-write-probe"
@@ -50,3 +53,12 @@ def check_store_dir(path: Path) -> None:
     except OSError as error:
         state = "read-only" if error.errno == errno.EROFS else "not writable"
         raise PreflightError(f"store directory {path} is {state} ({_errno_words(error)})") from None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise the `OSError` (EADDRINUSE, ...) a server binding host:port now would get.
+
+    Binds as asyncio's servers do (SO_REUSEADDR, so a port in TIME_WAIT counts as free) and closes
+    at once: a later bind can still lose a race, which then fails the same way, only later."""
+    with socket.create_server((host, port)):
+        pass
