@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from shoal.store import limits
+from shoal.store import durability, limits
 from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
 
@@ -156,6 +156,49 @@ class ConsumeQueue:
         mapped.committed_position = mapped.wrote_position
         self.max_physical_offset = physical_offset + size
         return True
+
+    def fill_blanks_to(self, queue_offset: int) -> int:
+        """Write blank units up to logical offset `queue_offset` (exclusive): the messages between
+        were lost in CommitLog damage, and later units must keep their logical offsets. Returns
+        how many blank units were written."""
+        if self.queue.last is None:
+            return 0  # a new queue: put() pads it with blank units itself
+        written = 0
+        while self.max_offset < queue_offset:
+            mapped = self._file_for(self.max_offset * UNIT_SIZE)
+            position = mapped.wrote_position
+            mapped.view[position : position + UNIT_SIZE] = BLANK_UNIT
+            mapped.wrote_position = mapped.committed_position = position + UNIT_SIZE
+            written += 1
+        return written
+
+    def blank_units_in(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Replace every unit whose record starts in one of the CommitLog ranges [start, end) with
+        a blank unit, in place and synced (logical offsets stay). Returns (queue offset, CommitLog
+        offset) of each unit replaced."""
+        if not ranges:
+            return []
+        low = min(start for start, _end in ranges)
+        high = max(end for _start, end in ranges)
+        replaced: list[tuple[int, int]] = []
+        for mapped in self.queue.files:
+            written = mapped.wrote_position
+            if written < UNIT_SIZE or UNIT.unpack_from(mapped.view, written - UNIT_SIZE)[0] < low:
+                continue
+            changed = False
+            for position in range(0, written, UNIT_SIZE):
+                offset, size, _tags = UNIT.unpack_from(mapped.view, position)
+                if is_blank_unit(offset, size) or offset < low:
+                    continue
+                if offset >= high:
+                    break
+                if any(start <= offset < end for start, end in ranges):
+                    mapped.view[position : position + UNIT_SIZE] = BLANK_UNIT
+                    replaced.append(((mapped.file_from_offset + position) // UNIT_SIZE, offset))
+                    changed = True
+            if changed:
+                durability.fdatasync(mapped.fd)
+        return replaced
 
     def _file_for(self, expected: int) -> MappedFile:
         last = self.queue.last

@@ -4,6 +4,18 @@ It reads only what the CommitLog made readable, one record at a time, from `repu
 so it works the same on records we appended, records a master replicated to us, and records
 found during recovery. Units already present are skipped (the ConsumeQueue's
 `max_physical_offset` and the index's end offset), so dispatching twice is harmless.
+
+Two failures never stop it silently while the broker keeps acknowledging:
+
+- Damage in the CommitLog (bytes that are no record): dispatch resynchronises at the next record
+  valid at its position (store/damage.py), skips the range, logs it once, and counts it
+  (`damaged_ranges_total`, `damaged_bytes_total`); a ConsumeQueue whose messages were lost there
+  gets blank units, so logical offsets still equal the records' QUEUEOFFSET. Ranges recovery
+  already found are skipped without a new report.
+- A write error (ENOSPC creating a ConsumeQueue or IndexFile): the record is retried with a
+  backoff (DISPATCH_RETRY_BACKOFF_MIN_MS doubling to _MAX_MS), one log line when the failure
+  starts and one when it ends; meanwhile `write_failure` is set and the store refuses puts
+  (SERVICE_NOT_AVAILABLE, as RocketMQ does when a logic queue cannot be written).
 """
 
 from __future__ import annotations
@@ -11,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from shoal.store import limits
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.commitlog import CommitLog
 from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
+from shoal.store.damage import DamagedRange, find_resync
 from shoal.store.index_service import IndexService
 from shoal.store.java_hash import tags_code
 from shoal.store.properties import decode_properties
@@ -30,6 +45,7 @@ from shoal.store.record import (
     PREFIX,
     SHORT,
     TIMESTAMP,
+    RecordCheck,
     RecordKind,
     check_record,
 )
@@ -102,15 +118,76 @@ class Dispatcher:
         end instead of writing a unit after a gap. Units already present are skipped, so the
         second pass only fills what is missing; listeners are not attached yet."""
         self._rewound: set[tuple[str, int]] = set()
+        self.damaged: dict[int, DamagedRange] = {}
+        """Damaged CommitLog ranges by start offset (recovery's and our own), oldest dropped past
+        DAMAGED_RANGES_TRACKED_MAX_COUNT."""
+        self.damaged_ranges_total = 0
+        self.damaged_bytes_total = 0
+        self._damage_search: tuple[DamagedRange, int] | None = None
+        """A damage whose end is not known yet, and the offset the search for it has reached."""
+        self.write_failure: OSError | None = None
+        """The last write error while dispatch cannot write (e.g. ENOSPC); None when it can."""
+        self.write_failures_total = 0
+        self._failing_since_s = 0.0
+        self._retry_at_s = 0.0
+        self._backoff_ms = limits.DISPATCH_RETRY_BACKOFF_MIN_MS
+        self._failed_with: OSError | None = None
 
     @property
     def behind_bytes(self) -> int:
         return max(0, self.commitlog.max_offset - self.reput_from_offset)
 
-    def dispatch_available(self, count_max: int = 1 << 62) -> int:
-        """Dispatch every readable record not yet dispatched (at most `count_max`); returns how many."""
+    @property
+    def failing(self) -> bool:
+        """True while dispatch cannot write ConsumeQueue or index files (the store refuses puts)."""
+        return self.write_failure is not None
+
+    def note_damage(self, ranges: list[DamagedRange]) -> None:
+        """Damaged ranges recovery found and reported: skipped silently when dispatch meets them."""
         with self._lock:
-            return self._dispatch_locked(count_max)
+            for damaged in ranges:
+                self._record_damage_locked(damaged)
+
+    def dispatch_available(self, count_max: int = 1 << 62) -> int:
+        """Dispatch every readable record not yet dispatched (at most `count_max`); returns how many.
+        After a write error it retries only once the backoff has passed."""
+        with self._lock:
+            if self.write_failure is not None and time.monotonic() < self._retry_at_s:
+                return 0
+            dispatched = self._dispatch_locked(count_max)
+            failed, self._failed_with = self._failed_with, None
+            if failed is not None:
+                self._on_write_failure_locked(failed)
+            elif self.write_failure is not None:
+                self._on_write_recovered_locked()
+            return dispatched
+
+    def _on_write_failure_locked(self, error: OSError) -> None:
+        now = time.monotonic()
+        self.write_failures_total += 1
+        if self.write_failure is None:
+            self._failing_since_s = now
+            self._backoff_ms = limits.DISPATCH_RETRY_BACKOFF_MIN_MS
+            log.error(
+                "dispatch cannot write ConsumeQueue/index files at CommitLog offset %d: %s; "
+                "the store refuses writes until it can (retrying every %d ms at most)",
+                self.reput_from_offset,
+                error,
+                limits.DISPATCH_RETRY_BACKOFF_MAX_MS,
+            )
+        else:
+            self._backoff_ms = min(self._backoff_ms * 2, limits.DISPATCH_RETRY_BACKOFF_MAX_MS)
+        self.write_failure = error
+        self._retry_at_s = now + self._backoff_ms / 1000
+
+    def _on_write_recovered_locked(self) -> None:
+        log.warning(
+            "dispatch writes again after %.1f s and %d failed attempts; the store accepts writes",
+            time.monotonic() - self._failing_since_s,
+            self.write_failures_total,
+        )
+        self.write_failure = None
+        self._backoff_ms = limits.DISPATCH_RETRY_BACKOFF_MIN_MS
 
     def _dispatch_locked(self, count_max: int) -> int:
         dispatched = 0
@@ -157,31 +234,87 @@ class Dispatcher:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)
                 if check.kind is RecordKind.END_OF_FILE:
                     return self.commitlog.rolled_offset(base + position) - base, count, False
-                if check.kind is RecordKind.MESSAGE and check.header is not None:
-                    header = check.header
-                    fields = (
-                        header.total_size,
-                        header.queue_id,
-                        header.queue_offset,
-                        header.physical_offset,
-                        header.sysflag,
-                        header.store_timestamp,
-                        header.topic,
-                        bytes(view[header.properties_position : header.properties_position + header.properties_length]),
-                    )
-                elif check.size > 0:
-                    log.error("skipping %d bytes at %d: %s", check.size, base + position, check.reason)
-                    position += check.size
+                if check.kind is not RecordKind.MESSAGE or check.header is None:
+                    resume = self._skip_damage_locked(view, position, base, check)
+                    if resume < 0:
+                        return position, count, True
+                    if resume - base >= limit:
+                        return resume - base, count, False
+                    position = resume - base
                     continue
-                else:
-                    if self._reported_damage_at != base + position:
-                        self._reported_damage_at = base + position
-                        log.error("dispatch stopped at CommitLog offset %d: %s", base + position, check.reason)
-                    return position, count, True
-            self._dispatch_one(*fields)
+                header = check.header
+                fields = (
+                    header.total_size,
+                    header.queue_id,
+                    header.queue_offset,
+                    header.physical_offset,
+                    header.sysflag,
+                    header.store_timestamp,
+                    header.topic,
+                    bytes(view[header.properties_position : header.properties_position + header.properties_length]),
+                )
+            try:
+                self._dispatch_one(*fields)
+            except OSError as error:
+                self._failed_with = error  # retried from this record after a backoff
+                return position, count, True
             position += fields[0]
             count += 1
         return position, count, False
+
+    def _skip_damage_locked(self, view: memoryview, position: int, base: int, check: RecordCheck) -> int:
+        """Where dispatch resumes after the damage at `position`: a CommitLog offset (maybe the
+        next segment's start), or -1 while no intact record follows in what is readable yet."""
+        start = base + position
+        known = self.damaged.get(start)
+        if known is not None:
+            return known.end_offset
+        limit = len(view)
+        segment_size = self.commitlog.segment_size
+        segment_end = segment_size - base % segment_size
+        pending = self._damage_search
+        if pending is not None and pending[0].start_offset == start:
+            damaged, searched_to = pending
+        else:
+            damaged, searched_to = DamagedRange(start, start, check.reason or "no record"), start + 1
+            if check.header is not None and check.header.physical_offset == start:
+                damaged.add_record_offset(start)
+        found = find_resync(view, max(position + 1, searched_to - base), limit, limit, base, segment_end)
+        for lost in found.lost_positions:
+            damaged.add_record_offset(base + lost)
+        if found.position >= 0:
+            damaged.end_offset = base + found.position
+        elif limit >= segment_end and self.commitlog.max_offset > base + segment_end:
+            damaged.end_offset = base + segment_end  # the damage runs to the end of a finished segment
+        else:
+            # A record is readable only once complete, so a position whose magic code was not
+            # readable yet (the last 7 bytes) is searched again when more bytes arrive.
+            self._damage_search = (damaged, max(searched_to, base + limit - 7))
+            if self._reported_damage_at != start:
+                self._reported_damage_at = start
+                log.error(
+                    "dispatch waits at damaged CommitLog offset %d (%s): no intact record follows yet",
+                    start,
+                    damaged.reason,
+                )
+            return -1
+        self._damage_search = None
+        self._record_damage_locked(damaged)
+        log.error("dispatch skipped damage: %s", damaged.describe())
+        return damaged.end_offset
+
+    def _record_damage_locked(self, damaged: DamagedRange) -> None:
+        if damaged.start_offset in self.damaged:
+            return
+        if len(self.damaged) >= limits.DAMAGED_RANGES_TRACKED_MAX_COUNT:
+            del self.damaged[next(iter(self.damaged))]
+        self.damaged[damaged.start_offset] = damaged
+        self.damaged_ranges_total += 1
+        self.damaged_bytes_total += damaged.size_bytes
+
+    def _damage_between(self, low: int, high: int) -> bool:
+        """True when a known damaged range starts in [low, high) (messages may have been lost there)."""
+        return any(low <= start < high for start in self.damaged)
 
     def _rewind_to_fill(
         self, queue: ConsumeQueue, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int
@@ -228,8 +361,11 @@ class Dispatcher:
         transaction = sysflag & TRANSACTION_TYPE_MASK
         if transaction in _CONSUME_QUEUE_TYPES:
             queue = self.consume_queues.find_or_create(topic, queue_id)
-            if self.rewind_on_gap and queue_offset > queue.max_offset:
-                self._rewind_to_fill(queue, topic, queue_id, queue_offset, commitlog_offset)
+            if queue_offset > queue.max_offset:
+                if self.rewind_on_gap:
+                    self._rewind_to_fill(queue, topic, queue_id, queue_offset, commitlog_offset)
+                if self.damaged and self._damage_between(queue.max_physical_offset, commitlog_offset):
+                    queue.fill_blanks_to(queue_offset)  # its messages in between were lost in the damage
             queue.put(commitlog_offset, size, code, queue_offset)
             self.checkpoint.logics_msg_timestamp = store_timestamp
         if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):

@@ -47,6 +47,15 @@ FLUSH_WAITERS_MAX_COUNT = 1_000_000  # bounded queue of callers waiting for a gr
 RECOVERY_FILES_FROM_END = 3  # normal recovery starts at the 3rd-last file, as RocketMQ does
 RECOVERY_ZERO_CHUNK_BYTES = 1024 * 1024
 
+# --- damage in the middle of the CommitLog (store/damage.py) ---
+DAMAGED_RECORD_OFFSETS_MAX_COUNT = 1000  # lost record offsets listed per damaged range
+DAMAGED_RANGES_TRACKED_MAX_COUNT = 10_000  # ranges the Dispatcher remembers (and reports) at once
+DAMAGED_COPY_CHUNK_BYTES = 1024 * 1024  # damaged bytes are copied aside in writes this big
+
+# --- dispatch write failures (disk full while building ConsumeQueues / the index) ---
+DISPATCH_RETRY_BACKOFF_MIN_MS = 10  # first retry after a failed ConsumeQueue/index write
+DISPATCH_RETRY_BACKOFF_MAX_MS = 1000  # retries back off, doubling, up to this
+
 # --- retention (spec §6) ---
 DELETE_FILES_PER_RUN_MAX_COUNT = 10
 DISK_USAGE_RATIO_MIN_PERCENT = 10
@@ -59,3 +68,4 @@ assert RECORD_SIZE_MAX_BYTES + END_FILE_MIN_BLANK_LENGTH_BYTES < COMMITLOG_SEGME
 assert COMMITLOG_SEGMENT_SIZE_MIN_BYTES % OS_PAGE_SIZE_BYTES == 0
 assert PULL_TRANSFER_ON_DISK_MAX_COUNT <= PULL_TRANSFER_IN_MEMORY_MAX_COUNT <= PULL_MESSAGES_MAX_COUNT
 assert QUERY_UNIQUE_KEY_MAX_COUNT <= QUERY_MESSAGES_MAX_COUNT
+assert 0 < DISPATCH_RETRY_BACKOFF_MIN_MS <= DISPATCH_RETRY_BACKOFF_MAX_MS

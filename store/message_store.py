@@ -25,6 +25,7 @@ from shoal.store.clock import SYSTEM_CLOCK, Clock
 from shoal.store.commitlog import DEFAULT_STORE_HOST, BatchEntry, CommitLog
 from shoal.store.consume_queue import BLANK_UNIT_SIZE_FIELD, UNIT, ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
+from shoal.store.damage import DAMAGED_DIRECTORY_NAME
 from shoal.store.dispatching import Dispatcher, DispatchService
 from shoal.store.errors import (
     MessageIllegalError,
@@ -47,7 +48,7 @@ from shoal.store.mapped_file_queue import MappedFileQueue
 from shoal.store.message import GetMessageStatus, GetResult, MessageToStore, PutResult
 from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
 from shoal.store.record import RecordHeader, RecordKind, decode_header, validate_message
-from shoal.store.recovery import RecoveryReport, recover_commitlog
+from shoal.store.recovery import RecoveryReport, blank_units_in_damage, recover_commitlog, save_damage_aside
 from shoal.store.settings import FlushDiskType, StoreSettings
 from shoal.store.store_lock import AbortMarker, StoreLock
 from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
@@ -150,7 +151,8 @@ class MessageStore:
             notes.append("checkpoint failed its CRC; recovery scanned from the first segment")
         for queue in self.consume_queues:
             queue.recover()
-        report = recover_commitlog(self.commitlog, self.checkpoint, last_exit_ok)
+        damaged_directory = self.settings.root_dir / DAMAGED_DIRECTORY_NAME
+        report = recover_commitlog(self.commitlog, self.checkpoint, last_exit_ok, damaged_directory)
         report.notes = notes + report.notes
         end = report.recovered_end_offset
         if not self.commitlog.queue.files:
@@ -158,12 +160,16 @@ class MessageStore:
         elif self.consume_queues.max_physical_offset >= end:
             for queue in self.consume_queues:
                 report.consume_queue_units_dropped += queue.truncate_dirty(end)
+        blank_units_in_damage(self.consume_queues, report)
+        self.dispatcher.note_damage(report.known_damaged_ranges + report.damaged_ranges)
         reput_from = max(self.commitlog.min_offset, self.consume_queues.max_physical_offset)
         if self.index is not None:
-            deleted = self.index.truncate_from(end)
+            # Keys pointing into damage live in the files covering it: rebuild those too.
+            deleted = self.index.truncate_from(min([end] + [d.start_offset for d in report.damaged_ranges]))
             report.index_files_deleted += deleted
             if deleted or not last_exit_ok or self.index.files == []:
                 reput_from = min(reput_from, max(self.index.end_physical_offset, self.commitlog.min_offset))
+        save_damage_aside(self.commitlog, report, damaged_directory)
         if not last_exit_ok:
             reput_from = min(reput_from, report.scan_start_offset)
         self.dispatcher.reput_from_offset = max(reput_from, self.commitlog.min_offset)
@@ -255,6 +261,12 @@ class MessageStore:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is shutting down")
         if self.cleaner.disk_full:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is not writeable: disk full")
+        failure = self.dispatcher.write_failure
+        if failure is not None:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                remark=f"message store is not writeable: dispatch cannot write ConsumeQueue/index files: {failure}",
+            )
         if self.flusher.failure is not None:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, remark=f"message store flush failed: {self.flusher.failure}"
@@ -563,6 +575,10 @@ class MessageStore:
             "flush_count": self.flusher.flush_count,
             "flush_seconds_total": self.flusher.flush_seconds_total,
             "disk_full": float(self.cleaner.disk_full),
+            "dispatch_failing": float(self.dispatcher.failing),
+            "dispatch_write_failures": self.dispatcher.write_failures_total,
+            "commitlog_damaged_ranges": self.dispatcher.damaged_ranges_total,
+            "commitlog_damaged_bytes": self.dispatcher.damaged_bytes_total,
         }
 
     def _flush_index(self) -> None:

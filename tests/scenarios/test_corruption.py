@@ -2,8 +2,9 @@
 
 A pristine store (a few hundred messages, shut down cleanly) is built once; every case works on
 a copy of it, damages the copy, reopens it and checks that recovery never crashes, keeps every
-record before the damage, drops what follows (ConsumeQueue units and index keys included),
-reports the loss, and leaves a store that accepts writes.
+intact record (before the damage, and after it when the damage is in the middle), drops a torn
+tail (ConsumeQueue units and index keys included), reports the loss, and leaves a store that
+accepts writes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from shoal.store import (
 from shoal.store.consume_queue import UNIT
 from shoal.store.properties import encode_properties
 from shoal.store.record import decode_header
+from shoal.store.recovery import LostMessage
 
 SEGMENT_BYTES = 64 * 1024
 MESSAGE_COUNT = 300
@@ -217,6 +219,27 @@ def check_kept_exactly(store: MessageStore, kept: list[Record], dropped: list[Re
     got.release()
 
 
+def check_kept_after_damage(store: MessageStore, kept: list[Record], lost: list[Record]) -> None:
+    """Everything in `kept` is readable and indexed under its own queue offset, nothing of `lost`
+    is; a new put lands after the last record and is readable."""
+    assert queue_contents(store) == expected_contents(kept)
+    for record in kept[:: max(1, len(kept) // 10)] + kept[-1:]:
+        assert key_offsets(store, record) == [record.start], record
+    for record in lost[:10]:
+        assert key_offsets(store, record) == [], record
+    topic, queue_id = (lost[0].topic, lost[0].queue_id) if lost else (TOPICS[0], 0)
+    next_queue_offset = store.max_offset_in_queue(topic, queue_id)
+    result = store.put_message(MessageToStore(topic, queue_id, b"after recovery", encode_properties({"KEYS": "new"})))
+    assert result.status is PutStatus.PUT_OK and result.append is not None
+    assert result.append.wrote_offset == max(r.end for r in kept + lost)
+    assert result.append.queue_offset == next_queue_offset
+    store.dispatch_now()
+    got = store.get_messages(topic, queue_id, result.append.queue_offset, 1)
+    assert got.status is GetMessageStatus.FOUND
+    assert got.commitlog_offsets == [result.append.wrote_offset]
+    got.release()
+
+
 def last_nonzero_end(data: bytes) -> int:
     stripped = data.rstrip(b"\x00")
     return len(stripped)
@@ -309,14 +332,15 @@ def flip_position(rng: random.Random, record_bytes: bytes) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("seed", range(FLIP_CASES))
-def test_a_flipped_byte_in_a_record_cuts_the_log_there_and_reports_the_loss(
-    seed: int, work: Path, pristine: Pristine
-) -> None:
-    """Goal: a flipped checked byte ends the log there, loss reported. Method: seeded record, field, byte."""
+def test_a_flipped_byte_loses_only_its_record_and_reports_it(seed: int, work: Path, pristine: Pristine) -> None:
+    """Goal: a flipped checked byte loses that record alone (the last one: the log ends there), reported.
+    Method: seeded record, field, byte."""
     # Only bytes recovery can check are flipped (see CHECKED_FIELDS); half the cases follow an abnormal exit.
     rng = random.Random(seed)
     records = pristine.records
     index = rng.randrange(len(records))
+    if seed < 4:
+        index = len(records) - 1 - seed % 2  # the last record (a torn tail) and the one before it
     target = records[index]
     original = read_at(work, target.start, target.size)
     field, position = flip_position(rng, original)
@@ -324,20 +348,36 @@ def test_a_flipped_byte_in_a_record_cuts_the_log_there_and_reports_the_loss(
     abnormal = seed % 2 == 1
     if abnormal:
         (work / "abort").touch()
+    damaged = read_at(work, target.start, target.size)
     store, report = open_store(work)
     try:
         context = f"record {index} field {field} byte {position}: {report.summary()}"
         assert report.last_exit_ok is not abnormal
-        assert report.recovered_end_offset == target.start, context
-        assert report.damage and not report.lossless, context
-        assert report.commitlog_bytes_dropped == records[-1].end - target.start, context
-        assert report.consume_queue_units_dropped == len(records) - index, context
-        check_kept_exactly(store, records[:index], records[index:])
+        assert not report.lossless, context
+        if target is records[-1]:  # nothing intact follows: a torn tail, cut as RocketMQ does
+            assert report.recovered_end_offset == target.start, context
+            assert report.damage and report.damaged_ranges == [], context
+            assert report.commitlog_bytes_dropped == target.size, context
+            assert report.consume_queue_units_dropped == 1, context
+            check_kept_exactly(store, records[:index], [target])
+        else:
+            assert report.recovered_end_offset == records[-1].end, context
+            assert report.damage == "" and report.commitlog_bytes_dropped == 0, context
+            assert [(d.start_offset, d.end_offset) for d in report.damaged_ranges] == [(target.start, target.end)]
+            assert target.start in report.damaged_ranges[0].record_offsets, context
+            assert report.lost_messages == [
+                LostMessage(target.topic, target.queue_id, target.queue_offset, target.start)
+            ], context
+            assert report.consume_queue_units_blanked == 1, context
+            assert Path(report.damaged_ranges[0].saved_as).read_bytes() == damaged
+            check_kept_after_damage(store, [r for r in records if r is not target], [target])
     finally:
         store.shutdown()
     reopened, again = open_store(work)
     try:
-        assert again.lossless and again.last_exit_ok
+        assert again.lossless and again.last_exit_ok, again.summary()
+        assert len(again.known_damaged_ranges) == (0 if target is records[-1] else 1)
+        assert again.index_files_deleted == 0
     finally:
         reopened.shutdown()
 
@@ -365,16 +405,18 @@ def test_every_key_is_found_exactly_once_after_the_index_is_rebuilt(
 # --- (c) broken files ---
 
 
-def test_a_wrong_magic_code_ends_the_log_with_a_damage_report(work: Path, pristine: Pristine) -> None:
-    """Goal: an unknown magic mid-log ends the log with a damage report. Method: overwrite one magic."""
+def test_a_wrong_magic_code_mid_log_loses_only_that_record_with_a_damage_report(work: Path, pristine: Pristine) -> None:
+    """Goal: an unknown magic mid-log is reported damage, later records kept. Method: overwrite one magic."""
     target = pristine.records[150]
     write_at(work, target.start + 4, bytes.fromhex("0BADF00D"))
     store, report = open_store(work)
     try:
-        assert report.recovered_end_offset == target.start
-        assert "magic" in report.damage and "0x0BADF00D" in report.damage
+        assert report.recovered_end_offset == pristine.records[-1].end
+        assert [d.reason for d in report.damaged_ranges] == ["magic 0x0BADF00D is neither message nor blank"], (
+            report.summary()
+        )
         assert not report.lossless
-        check_kept_exactly(store, pristine.records[:150], pristine.records[150:])
+        check_kept_after_damage(store, [r for r in pristine.records if r is not target], [target])
     finally:
         store.shutdown()
 
