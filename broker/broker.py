@@ -33,7 +33,7 @@ from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicationService
 from shoal.broker.schedule import ScheduleMessageService, install_tags_code_hook
-from shoal.broker.topic_manager import TopicManager
+from shoal.broker.topic_manager import TopicManager, validate_group_name
 from shoal.broker.transactions.checking import TransactionCheckService
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.broker.transactions.service import TransactionService
@@ -268,7 +268,11 @@ class BrokerController:
         return f"{host}:{self.port or self.config.listen_port}"
 
     def subscription_group(self, name: str) -> SubscriptionGroupConfig | None:
+        """The group's config, auto-created when allowed; None for a name no group may have (as
+        RocketMQ 5's findSubscriptionGroupConfig): callers answer SUBSCRIPTION_GROUP_NOT_EXIST."""
         group = self.groups.get(name)
+        if group is None and validate_group_name(name) is not None:
+            return None
         if group is None and (self.config.auto_create_subscription_group or name.startswith("CID_RMQ_SYS_")):
             group = SubscriptionGroupConfig(name)
             self.groups.put(group)

@@ -165,7 +165,8 @@ class ServerConnection(asyncio.Protocol):
     def write_parts(self, parts: Sequence[bytes | memoryview]) -> None:
         """Gather-write when possible (no copy of record bytes), else one buffered write."""
         transport = self.transport
-        assert transport is not None
+        if transport is None:  # closed meanwhile: nothing to write to
+            return
         total = sum(len(part) for part in parts)
         raw = self._raw
         if raw is not None and total >= limits.GATHER_WRITE_MIN_BYTES and transport.get_write_buffer_size() == 0:

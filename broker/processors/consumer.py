@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.processors.send import SEND_BACK_MIN_VERSION
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing
-from shoal.broker.topic_manager import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from shoal.broker.topic_manager import PERM_READ, PERM_WRITE, dlq_topic, retry_topic, validate_group_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
     GetConsumerListByGroupResponseBody,
@@ -53,10 +53,17 @@ class ConsumerProcessors:
         self.broker = broker
 
     def heartbeat(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """Register the client's groups. A group with a name no group may have is skipped, as
+        RocketMQ 5 skips it, and the heartbeat still answers SUCCESS (a remark names the skipped)."""
         broker = self.broker
         data = HeartbeatData.from_json(request.body or b"{}")
         language = str(getattr(request.language, "name", request.language))
+        skipped = []
         for consumer in data.consumer_data_set:
+            problem = validate_group_name(consumer.group_name)
+            if problem is not None:
+                skipped.append(problem)
+                continue
             group = broker.subscription_group(consumer.group_name)
             if group is not None:
                 broker.topics.create_if_absent(
@@ -64,8 +71,13 @@ class ConsumerProcessors:
                 )
             broker.consumers.register(connection, data.client_id, language, request.version, consumer)
         for producer in data.producer_data_set:
+            if not producer.group_name.strip():
+                skipped.append("The specified producer group is blank.")
+                continue
             broker.producers.register(connection, producer.group_name, data.client_id, language, request.version)
-        return make_response(request, ResponseCode.SUCCESS)
+        if skipped:
+            log.debug("heartbeat from %s: skipped %s", connection.address, skipped)
+        return make_response(request, ResponseCode.SUCCESS, f"skipped: {' '.join(skipped)}" if skipped else None)
 
     def unregister_client(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)

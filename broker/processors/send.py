@@ -201,8 +201,8 @@ class SendProcessor:
                 f"the broker[{broker.config.broker_name}] sending message is forbidden",
             )
         problem = validate_topic_name(header.topic)
-        if problem is not None:
-            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, problem)
+        if problem is not None:  # RocketMQ's msgCheck: TopicValidator.validateTopic answers SYSTEM_ERROR
+            return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
         if header.topic in NOT_ALLOWED_SEND_TOPICS:
             return make_response(
                 request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."

@@ -82,9 +82,8 @@ class EndTransactionProcessor:
             return self._refuse(request, header, connection, f"commitOrRollback {action} is not 0, 8 or 12")
         record = service.half_record(header.commit_log_offset)
         refusal = end_refusal(record, header, service.table)
-        if refusal is not None:
-            return self._refuse(request, header, connection, refusal)
-        assert record is not None
+        if refusal is not None or record is None:
+            return self._refuse(request, header, connection, refusal or "no half message at that offset")
         if action == ROLLBACK:
             if not service.rollback(record):
                 return make_response(request, ResponseCode.SYSTEM_ERROR, "the rollback could not be recorded")
