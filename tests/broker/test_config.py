@@ -278,3 +278,11 @@ def test_config_limits_match_the_replication_limits() -> None:
     """Goal: the copies in broker.limits (config cannot import replication) stay equal. Method: compare."""
     assert broker_limits.HA_INTERVAL_MIN_MS == ha_settings.MIN_INTERVAL_MS
     assert broker_limits.HA_TRANSFER_BATCH_MAX_BYTES == ha_limits.TRANSFER_BATCH_MAX_BYTES
+
+
+def test_metrics_port_follows_listen_port_and_is_any_free_port_with_it() -> None:
+    """Goal: metricsPort 0 means listenPort + 100, or any free port when listenPort is 0 (never
+    port 100). Method: the effective port for both."""
+    assert BrokerConfig(listen_port=10911).metrics_port_effective == 11011
+    assert BrokerConfig(listen_port=0).metrics_port_effective == 0
+    assert BrokerConfig(listen_port=0, metrics_port=9100).metrics_port_effective == 9100

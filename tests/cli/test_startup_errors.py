@@ -121,6 +121,13 @@ def test_broker_whose_ha_port_is_in_use_names_that_port(tmp_path: Path, occupied
     assert f"port {occupied_port} is already in use" in one_error_line(run_shoal("broker", "-c", str(path)))
 
 
+def test_broker_whose_metrics_port_is_in_use_names_that_port(tmp_path: Path, occupied_port: int) -> None:
+    """Goal: a taken metricsPort fails before the store opens, in one line. Method: listen on it first."""
+    path = write_conf(tmp_path / "broker.conf", broker_conf(tmp_path, metricsPort=str(occupied_port)))
+    assert f"port {occupied_port} is already in use" in one_error_line(run_shoal("broker", "-c", str(path)))
+    assert not (tmp_path / "store" / "abort").exists()  # the store was never opened
+
+
 @pytest.mark.slow
 def test_second_broker_on_a_locked_store_names_the_holder(cluster: Cluster) -> None:
     """Goal: a store held by a running broker says so with that broker's pid. Method: a real cluster
