@@ -32,6 +32,7 @@ def cli(context: click.Context, log_level: str | None) -> None:
     shoal demo            write, crash, recover and read back a store
     shoal store inspect   decode the files of a store directory
     shoal store verify    check every record's CRC and the indexes against the CommitLog
+    shoal spark run JOB   analyse a store with Spark (the [spark] extra); spark submit: via spark-submit
     """
     if log_level is None:
         log_level = "INFO" if context.invoked_subcommand in SERVER_COMMANDS else "WARNING"

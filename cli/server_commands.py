@@ -141,6 +141,20 @@ LOCAL_STORE_CONF = {
 """Store sizes for `shoal local`: 16 MiB segments, 1.2 MB ConsumeQueue files, a 22 MB IndexFile."""
 
 
+def load_local_settings(data_dir: Path, namesrv_port: int, broker_port: int) -> BrokerSettings:
+    """The embedded config with LOCAL_STORE_CONF, on loopback, the store in DATA_DIR/store."""
+    return load_broker_settings(
+        {
+            **LOCAL_STORE_CONF,
+            "namesrvAddr": f"127.0.0.1:{namesrv_port}",
+            "listenPort": str(broker_port),
+            "listenHost": "127.0.0.1",  # a local cluster is for this machine only
+            "metricsHost": "127.0.0.1",
+            "storePathRootDir": str(data_dir.resolve() / "store"),
+        }
+    )
+
+
 def local_allocation_text(settings: BrokerSettings) -> str:
     """What the local store allocates, for a person deciding whether their disk can take it."""
     store = settings.store
@@ -188,16 +202,8 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_
     """
     if exit_after_demo and not demo:
         raise click.UsageError("--exit-after-demo needs --demo")
-    settings = load_broker_settings(
-        {
-            **LOCAL_STORE_CONF,
-            "namesrvAddr": f"127.0.0.1:{namesrv_port}",
-            "listenPort": str(broker_port),
-            "listenHost": "127.0.0.1",  # a local cluster is for this machine only
-            "metricsHost": "127.0.0.1",
-            "storePathRootDir": str(data_dir.resolve() / "store"),
-        }
-    )
+    with one_line_startup_errors():
+        settings = load_local_settings(data_dir, namesrv_port, broker_port)
     logging.getLogger("shoal.client").setLevel(logging.WARNING)  # the demo narrates the client side itself
     click.echo(local_allocation_text(settings), err=True)
     failed = False
@@ -205,10 +211,12 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_
     async def main(stop: asyncio.Event) -> None:
         nonlocal failed
         name_server = NameServer(NamesrvConfig())
-        await name_server.start(host="127.0.0.1", port=namesrv_port)
-        controller = BrokerController(settings)
+        with one_line_startup_errors():
+            await name_server.start(host="127.0.0.1", port=namesrv_port)
         try:
-            await controller.start()
+            with one_line_startup_errors():
+                controller = BrokerController(settings)
+                await controller.start()
         except BaseException:
             await name_server.stop()
             raise
@@ -221,9 +229,10 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_
             if demo:
                 try:
                     await round_trip(f"127.0.0.1:{namesrv_port}")
-                except click.ClickException as error:
+                except Exception as error:  # the cluster stays up for a look at what went wrong
                     failed = True
-                    click.echo(f"[demo] failed: {error.format_message()}", err=True)
+                    text = error.format_message() if isinstance(error, click.ClickException) else repr(error)
+                    click.echo(f"[demo] failed: {text}", err=True)
             if not exit_after_demo:
                 click.echo(
                     f"still serving ({serving}); point your clients at namesrvAddr=127.0.0.1:{namesrv_port}. "

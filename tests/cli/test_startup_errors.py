@@ -214,3 +214,35 @@ def test_startup_error_message_words_each_known_failure_and_nothing_else() -> No
     assert startup_error_message(ValueError("a bug")) is None
     assert startup_error_message(OSError(errno.EIO, "I/O error")) is None
     assert startup_error_message(AssertionError()) is None
+
+
+def test_local_with_its_ports_or_store_taken_says_so_in_one_line(tmp_path: Path) -> None:
+    """Goal: `shoal local` (what `make run` starts) fails as clearly as `shoal broker`. Method:
+    start it with the NameServer port held by a socket, then with its store locked by a running
+    `shoal local`; the last stderr line names the port, then the lock holder's pid."""
+    namesrv_port, broker_port = free_port(), free_port()
+    local = ["local", "--data-dir", str(tmp_path / "data"), "--demo", "--exit-after-demo"]
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", namesrv_port))
+        holder.listen()
+        result = run_shoal(*local, "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"port {namesrv_port} is already in use" in result.stderr.strip().splitlines()[-1]
+    ports = ["--namesrv-port", str(free_port()), "--broker-port", str(free_port())]
+    running = subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli.main", *local[:3], *ports],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert running.stderr is not None
+        for line in running.stderr:  # until the cluster is up (its store locked)
+            if "local cluster up" in line:
+                break
+        second = run_shoal(*local, "--namesrv-port", str(free_port()), "--broker-port", str(free_port()))
+    finally:
+        running.terminate()
+        running.communicate(timeout=COMMAND_TIMEOUT_S)
+    assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
+    assert f"pid {running.pid}" in second.stderr.strip().splitlines()[-1], second.stderr

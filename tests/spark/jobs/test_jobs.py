@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -219,3 +222,22 @@ def test_summary_is_bounded_written_on_failure_and_copied_for_the_termination_me
     assert topic_stats.main([str(tmp_path), "--output", str(output)]) == 2
     failed = _summary(output)
     assert failed["ok"] is False and "not a store directory" in failed["error"]
+
+
+def test_spark_submit_runs_a_job_without_an_activated_virtualenv(broker_store: BrokerStore, tmp_path: Path) -> None:
+    """Goal: `shoal spark submit` works where a bare spark-submit from .venv/bin does not (its
+    driver runs `python3` from PATH). Method: a real spark-submit, with PATH holding only the
+    system directories and no VIRTUAL_ENV; the job's summary counts the store's records."""
+    shoal = Path(sys.executable).parent / "shoal"
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "SPARK_LOCAL_IP": "127.0.0.1"}
+    if "JAVA_HOME" in os.environ:
+        environment["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    output = tmp_path / "out"
+    command = [str(shoal), "spark", "submit", "--master", "local[1]", "topic_stats", str(broker_store.store_dir)]
+    result = subprocess.run(
+        [*command, "--output", str(output)], env=environment, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "starting spark-submit" in result.stderr
+    summary = _summary(output)
+    assert summary["ok"] is True and summary["messages"] == len(broker_store.reference()), summary
