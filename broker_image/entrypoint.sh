@@ -10,7 +10,8 @@
 #   cleanup-store  reclaimPolicy Delete (a Job on the volume's node): remove $SHOAL_STORE_DIR only if
 #                  its marker names $SHOAL_CLUSTER_UID; anything else is left in place
 #   operator       the kopf operator (python -m shoal.operator)
-# See shoal/operator/manifests.py for how the operator sets these up.
+#   render-broker-conf  print the path of the rendered broker.conf (what `broker` would run with)
+# See operator/manifests.py for how the operator sets these up, docs/images.md for the image.
 set -eu
 
 SHOAL_UID="${SHOAL_UID:-10001}"
