@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from shoal.broker.replication import limits
 from shoal.broker.replication.errors import RESPONSE_CODE_OF_ERROR, ReplicationError
 from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode, make_response
-from shoal.protocol.route_bodies import ClusterInfo
+from shoal.protocol.route_bodies import BrokerData, ClusterInfo
 
 if TYPE_CHECKING:
     from shoal.broker.replication.service import ReplicationService
@@ -49,24 +50,19 @@ async def find_newer_leader(
     broker_name: str,
     own_address: str,
     own_epoch: int,
+    known_older: frozenset[str] = frozenset(),
 ) -> NewerLeader | None:
-    """Ask each NameServer for our group's brokerId 0; None unless it is another broker of a newer epoch.
-    Unreachable NameServers or masters are skipped: fencing needs evidence, not silence."""
-    for namesrv in namesrv_addresses:
-        try:
-            response = await client.invoke(
-                namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, timeout_s=limits.FENCING_CHECK_TIMEOUT_S
-            )
-            if response.code != ResponseCode.SUCCESS:
-                continue
-            group = ClusterInfo.from_json(response.body or b"{}").broker_addr_table.get(broker_name)
-        except (RemotingError, ProtocolError) as error:
-            log.debug("fencing check: NameServer %s: %s", namesrv, error)
-            continue
+    """Ask the NameServers (all at once: a dead one costs one timeout, not one each) for our
+    group's brokerId 0; None unless it is another broker of a newer epoch. Unreachable NameServers
+    or masters are skipped: fencing needs evidence, not silence. `known_older`: masters whose epoch
+    is known to be older (the one a promoted slave followed: a hung master must not delay the
+    promotion's registration by a timeout)."""
+    groups = await asyncio.gather(*(_group_of(client, namesrv, broker_name) for namesrv in namesrv_addresses))
+    for group in groups:
         if group is None:
             continue
         master = group.broker_addrs.get(0)
-        if master is None or master == own_address:
+        if master is None or master == own_address or master in known_older:
             continue
         table = await _runtime_info(client, master)
         if table is None:
@@ -78,6 +74,19 @@ async def find_newer_leader(
         free_id = next(candidate for candidate in range(1, limits.BROKER_ID_MAX) if candidate not in used)
         return NewerLeader(master, table.get("haListenAddr", ""), epoch, free_id)
     return None
+
+
+async def _group_of(client: RemotingClient, namesrv: str, broker_name: str) -> BrokerData | None:
+    try:
+        response = await client.invoke(
+            namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, timeout_s=limits.FENCING_CHECK_TIMEOUT_S
+        )
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        return ClusterInfo.from_json(response.body or b"{}").broker_addr_table.get(broker_name)
+    except (RemotingError, ProtocolError) as error:
+        log.debug("fencing check: NameServer %s: %s", namesrv, error)
+        return None
 
 
 async def _runtime_info(client: RemotingClient, address: str) -> dict[str, str] | None:

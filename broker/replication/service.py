@@ -77,6 +77,9 @@ class ReplicationService:
         self._tasks: list[asyncio.Task[None]] = []
         self._checks: set[asyncio.Task[None]] = set()
         self._last_newer_epoch_check_s = 0.0
+        self._followed_before_promotion: frozenset[str] = frozenset()
+        """The master we followed until our promotion (its epoch is older than ours): the first
+        fencing check after it does not wait on that master, which may be hung."""
         self._stopping = False
         if self.epochs.broker_role is not None:
             role = BrokerRole(self.epochs.broker_role)
@@ -324,6 +327,8 @@ class ReplicationService:
         self._switch_role(role, 0)
         assert self.waiter is not None
         self.waiter.reset()
+        if self.master_address:
+            self._followed_before_promotion = frozenset({self.master_address})
         self.learned_ha_address = self.master_address = None
         self.promotions_total += 1
         schedule = getattr(broker, "schedule", None)
@@ -338,12 +343,14 @@ class ReplicationService:
         broker = self.broker
         if not broker.is_master or self._stopping:
             return
+        known_older, self._followed_before_promotion = self._followed_before_promotion, frozenset()
         leader = await find_newer_leader(
             self.remoting,
             broker.config.namesrv_addresses,
             broker.config.broker_name,
             broker.advertised_address,
             self.epochs.epoch,
+            known_older,
         )
         if leader is not None:
             await self.demote(leader)

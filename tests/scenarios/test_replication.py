@@ -810,3 +810,28 @@ def test_old_master_catches_up_after_fencing_with_one_reconnect(
     if unavailable_s is not None:
         late_s = unavailable_s - restarted_s
         assert late_s < 10.0, f"SLAVE_NOT_AVAILABLE still {late_s:.1f} s after A's start"
+
+
+def test_promotion_past_a_hung_master_registers_at_once(group: Group) -> None:
+    """Goal: a promoted slave is the NameServer's brokerId 0 when its promotion answers, even when
+    the old master hangs (its fencing check must not wait on it). Method: SIGSTOP the master, wait
+    for the slave to drop the link, promote; the answer comes well within FENCING_CHECK_TIMEOUT_S
+    (3 s) and the route names the slave."""
+    master = group.master("ASYNC_MASTER")
+    slave = group.slave(master)
+    create_topic(master, "HaHung")
+    wait_until(lambda: "HaHung" in (slave.store_dir / "config" / "topics.json").read_text(), "topics synced")
+    assert master.process is not None
+    master.process.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: runtime(slave).get("haMasterConnected") == "false", "the slave dropped the link")
+        assert master_in_route(group, "HaHung") == master.addr  # the NameServer still lists the hung master
+        started_s = time.monotonic()
+        asyncio.run(_promote(slave.addr, group.namesrv.addr, "ASYNC_MASTER"))
+        promote_s = time.monotonic() - started_s
+        print(f"\npromotion past a hung master answered in {promote_s:.3f} s")
+        assert master_in_route(group, "HaHung") == slave.addr
+        assert promote_s < 2.0
+    finally:
+        master.process.send_signal(signal.SIGCONT)
+        master.stop(signal.SIGKILL)
