@@ -33,6 +33,7 @@ from pathlib import Path
 from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
 from shoal.store.java_hash import index_key_hash
+from shoal.store.mapped_file import TEMP_SUFFIX
 
 HEADER = struct.Struct(">qqqqii")
 assert HEADER.size == limits.INDEX_HEADER_SIZE_BYTES
@@ -42,6 +43,25 @@ ENTRY = struct.Struct(">iqii")
 assert ENTRY.size == limits.INDEX_ENTRY_SIZE_BYTES
 _INT_MAX = 2**31 - 1
 _CHAIN_STEPS_MAX = 1_000_000  # a damaged chain must not loop forever
+
+
+def _create_allocated(path: Path, file_size: int) -> int:
+    """A new zero-filled file of `file_size` bytes at `path`, open read/write. As for segments:
+    allocated and synced under a temporary name, then renamed, so a power cut never leaves a
+    short index file (which would stop the next start) under a real name."""
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    fd = durability.create_file(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, file_size)
+        durability.fdatasync(fd)
+        durability.replace(temp, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            durability.unlink(temp)
+        raise
+    durability.fsync_directory(path.parent)
+    return fd
 
 
 def index_file_name(epoch_ms: int) -> str:
@@ -57,14 +77,7 @@ class IndexFile:
         self.entries = entries
         self.file_size = limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size + entries * ENTRY.size
         if create:
-            fd = durability.create_file(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                os.posix_fallocate(fd, 0, self.file_size)
-            except BaseException:
-                os.close(fd)
-                durability.unlink(path)
-                raise
-            durability.fsync_directory(path.parent)
+            fd = _create_allocated(path, self.file_size)
         else:
             fd = os.open(path, os.O_RDWR)
             actual = os.fstat(fd).st_size

@@ -14,6 +14,7 @@ from pathlib import Path
 from shoal.store import durability, limits
 from shoal.store.clock import Clock
 from shoal.store.index_file import IndexFile, index_file_name
+from shoal.store.mapped_file import TEMP_SUFFIX
 from shoal.store.properties import message_keys
 from shoal.store.settings import IndexSettings
 
@@ -35,6 +36,9 @@ class IndexService:
         notes: list[str] = []
         if not self.directory.exists():
             return notes
+        for leftover in sorted(self.directory.glob("*" + TEMP_SUFFIX)):
+            durability.unlink(leftover)
+            notes.append(f"removed index {leftover.name}, a creation interrupted by a crash")
         for path in sorted(self.directory.iterdir()):
             if not path.name.isdigit():
                 continue
