@@ -24,6 +24,7 @@ Files are named by their creation time, `yyyyMMddHHmmssSSS` in local time, and h
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import struct
@@ -48,7 +49,10 @@ _CHAIN_STEPS_MAX = 1_000_000  # a damaged chain must not loop forever
 def _create_allocated(path: Path, file_size: int) -> int:
     """A new zero-filled file of `file_size` bytes at `path`, open read/write. As for segments:
     allocated and synced under a temporary name, then renamed, so a power cut never leaves a
-    short index file (which would stop the next start) under a real name."""
+    short index file (which would stop the next start) under a real name. An existing `path` is
+    refused, as O_EXCL would (the service serialises creations under its lock)."""
+    if path.exists():
+        raise FileExistsError(errno.EEXIST, "index file exists", str(path))
     temp = path.with_name(path.name + TEMP_SUFFIX)
     fd = durability.create_file(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
