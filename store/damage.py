@@ -38,6 +38,7 @@ from shoal.store.record import (
     PREFIX,
     TAIL,
     RecordKind,
+    body_crc,
     check_record,
 )
 
@@ -49,6 +50,7 @@ MAGIC_PATTERN = re.compile(b"|".join(re.escape(magic.to_bytes(4, "big", signed=T
 MAGIC_SIZE_BYTES = 4
 assert TAIL.size == MAGIC_OFFSET + MAGIC_SIZE_BYTES
 DAMAGED_DIRECTORY_NAME = "damaged"
+_DAMAGED_NAME = re.compile(r"(\d{20})-(\d+)\.bin")
 
 
 @dataclass
@@ -82,8 +84,9 @@ class DamagedRange:
         )
         saved = f"; copied to {self.saved_as}" if self.saved_as else ""
         return (
-            f"CommitLog bytes [{self.start_offset}, {self.end_offset}) ({self.size_bytes} bytes) damaged: "
-            f"{self.reason}; {known}{saved}"
+            f"CommitLog offset {self.start_offset}: {self.reason}; damaged range "
+            f"[{self.start_offset}, {self.end_offset}) ({self.size_bytes} bytes), intact records after it; "
+            f"{known}{saved}"
         )
 
 
@@ -99,6 +102,8 @@ def find_resync(buffer: memoryview, start: int, end: int, limit: int, base_offse
 
     `buffer` is readable up to `limit` (a record must fit before it); position 0 is CommitLog
     offset `base_offset`; the segment ends at buffer position `segment_end` (maybe past `limit`).
+    A record framed at its own position whose body CRC fails is stepped over whole, so no byte
+    is CRC-checked twice and the search stays linear even in garbage built of nested records.
     """
     lost: list[int] = []
     search_from = start + MAGIC_OFFSET
@@ -109,33 +114,39 @@ def find_resync(buffer: memoryview, start: int, end: int, limit: int, base_offse
             break
         position = match.start() - MAGIC_OFFSET
         search_from = match.start() + 1
-        verdict = _candidate(buffer, position, limit, base_offset, segment_end)
+        verdict, framed_size = _candidate(buffer, position, limit, base_offset, segment_end)
         if verdict is RecordKind.MESSAGE or verdict is RecordKind.END_OF_FILE:
             return Resync(position, lost)
-        if verdict is _FRAMED_BUT_BROKEN and len(lost) < limits.DAMAGED_RECORD_OFFSETS_MAX_COUNT:
-            lost.append(position)
+        if verdict is RecordKind.INVALID:
+            if len(lost) < limits.DAMAGED_RECORD_OFFSETS_MAX_COUNT:
+                lost.append(position)
+            search_from = max(search_from, position + framed_size + MAGIC_OFFSET)
     return Resync(-1, lost)
 
 
-_FRAMED_BUT_BROKEN = RecordKind.INVALID
-_NOT_A_RECORD = None
-
-
-def _candidate(buffer: memoryview, position: int, limit: int, base_offset: int, segment_end: int) -> RecordKind | None:
-    """MESSAGE / END_OF_FILE when intact data starts at `position`; INVALID when a record of this
-    position starts here but is broken; None when nothing of this position starts here."""
+def _candidate(
+    buffer: memoryview, position: int, limit: int, base_offset: int, segment_end: int
+) -> tuple[RecordKind | None, int]:
+    """(MESSAGE or END_OF_FILE when intact data starts at `position`; INVALID when a record of
+    this position starts here but is broken; None when nothing of this position starts here,
+    the size to step over when only the body CRC failed, else 0)."""
     total, magic = TAIL.unpack_from(buffer, position)
     if magic == BLANK_MAGIC_CODE:
-        return RecordKind.END_OF_FILE if total == segment_end - position >= TAIL.size else _NOT_A_RECORD
+        return (RecordKind.END_OF_FILE if total == segment_end - position >= TAIL.size else None), 0
     if limit - position < PREFIX.size:
-        return _NOT_A_RECORD
-    physical = PREFIX.unpack_from(buffer, position)[6]
-    if physical != base_offset + position:
-        return _NOT_A_RECORD
+        return None, 0
+    if PREFIX.unpack_from(buffer, position)[6] != base_offset + position:
+        return None, 0
     if not FIXED_LENGTH_V4 <= total <= min(limits.RECORD_SIZE_MAX_BYTES, limit - position):
-        return _FRAMED_BUT_BROKEN
-    check = check_record(buffer, position, limit, check_crc=True, expected_physical_offset=base_offset + position)
-    return RecordKind.MESSAGE if check.kind is RecordKind.MESSAGE else _FRAMED_BUT_BROKEN
+        return RecordKind.INVALID, 0
+    check = check_record(buffer, position, limit, check_crc=False, expected_physical_offset=base_offset + position)
+    header = check.header
+    if check.kind is not RecordKind.MESSAGE or header is None:
+        return RecordKind.INVALID, 0
+    body = buffer[header.body_position : header.body_position + header.body_length]
+    crc_ok = header.body_length == 0 or body_crc(body) == header.body_crc
+    body.release()
+    return (RecordKind.MESSAGE, 0) if crc_ok else (RecordKind.INVALID, total)
 
 
 def damaged_file_path(directory: Path, start_offset: int, size_bytes: int) -> Path:
@@ -165,3 +176,15 @@ def save_damaged_bytes(directory: Path, start_offset: int, pieces: list[memoryvi
     durability.replace(temp, path)
     durability.fsync_directory(directory)
     return path
+
+
+def known_damage(directory: Path) -> dict[int, int]:
+    """Damaged ranges copied aside earlier: {start offset: size in bytes} from the file names."""
+    if not directory.is_dir():
+        return {}
+    found: dict[int, int] = {}
+    for path in directory.iterdir():
+        match = _DAMAGED_NAME.fullmatch(path.name)
+        if match is not None:
+            found[int(match[1])] = int(match[2])
+    return found

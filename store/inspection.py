@@ -12,17 +12,23 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from shoal.store import limits
 from shoal.store.consume_queue import UNIT, is_blank_unit
+from shoal.store.damage import (
+    DAMAGED_DIRECTORY_NAME,
+    DamagedRange,
+    Resync,
+    damaged_file_path,
+    find_resync,
+    known_damage,
+)
 from shoal.store.index_file import ENTRY, HEADER
 from shoal.store.java_hash import index_key_hash
 from shoal.store.mapped_file import is_segment_name
 from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
 from shoal.store.record import (
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    TAIL,
     RecordCheck,
     RecordKind,
     check_record,
@@ -38,6 +44,19 @@ class RecordAt:
     offset: int
     check: RecordCheck
     properties: dict[str, str]
+    damaged_end: int = -1
+    """For damage (an INVALID check) that intact records follow in the segment: where they resume."""
+    lost_offsets: tuple[int, ...] = ()
+    """For damage: offsets of records framed at their own position inside it (lost records)."""
+
+    def damaged_range(self) -> DamagedRange | None:
+        """The damage as a range, when intact records follow it in its segment."""
+        if self.damaged_end < 0:
+            return None
+        damaged = DamagedRange(self.offset, self.damaged_end, self.check.reason or "zeros where a record should be")
+        for offset in self.lost_offsets:
+            damaged.add_record_offset(offset)
+        return damaged
 
 
 def segment_paths(directory: Path) -> list[Path]:
@@ -69,16 +88,39 @@ def map_read_only(path: Path) -> Iterator[memoryview | None]:
         os.close(fd)
 
 
+class _Damage(NamedTuple):
+    """Damage met by `iter_commitlog` whose end is not found yet (it may run into the next segment)."""
+
+    offset: int
+    check: RecordCheck
+    lost_offsets: list[int]
+    zeros: bool
+
+
 def iter_commitlog(directory: Path, *, check_crc: bool, progress: ProgressCallback | None = None) -> Iterator[RecordAt]:
-    """Every record, segment by segment; stops a segment at its blank record, zeros or damage.
-    Damage is yielded as an INVALID RecordAt so callers can report it."""
+    """Every record, segment by segment, then damage as an INVALID RecordAt: when intact records
+    follow it (store/damage.py, maybe in a later segment) the walk resumes there and the item says
+    where (`damaged_end`); damage nothing intact follows is yielded at the end (a torn tail), and
+    only zeros after the last record are no damage at all."""
+    pending: _Damage | None = None
     for path in segment_paths(directory):
         base = int(path.name)
         with map_read_only(path) as view:
             if view is None:
                 continue
-            position = 0
             limit = len(view)
+            position = 0
+            if pending is not None:
+                position = -1
+                if not _all_zeros(view, 0, limit):
+                    found = find_resync(view, 0, limit, limit, base, limit)
+                    pending.lost_offsets.extend(base + p for p in found.lost_positions)
+                    position = found.position
+                if position >= 0:
+                    yield _damage_item(pending, base + position)
+                    pending = None
+                else:
+                    position = limit  # still damaged: the whole segment
             while position < limit:
                 check = check_record(
                     view, position, limit, check_crc=check_crc, expected_physical_offset=base + position
@@ -86,15 +128,17 @@ def iter_commitlog(directory: Path, *, check_crc: bool, progress: ProgressCallba
                 if check.kind is RecordKind.END_OF_FILE:
                     break
                 if check.kind is RecordKind.INVALID or check.header is None:
-                    tail = view[position : position + 8]
-                    zeros = not any(tail)
-                    tail.release()
-                    if not zeros:
-                        yield RecordAt(base + position, check, {})
-                    skip = _resync_size(view, position, base, check_crc)
-                    if zeros or skip <= 0:
+                    zeros = _all_zeros(view, position, limit)
+                    found = Resync(-1, []) if zeros else find_resync(view, position + 1, limit, limit, base, limit)
+                    lost = [base + p for p in found.lost_positions]
+                    if check.header is not None and check.header.physical_offset == base + position:
+                        lost.insert(0, base + position)
+                    damage = _Damage(base + position, check, lost, zeros)
+                    if found.position < 0:
+                        pending = damage
                         break
-                    position += skip  # the framing holds (e.g. only the CRC failed): keep checking
+                    yield _damage_item(damage, base + found.position)
+                    position = found.position
                     continue
                 header = check.header
                 props_view = view[header.properties_position : header.properties_position + header.properties_length]
@@ -104,20 +148,30 @@ def iter_commitlog(directory: Path, *, check_crc: bool, progress: ProgressCallba
                 position += check.size
             if progress is not None:
                 progress(limit)
+    if pending is not None and not pending.zeros:
+        yield _damage_item(pending, -1)
 
 
-def _resync_size(view: memoryview, position: int, base: int, check_crc: bool) -> int:
-    """How far to skip past a damaged record so checking can go on: its TOTALSIZE, when that
-    lands exactly on a valid record or blank record; else 0 (the walk of this segment ends)."""
-    if len(view) - position < 8:
-        return 0
-    total, magic = TAIL.unpack_from(view, position)
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or not 0 < total <= len(view) - position - 8:
-        return 0
-    following = check_record(
-        view, position + total, len(view), check_crc=check_crc, expected_physical_offset=base + position + total
-    )
-    return total if following.kind is not RecordKind.INVALID else 0
+def _damage_item(damage: _Damage, resume_offset: int) -> RecordAt:
+    check = damage.check
+    if damage.zeros:
+        check = RecordCheck(RecordKind.INVALID, -1, reason="zeros where a record should be")
+    return RecordAt(damage.offset, check, {}, resume_offset, tuple(damage.lost_offsets))
+
+
+def _all_zeros(view: memoryview, start: int, end: int) -> bool:
+    """True when view[start:end] holds only zeros (compared a chunk at a time, at memcmp speed)."""
+    chunk = len(_ZEROS)
+    for at in range(start, end, chunk):
+        piece = view[at : min(at + chunk, end)]
+        zero = piece == _ZEROS[: len(piece)]
+        piece.release()
+        if not zero:
+            return False
+    return True
+
+
+_ZEROS = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
 
 
 def iter_consume_queue(queue_dir: Path) -> Iterator[tuple[int, int, int, int]]:
@@ -167,6 +221,8 @@ class VerifyReport:
     consume_queue_units: int = 0
     index_entries: int = 0
     problems: list[str] = field(default_factory=list)
+    damaged_ranges: list[DamagedRange] = field(default_factory=list)
+    """Damage that intact records follow (what was lost there, and whether it was copied aside)."""
 
     @property
     def ok(self) -> bool:
@@ -187,9 +243,18 @@ def verify_store(
         if len(report.problems) < PROBLEMS_MAX_COUNT:
             report.problems.append(text)
 
+    known = known_damage(root / DAMAGED_DIRECTORY_NAME)
     for item in iter_commitlog(root / "commitlog", check_crc=True, progress=progress):
         if item.check.kind is not RecordKind.MESSAGE or item.check.header is None:
-            problem(f"CommitLog offset {item.offset}: {item.check.reason}")
+            damaged = item.damaged_range()
+            if damaged is None:
+                problem(f"CommitLog offset {item.offset}: {item.check.reason}")
+                continue
+            if known.get(damaged.start_offset) == damaged.size_bytes:
+                saved = damaged_file_path(root / DAMAGED_DIRECTORY_NAME, damaged.start_offset, damaged.size_bytes)
+                damaged.saved_as = str(saved)
+            report.damaged_ranges.append(damaged)
+            problem(damaged.describe())
             continue
         header = item.check.header
         report.records += 1
@@ -259,7 +324,11 @@ def describe_record(item: RecordAt) -> dict[str, object]:
     """A printable dict of every field of a walked record (what `shoal store inspect` prints)."""
     header = item.check.header
     if item.check.kind is not RecordKind.MESSAGE or header is None:
-        return {"offset": item.offset, "damage": item.check.reason}
+        described: dict[str, object] = {"offset": item.offset, "damage": item.check.reason}
+        if item.damaged_end >= 0:
+            described["intactFrom"] = item.damaged_end
+            described["lostRecordOffsets"] = list(item.lost_offsets)
+        return described
     return {
         "offset": item.offset,
         "msgId": message_id(header.store_host, header.physical_offset),
