@@ -103,8 +103,15 @@ class BrokerCollector(Collector):
             ("dispatch_behind_bytes", "CommitLog bytes not yet in ConsumeQueues"),
             ("consume_queues", "ConsumeQueues"),
             ("disk_full", "1 while writes are refused for lack of disk"),
+            ("dispatch_failing", "1 while dispatch cannot write ConsumeQueue/index files and writes are refused"),
         ):
             yield GaugeMetricFamily(f"shoal_store_{name}", help_text, value=float(stats[name]))
+        for name, help_text in (
+            ("dispatch_write_failures", "Dispatch attempts failed by a write error (e.g. ENOSPC)"),
+            ("commitlog_damaged_ranges", "Damaged CommitLog ranges skipped (recovery and dispatch)"),
+            ("commitlog_damaged_bytes", "Bytes in damaged CommitLog ranges skipped"),
+        ):
+            yield CounterMetricFamily(f"shoal_store_{name}", help_text, value=float(stats[name]))
         yield CounterMetricFamily("shoal_store_flushes", "CommitLog fdatasync calls", value=float(stats["flush_count"]))
         yield CounterMetricFamily(
             "shoal_store_flush_seconds", "Time spent in CommitLog flushes", value=float(stats["flush_seconds_total"])

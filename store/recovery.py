@@ -22,7 +22,6 @@ Either way the report says what was lost.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -31,7 +30,7 @@ from shoal.store import limits
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.commitlog import CommitLog
 from shoal.store.consume_queue_table import ConsumeQueueTable
-from shoal.store.damage import DamagedRange, damaged_file_path, find_resync, save_damaged_bytes
+from shoal.store.damage import DamagedRange, damaged_file_path, find_resync, known_damage, save_damaged_bytes
 from shoal.store.record import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -236,21 +235,6 @@ def recover_commitlog(
     queue.flushed_where = queue.committed_where = end
     commitlog.forget_current_segment()
     return report
-
-
-def known_damage(directory: Path) -> dict[int, int]:
-    """Damaged ranges copied aside earlier: {start offset: size in bytes} from the file names."""
-    if not directory.is_dir():
-        return {}
-    found: dict[int, int] = {}
-    for path in directory.iterdir():
-        match = _DAMAGED_NAME.fullmatch(path.name)
-        if match is not None:
-            found[int(match[1])] = int(match[2])
-    return found
-
-
-_DAMAGED_NAME = re.compile(r"(\d{20})-(\d+)\.bin")
 
 
 def save_damage_aside(commitlog: CommitLog, report: RecoveryReport, directory: Path) -> None:

@@ -1,0 +1,162 @@
+"""A full disk while dispatching: the store refuses writes (it does not acknowledge what consumers
+cannot see), logs one line per state change, exposes a gauge, and recovers alone.
+
+A real full disk: a 2 MiB tmpfs (as in test_retention.py; needs root to mount, skipped with its
+reason elsewhere) holding the store, then filled by a filler file, so that the next ConsumeQueue
+file or IndexFile cannot be allocated (ENOSPC) while the current CommitLog segment still has room.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import subprocess
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shoal.store import (
+    CommitLogSettings,
+    ConsumeQueueSettings,
+    GetMessageStatus,
+    IndexSettings,
+    MessageStore,
+    MessageToStore,
+    PutStatus,
+    StoreSettings,
+)
+from shoal.store.properties import encode_properties
+from shoal.store.record import decode_header
+
+WaitUntil = Callable[..., None]
+TOPIC = "Full"
+REFUSING_S = 1.0  # how long the test keeps sending while the disk is full
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(command, capture_output=True, timeout=30, check=False)
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
+    if os.geteuid() != 0:
+        pytest.skip(reason="a real full disk needs root to mount a 2 MiB tmpfs")
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    mounted = _run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
+    if mounted.returncode != 0:
+        pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        if _run("umount", str(mount_point)).returncode != 0:
+            _run("umount", "-l", str(mount_point))
+
+
+def fill(path: Path) -> None:
+    """Write `path` until the file system is full (ENOSPC at page granularity)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (64 * 1024, 4096, 512):
+            data = b"\xff" * chunk
+            while True:
+                try:
+                    os.write(fd, data)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(fd)
+
+
+def body_of(view: memoryview) -> bytes:
+    header = decode_header(view, 0)
+    return bytes(view[header.body_position : header.body_position + header.body_length])
+
+
+def bodies_in(store: MessageStore, queue_id: int) -> list[bytes]:
+    found: list[bytes] = []
+    offset = 0
+    while offset < store.max_offset_in_queue(TOPIC, queue_id):
+        got = store.get_messages(TOPIC, queue_id, offset, 32)
+        assert got.status is GetMessageStatus.FOUND, got.status
+        found.extend(body_of(view) for view in got.messages)
+        offset = got.next_begin_offset
+        got.release()
+    return found
+
+
+@pytest.mark.parametrize("blocked", ["new ConsumeQueue file", "new IndexFile"])
+def test_a_full_disk_during_dispatch_refuses_writes_logs_twice_and_recovers(
+    tiny_tmpfs: Path, wait_until: WaitUntil, caplog: pytest.LogCaptureFixture, blocked: str
+) -> None:
+    """Goal: ENOSPC in dispatch refuses puts (SERVICE_NOT_AVAILABLE), one log line in and one out,
+    a gauge, recovery when space returns, every acknowledged message consumable. Method: tmpfs."""
+    settings = StoreSettings(
+        root_dir=tiny_tmpfs / "store",
+        commitlog=CommitLogSettings(
+            segment_size_bytes=256 * 1024, message_body_size_max_bytes=16 * 1024, preallocate_next_segment=False
+        ),
+        consume_queue=ConsumeQueueSettings(units_per_file=1024),
+        index=IndexSettings(hash_slots=64, entries=256),
+    )
+    store = MessageStore(settings, disk_usage=lambda _path: 0.10)  # usage ratios are not under test
+    store.open()
+    store.start()
+    acknowledged: dict[int, list[bytes]] = {0: [], 1: []}
+
+    def send(queue_id: int, body: bytes) -> PutStatus:
+        result = store.put_message(MessageToStore(TOPIC, queue_id, body, encode_properties({"KEYS": body.hex()})))
+        if result.status is PutStatus.PUT_OK:
+            acknowledged[queue_id].append(body)
+        return result.status
+
+    try:
+        for index in range(20):
+            assert send(0, b"before-%d" % index) is PutStatus.PUT_OK
+        wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+        fill(tiny_tmpfs / "filler")
+        with caplog.at_level(logging.INFO, logger="shoal.store"):
+            # Enough to need the next file: a new queue's first ConsumeQueue file, or a 2nd IndexFile.
+            queue_id, count = (1, 1) if blocked == "new ConsumeQueue file" else (0, 240)
+            for index in range(count):
+                assert send(queue_id, b"full-%d" % index) is PutStatus.PUT_OK
+            # Acknowledging would promise what consumers cannot see: puts must be refused shortly.
+            wait_until(lambda: send(0, b"probe") is PutStatus.SERVICE_NOT_AVAILABLE, 5)
+            assert store.dispatcher.failing and store.stats()["dispatch_failing"] == 1.0
+            refused = store.put_message(MessageToStore(TOPIC, 0, b"refused"))
+            assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE, refused
+            assert "dispatch cannot write" in refused.remark and "No space left" in refused.remark
+            deadline = time.monotonic() + REFUSING_S
+            while time.monotonic() < deadline:  # producers keep trying; the dispatcher keeps retrying
+                assert send(0, b"refused") is PutStatus.SERVICE_NOT_AVAILABLE
+                time.sleep(0.001)
+            assert store.dispatcher.write_failures_total > 3, "it retries while the disk is full"
+            (tiny_tmpfs / "filler").unlink()
+            wait_until(lambda: not store.dispatcher.failing, 5)
+            assert store.stats()["dispatch_failing"] == 0.0
+            assert send(0, b"after") is PutStatus.PUT_OK
+            wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+        lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(lines) == 2, lines
+        assert "cannot write" in lines[0] and "No space left" in lines[0]
+        assert "writes again" in lines[1]
+        for queue_id, bodies in acknowledged.items():
+            assert bodies_in(store, queue_id) == bodies
+    finally:
+        store.shutdown()
+    reopened = MessageStore(settings, disk_usage=lambda _path: 0.10)
+    report = reopened.open()
+    try:
+        assert report.last_exit_ok and report.lossless, report.summary()
+        for queue_id, bodies in acknowledged.items():
+            assert bodies_in(reopened, queue_id) == bodies
+            crcs = [zlib.crc32(b) for b in bodies]
+            assert crcs == [zlib.crc32(b) for b in bodies_in(reopened, queue_id)]
+    finally:
+        reopened.shutdown()
