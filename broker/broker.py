@@ -76,6 +76,7 @@ class BrokerController:
             "broker",
             max_connections=self.config.max_connections,
             idle_timeout_s=self.config.server_channel_max_idle_time_s,
+            partial_frame_timeout_s=self.config.server_channel_partial_frame_timeout_s,
         )
         self.namesrv_client = RemotingClient()
         self.consumers = ConsumerManager(self._notify_ids_changed, self.config.channel_expired_timeout_ms / 1000)

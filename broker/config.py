@@ -198,6 +198,8 @@ DELAY_TABLE = Allowed(
     lambda value: isinstance(value, str) and _is_delay_table(value),
 )
 ANY_TEXT = Allowed("any text", lambda value: isinstance(value, str))
+TIMEOUT_S = between(1, limits.CONFIG_INTERVAL_MAX_MS // 1000, "s")
+CONNECTIONS = between(1, limits.CONNECTIONS_MAX_COUNT)
 PERMISSION = Allowed(
     "a permission: 6 (read and write), 4 (read only), 2 (write only) or 0, plus 1 to inherit",
     lambda value: type(value) is int and 0 <= value <= 7,
@@ -254,17 +256,21 @@ class BrokerConfig:
         default=120_000, metadata={"java": "channelExpiredTimeout", "allowed": INTERVAL_MS}
     )
     server_channel_max_idle_time_s: int = field(
-        default=120,
-        metadata={
-            "java": "serverChannelMaxIdleTimeSeconds",
-            "allowed": between(1, limits.CONFIG_INTERVAL_MAX_MS // 1000, "s"),
-        },
+        default=limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
+        metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
     )
+    """A client connection with no read or write this long is closed (RocketMQ: 120 s)."""
+    server_channel_partial_frame_timeout_s: int = field(
+        default=limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
+        metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
+    )
+    """Shoal: a connection whose request frame is still incomplete this long after it began is closed."""
     metrics_port: int = field(default=0, metadata={"java": "metricsPort", "allowed": PORT_METRICS})
     """Shoal: HTTP port for /metrics and /healthz (0: listenPort + 100; -1: off)."""
     metrics_host: str = field(default="0.0.0.0", metadata={"java": "metricsHost", "allowed": HOST})
     max_connections: int = field(
-        default=10_000, metadata={"java": "maxConnections", "allowed": between(1, limits.CONNECTIONS_MAX_COUNT)}
+        default=limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
+        metadata={"java": "maxConnections", "allowed": CONNECTIONS},
     )
     """Shoal: connections beyond this are closed at once (bounded resources)."""
     # --- replication (spec §9; shoal.broker.replication) ---
@@ -380,6 +386,19 @@ class NamesrvConfig:
         default=10_000, metadata={"java": "scanNotActiveBrokerInterval", "allowed": INTERVAL_MS}
     )
     kv_config_path: str = field(default="", metadata={"java": "kvConfigPath", "allowed": ANY_TEXT})
+    server_channel_max_idle_time_s: int = field(
+        default=limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
+        metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
+    )
+    server_channel_partial_frame_timeout_s: int = field(
+        default=limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
+        metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
+    )
+    max_connections: int = field(
+        default=limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
+        metadata={"java": "maxConnections", "allowed": CONNECTIONS},
+    )
+    """The three connection settings mean what the broker's do."""
 
 
 def _convert(kind: Any, raw: str) -> Any:

@@ -17,6 +17,15 @@ SEND_RESPONSE_TIMEOUT_S = 10.0  # max(syncFlushTimeout, slaveTimeout) + 5 s
 
 assert GATHER_WRITE_MIN_BYTES < CONNECTION_WRITE_BUFFER_HIGH_BYTES
 
+# --- connections of the remoting servers (Broker and NameServer) ---
+SERVER_CHANNEL_MAX_IDLE_DEFAULT_S = 120  # serverChannelMaxIdleTimeSeconds: no read or write this long closes
+PARTIAL_FRAME_TIMEOUT_DEFAULT_S = 60  # a request frame still incomplete after this closes (slowloris)
+SERVER_CONNECTIONS_DEFAULT_MAX_COUNT = 10_000  # maxConnections: beyond this new connections are closed at once
+STALE_SCAN_INTERVAL_MIN_S = 0.1  # the scan for idle and stalled connections runs at most this often ...
+STALE_SCAN_INTERVAL_MAX_S = 10.0  # ... and at least this often (each timeout is overrun by one interval at most)
+
+assert STALE_SCAN_INTERVAL_MIN_S < STALE_SCAN_INTERVAL_MAX_S <= PARTIAL_FRAME_TIMEOUT_DEFAULT_S
+
 # --- broker.conf / namesrv.conf ranges (shoal.broker.config checks every key against these) ---
 PORT_MAX = 65535
 CONFIG_INTERVAL_MAX_MS = 24 * 3600 * 1000  # a period or timeout above a day is a unit mistake (s for ms)

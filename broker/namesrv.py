@@ -1,18 +1,21 @@
 """The NameServer: brokers register their topics here, clients ask it for routes (spec §8.10).
 
 State lives in `RouteInfoManager`; this module is the asyncio shell: request processors, the
-liveness scan every `scanNotActiveBrokerInterval`, and KV config (ORDER_TOPIC_CONFIG etc.).
-Unknown request codes get no answer, as RocketMQ's NameServer does.
+liveness scan every `scanNotActiveBrokerInterval`, KV config (ORDER_TOPIC_CONFIG etc.) and the
+NameServer's own config (GET/UPDATE_NAMESRV_CONFIG). Request codes it does not implement answer
+REQUEST_CODE_NOT_SUPPORTED " request type <code> not supported", as RocketMQ 5's NameServer does
+(4.9.7's left them unanswered, so its clients waited for their timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 
-from shoal.broker.config import NamesrvConfig
+from shoal.broker.config import ConfigError, NamesrvConfig, load_namesrv_config, parse_properties
 from shoal.broker.remoting_server import RemotingServer, ServerConnection
 from shoal.broker.route_info import RouteInfoManager
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
@@ -38,6 +41,8 @@ from shoal.protocol.route_bodies import DataVersion, KVTable, RegisterBrokerBody
 log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+CONFIG_PATH_KEYS = frozenset({"kvConfigPath", "configStorePath"})
+"""UPDATE_NAMESRV_CONFIG may not change these (RocketMQ: NO_PERMISSION "Can not update config path")."""
 
 
 def _now_ms() -> int:
@@ -49,9 +54,13 @@ class NameServer:
         self.config = config
         self.routes = RouteInfoManager()
         self.kv: dict[str, dict[str, str]] = {}
-        self.server = RemotingServer("namesrv")
+        self.server = RemotingServer(
+            "namesrv",
+            max_connections=config.max_connections,
+            idle_timeout_s=config.server_channel_max_idle_time_s,
+            partial_frame_timeout_s=config.server_channel_partial_frame_timeout_s,
+        )
         self.server.on_close.append(self.routes.connection_closed)
-        self.server.unsupported = lambda command: None  # type: ignore[method-assign]
         self.port = 0
         self._scan: asyncio.Task[None] | None = None
         codes = {
@@ -68,6 +77,8 @@ class NameServer:
             RequestCode.PUT_KV_CONFIG: self.put_kv,
             RequestCode.GET_KV_CONFIG: self.get_kv,
             RequestCode.DELETE_KV_CONFIG: self.delete_kv,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
         for code, processor in codes.items():
             self.server.register(code, processor)
@@ -214,3 +225,40 @@ class NameServer:
         header = DeleteKVConfigRequestHeader.from_ext_fields(request.ext_fields)
         self.kv.get(header.namespace, {}).pop(header.key, None)
         return make_response(request, ResponseCode.SUCCESS)
+
+    def get_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG: every setting as `key=value` lines (RocketMQ's properties text)."""
+        lines = [f"{key}={value}\n" for key, value in sorted(_java_values(self.config).items())]
+        return make_response(request, ResponseCode.SUCCESS, body="".join(lines).encode("utf-8"))
+
+    def update_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG: body = properties text. Each key is checked as namesrv.conf's are;
+        the connection settings and the liveness scan take effect at once, the listen address at
+        the next start. Nothing is written back to namesrv.conf."""
+        if not request.body:
+            return make_response(request, ResponseCode.SUCCESS)
+        try:
+            updates = parse_properties(bytes(request.body).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {error}")
+        if CONFIG_PATH_KEYS & updates.keys():
+            return make_response(request, ResponseCode.NO_PERMISSION, "Can not update config path")
+        try:
+            config, unknown = load_namesrv_config({**_java_values(self.config), **updates})
+        except ConfigError as error:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, str(error))
+        if unknown:
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"not a NameServer setting: {', '.join(sorted(unknown))}"
+            )
+        self.config = config
+        self.server.max_connections = config.max_connections
+        self.server.idle_timeout_s = config.server_channel_max_idle_time_s
+        self.server.partial_frame_timeout_s = config.server_channel_partial_frame_timeout_s
+        log.info("namesrv config updated by %s: %s", connection.address, updates)
+        return make_response(request, ResponseCode.SUCCESS)
+
+
+def _java_values(config: NamesrvConfig) -> dict[str, str]:
+    """The settings under their namesrv.conf names, as text."""
+    return {field.metadata["java"]: str(getattr(config, field.name)) for field in dataclasses.fields(config)}

@@ -49,6 +49,8 @@ class ServerConnection(asyncio.Protocol):
         self.peer_port = 0
         self.address = ""
         self.last_active_s = time.monotonic()
+        self.partial_frame_since_s = 0.0
+        """When the request frame still incomplete began to arrive; 0 when none is."""
         self._raw: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.pending_client_requests: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -72,7 +74,7 @@ class ServerConnection(asyncio.Protocol):
             transport.close()
 
     def data_received(self, data: bytes) -> None:
-        self.last_active_s = time.monotonic()
+        now = self.last_active_s = time.monotonic()
         try:
             commands = self.decoder.feed(data)
         except FrameError as error:
@@ -81,6 +83,10 @@ class ServerConnection(asyncio.Protocol):
                 self._dispatch(command)
             self.close()
             return
+        if not self.decoder.buffered_bytes:
+            self.partial_frame_since_s = 0.0
+        elif commands or not self.partial_frame_since_s:
+            self.partial_frame_since_s = now  # a new frame began in this chunk
         for command in commands:
             self._dispatch(command)
 
@@ -217,25 +223,50 @@ def _remainder(parts: Sequence[bytes | memoryview], sent: int) -> bytes:
 
 
 class RemotingServer:
-    """Listens on one port; routes requests by code to processors."""
+    """Listens on one port; routes requests by code to processors. Bounded: at most
+    `max_connections` at once; a connection idle (no read, no write, nothing in progress) for
+    `idle_timeout_s`, or whose request frame is still incomplete `partial_frame_timeout_s` after it
+    began, is closed."""
 
-    def __init__(self, name: str, *, max_connections: int = 10_000, idle_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_connections: int = limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
+        idle_timeout_s: float = limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
+        partial_frame_timeout_s: float = limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
+    ) -> None:
         self.name = name
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
+        self.partial_frame_timeout_s = partial_frame_timeout_s
         self.processors: dict[int, Processor] = {}
         self.connections: set[ServerConnection] = set()
         self.on_close: list[ConnectionListener] = []
         self._server: asyncio.AbstractServer | None = None
-        self._idle_task: asyncio.Task[None] | None = None
+        self._stale_task: asyncio.Task[None] | None = None
         self.requests_total = 0
+        self.refused_total = 0
+        """Connections closed at once because `max_connections` were open."""
+        self.closed_idle_total = 0
+        self.closed_partial_frame_total = 0
+        self._refused_since_full = 0  # > 0 while the cap holds (one log line when hit, one when it lifts)
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
 
     def accept(self, connection: ServerConnection) -> bool:
         if len(self.connections) >= self.max_connections:
-            log.warning("%s: refusing %s, %d connections already", self.name, connection.address, self.max_connections)
+            self.refused_total += 1
+            if not self._refused_since_full:
+                log.warning(
+                    "%s: maxConnections=%d reached: new connections are closed at once until some close "
+                    "(first refused: %s)",
+                    self.name,
+                    self.max_connections,
+                    connection.address,
+                )
+            self._refused_since_full += 1
             return False
         self.connections.add(connection)
         return True
@@ -243,6 +274,14 @@ class RemotingServer:
     def forget(self, connection: ServerConnection) -> None:
         if connection in self.connections:
             self.connections.discard(connection)
+            if self._refused_since_full:
+                log.warning(
+                    "%s: below maxConnections=%d again, accepting connections (%d refused meanwhile)",
+                    self.name,
+                    self.max_connections,
+                    self._refused_since_full,
+                )
+                self._refused_since_full = 0
             for listener in self.on_close:
                 try:
                     listener(connection)
@@ -271,22 +310,53 @@ class RemotingServer:
             self._server = await loop.create_server(lambda: ServerConnection(self), host, port, reuse_address=True)
         sockets = self._server.sockets
         bound = int(sockets[0].getsockname()[1]) if sockets else port
-        self._idle_task = loop.create_task(self._close_idle())
+        self._stale_task = loop.create_task(self._close_stale_loop())
         log.info("%s listening on %s:%d", self.name, host, bound)
         return bound
 
-    async def _close_idle(self) -> None:
+    @property
+    def stale_scan_interval_s(self) -> float:
+        """How often `close_stale` runs: half the shorter timeout, within the named bounds."""
+        half = min(self.idle_timeout_s, self.partial_frame_timeout_s) / 2
+        return min(max(half, limits.STALE_SCAN_INTERVAL_MIN_S), limits.STALE_SCAN_INTERVAL_MAX_S)
+
+    async def _close_stale_loop(self) -> None:
         while True:
-            await asyncio.sleep(min(10.0, self.idle_timeout_s / 2))
-            deadline = time.monotonic() - self.idle_timeout_s
-            for connection in list(self.connections):
-                if connection.last_active_s < deadline and not connection._tasks:
-                    log.info("%s: closing %s, idle for %.0f s", self.name, connection.address, self.idle_timeout_s)
-                    connection.close()
+            await asyncio.sleep(self.stale_scan_interval_s)
+            self.close_stale(time.monotonic())
+
+    def close_stale(self, now_s: float) -> None:
+        """Close connections idle past `idle_timeout_s` (none of their requests in progress) and
+        those whose request frame has been arriving for longer than `partial_frame_timeout_s`;
+        one log line per scan that closed any."""
+        idle_before = now_s - self.idle_timeout_s
+        partial_before = now_s - self.partial_frame_timeout_s
+        idle = partial = 0
+        for connection in list(self.connections):
+            since = connection.partial_frame_since_s
+            if since and since < partial_before:
+                partial += 1
+            elif connection.last_active_s < idle_before and not connection._tasks:
+                idle += 1
+            else:
+                continue
+            connection.close()
+        if idle or partial:
+            self.closed_idle_total += idle
+            self.closed_partial_frame_total += partial
+            log.info(
+                "%s: closed %d connections idle over %.0f s (serverChannelMaxIdleTimeSeconds) and %d with a "
+                "request frame incomplete over %.0f s (serverChannelPartialFrameTimeoutSeconds)",
+                self.name,
+                idle,
+                self.idle_timeout_s,
+                partial,
+                self.partial_frame_timeout_s,
+            )
 
     async def stop(self) -> None:
-        if self._idle_task is not None:
-            self._idle_task.cancel()
+        if self._stale_task is not None:
+            self._stale_task.cancel()
         if self._server is not None:
             self._server.close()
             for connection in list(self.connections):

@@ -105,6 +105,7 @@ BAD_BROKER_VALUES: list[tuple[str, str]] = [
     ("slaveReadEnable", "t"),
     ("channelExpiredTimeout", "0"),
     ("serverChannelMaxIdleTimeSeconds", "0"),
+    ("serverChannelPartialFrameTimeoutSeconds", "0"),
     ("metricsPort", "-2"),
     ("metricsPort", "65536"),
     ("metricsHost", "not a host"),
@@ -185,6 +186,9 @@ BAD_NAMESRV_VALUES: list[tuple[str, str]] = [
     ("listenHost", "no such host!"),
     ("brokerChannelExpiredTime", "0"),
     ("scanNotActiveBrokerInterval", "-1"),
+    ("serverChannelMaxIdleTimeSeconds", "0"),
+    ("serverChannelPartialFrameTimeoutSeconds", "86401"),
+    ("maxConnections", "0"),
 ]
 
 

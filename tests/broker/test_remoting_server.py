@@ -1,0 +1,132 @@
+"""Connection limits of the remoting server against a real Broker process: idle connections,
+frames that never complete (slowloris) and the connection cap, with short timeouts from broker.conf."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+import pytest
+
+from shoal.client.remoting import RemotingClient
+from shoal.protocol import RequestCode, ResponseCode, encode_frame_bytes, make_request
+
+pytestmark = pytest.mark.slow
+
+IDLE_S = 3
+PARTIAL_FRAME_S = 1
+MAX_CONNECTIONS = 60
+SHORT_TIMEOUTS = {
+    "serverChannelMaxIdleTimeSeconds": str(IDLE_S),
+    "serverChannelPartialFrameTimeoutSeconds": str(PARTIAL_FRAME_S),
+    "maxConnections": str(MAX_CONNECTIONS),
+}
+SCAN_SLACK_S = 2.0  # one scan interval plus a loaded machine
+
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def seconds_until_closed(reader: asyncio.StreamReader, timeout_s: float, since_s: float | None = None) -> float:
+    """Read until the server closes the connection; seconds from `since_s` (default: now) until
+    then. Fails when the connection is still open `timeout_s` after `since_s`."""
+    started = time.monotonic() if since_s is None else since_s
+    while await asyncio.wait_for(reader.read(65536), max(0.1, started + timeout_s - time.monotonic())):
+        pass
+    return time.monotonic() - started
+
+
+async def open_streams(port: int, count: int) -> list[Streams]:
+    return [await asyncio.open_connection("127.0.0.1", port) for _ in range(count)]
+
+
+async def slowloris(writer: asyncio.StreamWriter, stop: asyncio.Event) -> None:
+    """A frame announcing 1,000 bytes, then one byte every 0.2 s: always active, never complete."""
+    writer.write(struct.pack(">i", 1_000))
+    while not stop.is_set():
+        try:
+            writer.write(b"x")
+            await writer.drain()
+        except ConnectionError:
+            return
+        await asyncio.sleep(0.2)
+
+
+async def check_idle_and_partial_connections_close(port: int) -> None:
+    """Idle connections close after IDLE_S, trickling partial frames after PARTIAL_FRAME_S, while
+    a connection that sends a request every half second stays open throughout."""
+    opened_s = time.monotonic()
+    idle = await open_streams(port, 20)
+    trickling = await open_streams(port, 20)
+    stop = asyncio.Event()
+    tricklers = [asyncio.create_task(slowloris(writer, stop)) for _reader, writer in trickling]
+    busy_reader, busy_writer = await asyncio.open_connection("127.0.0.1", port)
+
+    async def keep_busy() -> int:
+        answered = 0
+        deadline = time.monotonic() + IDLE_S + SCAN_SLACK_S + 1
+        while time.monotonic() < deadline:
+            request = make_request(RequestCode.GET_MAX_OFFSET, opaque=answered + 1, ext_fields={"topic": "T"})
+            busy_writer.write(encode_frame_bytes(request))
+            assert await asyncio.wait_for(busy_reader.read(65536), 5.0), "the busy connection was closed"
+            answered += 1
+            await asyncio.sleep(0.5)
+        return answered
+
+    busy = asyncio.create_task(keep_busy())
+    limit_s = PARTIAL_FRAME_S + SCAN_SLACK_S
+    partial_s = await asyncio.gather(*(seconds_until_closed(r, limit_s, opened_s) for r, _w in trickling))
+    idle_s = await asyncio.gather(*(seconds_until_closed(r, IDLE_S + SCAN_SLACK_S, opened_s) for r, _w in idle))
+    assert await busy > IDLE_S
+    stop.set()
+    await asyncio.gather(*tricklers)
+    assert min(partial_s) >= PARTIAL_FRAME_S * 0.9, partial_s
+    assert min(idle_s) >= IDLE_S * 0.9, idle_s
+    for _reader, writer in [*idle, *trickling, (busy_reader, busy_writer)]:
+        writer.close()
+
+
+def test_idle_and_partial_frame_connections_are_closed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Goal: idle connections and frames that never complete do not hold the broker's sockets.
+    Method: a broker with serverChannelMaxIdleTimeSeconds=3 and a 1 s partial-frame limit; 20 idle
+    and 20 trickling connections must be closed in time, a busy one must stay open."""
+    running = cluster_factory(SHORT_TIMEOUTS)
+    asyncio.run(check_idle_and_partial_connections_close(running.broker_port))
+    log = running.log("broker")
+    assert "connections idle over 3 s" in log and "incomplete over 1 s" in log
+
+
+async def check_connection_cap(port: int, address: str) -> None:
+    """MAX_CONNECTIONS are served; the ones beyond are closed at once; once some close, new
+    connections are accepted again."""
+    client = RemotingClient()  # holds one connection itself
+    assert (await client.invoke(address, RequestCode.GET_MAX_OFFSET, {"topic": "T"})).code != ResponseCode.SYSTEM_BUSY
+    held = await open_streams(port, MAX_CONNECTIONS - 1)
+    refused = await open_streams(port, 20)
+    closed_s = await asyncio.gather(*(seconds_until_closed(reader, 5.0) for reader, _writer in refused))
+    assert max(closed_s) < 2.0, closed_s
+    for _reader, refused_writer in refused:
+        refused_writer.close()
+    for _reader, writer in held[:10]:
+        writer.close()
+        await writer.wait_closed()
+    await asyncio.sleep(0.5)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode_frame_bytes(make_request(RequestCode.GET_MAX_OFFSET, opaque=1, ext_fields={"topic": "T"})))
+    assert await asyncio.wait_for(reader.read(65536), 5.0), "a connection below the cap must be served"
+    writer.close()
+    for _reader, held_writer in held[10:]:
+        held_writer.close()
+    await client.close()
+
+
+def test_connections_beyond_max_connections_are_closed_with_one_log_line(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Goal: the connection cap holds and says so once. Method: maxConnections=60; open 60, then
+    20 more (closed at once); close 10 and connect again; the log has one line for the cap being
+    hit and one for it lifting."""
+    running = cluster_factory(SHORT_TIMEOUTS)
+    asyncio.run(check_connection_cap(running.broker_port, running.broker_addr))
+    log = running.log("broker")
+    assert log.count("maxConnections=60 reached") == 1, log[-3000:]
+    assert log.count("below maxConnections=60 again, accepting connections (20 refused meanwhile)") == 1
