@@ -48,7 +48,13 @@ $(VENV)/bin/helm: tools/get_helm.py $(VENV)/bin/activate
 	$(PY) tools/get_helm.py --dest $(VENV)/bin
 	touch $@
 
-unit: $(VENV)/.installed-dev $(VENV)/bin/helm
+# Apache RocketMQ 4.9.7's jars (client, tools/mqadmin, acl, namesrv, broker, store) for tests/interop/java,
+# fetched with Maven into $SHOAL_CACHE_DIR (default ~/.cache/shoal)/rocketmq-4.9.7 by tools/get_rocketmq.py.
+$(VENV)/.rocketmq-jars: tools/get_rocketmq.py tests/interop/java/pom.xml $(VENV)/bin/activate
+	$(PY) tools/get_rocketmq.py
+	touch $@
+
+unit: $(VENV)/.installed-dev $(VENV)/bin/helm $(VENV)/.rocketmq-jars
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck imports unit
