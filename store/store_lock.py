@@ -100,6 +100,9 @@ class AbortMarker:
             durability.fsync(fd)
         finally:
             os.close(fd)
+        # The entry itself must survive a power cut, or the next start would take a crashed
+        # store for a cleanly stopped one and skip abnormal recovery.
+        durability.fsync_directory(self.path.parent)
 
     def remove(self) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -374,3 +374,22 @@ def test_power_cut_while_creating_an_index_file_never_leaves_a_short_one(tmp_pat
             reopened.close()
             images += 1
     assert images > 30
+
+
+def test_power_cut_after_start_always_leaves_the_abort_marker(tmp_path: Path) -> None:
+    """Goal: once a store runs, any power cut leaves `abort` (abnormal recovery). Method: recorder, restarted store."""
+    recorder = DiskRecorder(tmp_path / "recorded")
+    settings = _settings(recorder.root, FlushDiskType.SYNC_FLUSH)
+    with recorder.installed():
+        with MessageStore(settings) as store:
+            store.put_message(MessageToStore("T", 0, b"first run"))
+        restarted = MessageStore(settings)
+        restarted.open()
+        restarted.start()  # no new directory in the root now: nothing else syncs it
+        recorder.crash_point("running")
+        restarted.shutdown()
+    running = next(point for point in recorder.crash_points if point.label == "running")
+    for seed in range(20):
+        image = tmp_path / f"image-{seed}"
+        recorder.materialise(running, image, random.Random(seed), "synced" if seed == 0 else "random")
+        assert (image / "abort").exists(), f"seed {seed}: a power cut while running lost the abort marker"
