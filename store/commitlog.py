@@ -36,10 +36,16 @@ from shoal.store.record import (
     record_length,
     with_host_flags,
 )
-from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+from shoal.store.sysflag import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
+    TransactionType,
+)
 
 log = logging.getLogger(__name__)
 
+_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _NO_QUEUE_OFFSET = frozenset({int(TransactionType.PREPARED_TYPE), int(TransactionType.ROLLBACK_TYPE)})
 DEFAULT_STORE_HOST = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
 
@@ -102,6 +108,7 @@ class CommitLog:
         self._topic_bytes: dict[str, bytes] = {}
         self.segment_size = queue.file_size
         self._store_host_extra = len(store_host) - 8
+        self._store_host_flag = STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0
         self._now_ms = clock.now_ms
         self._current: MappedFile | None = None
 
@@ -142,7 +149,7 @@ class CommitLog:
         set from the hosts written, whatever the caller passed. Raises RecordEncodingError when the
         record would not decode (nothing becomes visible), OSError on I/O failure."""
         crc = body_crc(body)
-        sysflag = with_host_flags(sysflag, born_host, self.store_host)
+        sysflag = sysflag & ~_V6_FLAGS | (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | self._store_host_flag
         length = (
             FIXED_LENGTH_V4 + len(body) + len(topic) + len(properties) + len(born_host) - 8 + self._store_host_extra
         )

@@ -41,7 +41,7 @@ from typing import NamedTuple
 from shoal.store import limits
 from shoal.store.errors import MessageIllegalError
 from shoal.store.properties import check_properties_length
-from shoal.store.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, host_lengths
+from shoal.store.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
@@ -79,7 +79,6 @@ TAIL = struct.Struct(">ii")
 """The blank record: remaining bytes of the segment, BLANK_MAGIC_CODE."""
 TIMESTAMP = struct.Struct(">q")
 INT = struct.Struct(">i")
-LONG = struct.Struct(">q")
 SHORT = struct.Struct(">h")
 MSG_ID_OFFSET = struct.Struct(">q")
 BODY_OFFSET_WITHOUT_HOSTS = 72  # BODY starts at 72 + born host length + store host length
@@ -196,29 +195,38 @@ def encoded_record_problem(
     """What keeps the decoder from framing the record just encoded at `position` as `length`
     bytes, or None. Re-reads only the fields framing depends on (TOTALSIZE, MAGICCODE,
     PHYSICALOFFSET, the SYSFLAG host bits, BODYLENGTH, TOPICLENGTH, PROPERTIESLENGTH) the way
-    `decode_header` does: a cheap check of the encoder before the write becomes visible."""
-    total, magic = TAIL.unpack_from(buffer, position)
-    if magic != MESSAGE_MAGIC_CODE or total != length:
-        return f"TOTALSIZE {total} and MAGICCODE 0x{magic & 0xFFFFFFFF:08X}, expected {length} and 0xDAA320A7"
-    if LONG.unpack_from(buffer, position + PHYSICAL_OFFSET_OFFSET)[0] != physical_offset:
-        return f"PHYSICALOFFSET is not {physical_offset}"
-    born_len, store_len = host_lengths(INT.unpack_from(buffer, position + SYSFLAG_OFFSET)[0])
-    body_at = position + BODY_OFFSET_WITHOUT_HOSTS + born_len + store_len
-    end = position + length
-    body_len = INT.unpack_from(buffer, body_at - INT.size)[0]
-    at = body_at + body_len
-    if body_len < 0 or at + 1 + SHORT.size > end:
+    `decode_header` does: a cheap check of the encoder before the write becomes visible (on
+    every append: three unpacks and a byte, no allocation unless something is wrong)."""
+    total, magic, _crc, _queue, _flag, _offset, physical, sysflag = _unpack_prefix(buffer, position)
+    if magic != MESSAGE_MAGIC_CODE or total != length or physical != physical_offset:
         return (
-            f"BODYLENGTH {body_len} at the SYSFLAG's host lengths ({born_len}, {store_len}) overruns TOTALSIZE {length}"
+            f"TOTALSIZE {total}, MAGICCODE 0x{magic & 0xFFFFFFFF:08X}, PHYSICALOFFSET {physical}; "
+            f"expected {length}, 0xDAA320A7, {physical_offset}"
         )
+    body_at = (
+        position
+        + BODY_OFFSET_WITHOUT_HOSTS
+        + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+        + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
+    )
+    end = position + length
+    body_len = _unpack_int(buffer, body_at - 4)[0]
+    at = body_at + body_len
+    if body_len < 0 or at + 3 > end:
+        return f"BODYLENGTH {body_len} (SYSFLAG 0x{sysflag & 0xFFFFFFFF:X} places it) overruns TOTALSIZE {length}"
     topic_len = buffer[at]
     at += 1 + topic_len
-    if topic_len > limits.TOPIC_LENGTH_MAX_BYTES or at + SHORT.size > end:
+    if topic_len > limits.TOPIC_LENGTH_MAX_BYTES or at + 2 > end:
         return f"TOPICLENGTH {topic_len} overruns TOTALSIZE {length}"
-    properties_len = SHORT.unpack_from(buffer, at)[0]
-    if properties_len < 0 or at + SHORT.size + properties_len != end:
-        return f"the fields add up to {at + SHORT.size + properties_len - position} bytes, TOTALSIZE is {length}"
+    properties_len = _unpack_short(buffer, at)[0]
+    if properties_len < 0 or at + 2 + properties_len != end:
+        return f"the fields add up to {at + 2 + properties_len - position} bytes, TOTALSIZE is {length}"
     return None
+
+
+_unpack_prefix = PREFIX.unpack_from
+_unpack_int = INT.unpack_from
+_unpack_short = SHORT.unpack_from
 
 
 def encode_blank_into(buffer: bytearray | memoryview, position: int, remaining_bytes: int) -> None:
