@@ -228,7 +228,16 @@ class Dispatcher:
         limit = len(view)
         base = self.reput_from_offset
         topics = self._topic_names
+        damaged = self.damaged
         while position < limit and count < count_max:
+            if damaged and base + position in damaged:
+                # Known damage (found by recovery with the CRC check dispatch does not do): skip it
+                # even where its first bytes still frame as a record.
+                resume = damaged[base + position].end_offset
+                if resume - base >= limit:
+                    return resume - base, count, False
+                position = resume - base
+                continue
             fields = _fast_fields(view, position, limit, base + position, topics)
             if fields is None:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)

@@ -222,7 +222,8 @@ class VerifyReport:
     index_entries: int = 0
     problems: list[str] = field(default_factory=list)
     damaged_ranges: list[DamagedRange] = field(default_factory=list)
-    """Damage that intact records follow (what was lost there, and whether it was copied aside)."""
+    """Damage that intact records follow (what was lost there). Ranges recovery already handled
+    (copied to damaged/, `saved_as` set) are listed here only; any other is also a problem."""
 
     @property
     def ok(self) -> bool:
@@ -250,10 +251,14 @@ def verify_store(
             if damaged is None:
                 problem(f"CommitLog offset {item.offset}: {item.check.reason}")
                 continue
+            report.damaged_ranges.append(damaged)
             if known.get(damaged.start_offset) == damaged.size_bytes:
+                # Recovery reported it, copied it aside and repaired the ConsumeQueues and the
+                # index around it: a documented loss, no inconsistency (the checks below still
+                # catch any unit or key left pointing into it).
                 saved = damaged_file_path(root / DAMAGED_DIRECTORY_NAME, damaged.start_offset, damaged.size_bytes)
                 damaged.saved_as = str(saved)
-            report.damaged_ranges.append(damaged)
+                continue
             problem(damaged.describe())
             continue
         header = item.check.header
