@@ -337,13 +337,6 @@ def test_async_flush_power_loss_loses_only_unflushed_messages(tmp_path_factory: 
     assert outcome.images > 0 and outcome.unflushed_lost > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 item 2 in progress: a hole of unpersisted pages followed by persisted records "
-    "(ASYNC_FLUSH, pages written back out of order) is resynchronised by recovery, but dispatch "
-    "and verify_store do not skip it yet (or, before resync, the records after it are dropped "
-    "without a report). Remove this marker when it passes.",
-)
 def test_async_flush_power_loss_reports_loss_and_verifies_clean(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Goal: what ASYNC recovery drops is reported, and the store verifies clean. Method: crash images."""
     outcome = campaign(tmp_path_factory, FlushDiskType.ASYNC_FLUSH)
