@@ -99,8 +99,11 @@ def verify(directory: Path, hash_slots: int) -> None:
         f"{report.records} records ({report.bytes_checked} bytes), "
         f"{report.consume_queue_units} ConsumeQueue units, {report.index_entries} index entries checked"
     )
+    handled = [damaged for damaged in report.damaged_ranges if damaged.saved_as]
+    for damaged in handled:  # recovery already reported, copied and repaired these: a known loss
+        click.echo(f"RECOVERED DAMAGE: {damaged.describe()}")
     if report.ok:
-        click.echo("store OK")
+        click.echo(f"store OK ({len(handled)} damaged range(s) recovered earlier)" if handled else "store OK")
         return
     for problem in report.problems:
         click.echo(f"DAMAGE: {problem}", err=True)

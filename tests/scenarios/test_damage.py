@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from click.testing import CliRunner
 
+from shoal.cli.main import cli
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -209,6 +211,9 @@ def check_recovered(root: Path, sent: list[Sent], range_start: int, range_end: i
     assert verified.problems == [], verified.problems  # handled by recovery: listed, not a problem
     assert set(verified.damaged_ranges[0].record_offsets) <= {s.start for s in lost}
     assert verified.records == len(kept) + 1
+    shown = CliRunner().invoke(cli, ["store", "verify", str(root), "--hash-slots", str(HASH_SLOTS)])
+    assert shown.exit_code == 0 and "store OK (1 damaged range(s) recovered earlier)" in shown.output, shown.output
+    assert f"RECOVERED DAMAGE: CommitLog offset {range_start}:" in shown.output and str(saved) in shown.output
     again = reopen(root)
     try:
         report = again.recovery_report
