@@ -199,7 +199,9 @@ def _intact_in_image(root: Path, sent: list[Sent]) -> set[int]:
     return intact
 
 
-def check_image(root: Path, flush: FlushDiskType, point: CrashPoint, sent: list[Sent], outcome: Outcome) -> None:
+def check_image(
+    root: Path, flush: FlushDiskType, point: CrashPoint, sent: list[Sent], outcome: Outcome, where: str = ""
+) -> None:
     """Recover one crash image and check every promise; raises AssertionError on a broken one."""
     facts = point.facts
     known = sent[: facts["sent"]]
@@ -231,7 +233,7 @@ def check_image(root: Path, flush: FlushDiskType, point: CrashPoint, sent: list[
         if dropped_intact:
             if report.lossless:
                 outcome.unreported.append(
-                    f"crash point {point.index} ({point.label}): recovery dropped {len(dropped_intact)} intact "
+                    f"crash point {point.index} ({point.label}){where}: recovery dropped {len(dropped_intact)} intact "
                     f"records without reporting it:\n{report.summary()}"
                 )
             else:
@@ -242,7 +244,7 @@ def check_image(root: Path, flush: FlushDiskType, point: CrashPoint, sent: list[
         store.shutdown()
     verified = verify_store(root, hash_slots=INDEX_HASH_SLOTS)
     if not verified.ok:
-        outcome.unverified.append(f"crash point {point.index} ({point.label}): verify: {verified.problems[:3]}")
+        outcome.unverified.append(f"crash point {point.index} ({point.label}){where}: verify: {verified.problems[:3]}")
     _check_metadata(root, facts)
     outcome.images += 1
 
@@ -277,7 +279,7 @@ def run_campaign(tmp_path: Path, flush: FlushDiskType, puts: int, random_images:
             shutil.rmtree(image_root, ignore_errors=True)
             recorder.materialise(point, image_root, random.Random(seed), mode)
             try:
-                check_image(image_root, flush, point, sent, outcome)
+                check_image(image_root, flush, point, sent, outcome, f", mode {mode}, image seed {seed}")
             except BaseException as error:
                 raise AssertionError(
                     f"{flush.name} crash point {point.index} ({point.label}), mode {mode}, image seed {seed} "
