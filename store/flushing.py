@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import threading
 import time
@@ -32,6 +33,11 @@ from shoal.store.settings import FlushSettings
 log = logging.getLogger(__name__)
 
 FlushListener = Callable[[int], None]
+
+OUT_OF_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""Write errors the ConsumeQueue flusher outlives: rewriting the checkpoint's temporary file is
+safe to retry once space returns, and the CommitLog stays the source of truth meanwhile. Any
+other error (EIO from fsync above all) still ends the service: a failed fsync cannot be retried."""
 
 
 class CommitLogFlusher(ServiceThread):
@@ -197,6 +203,8 @@ class FlushConsumeQueueService(ServiceThread):
         self.clock = clock
         self.flush_index = flush_index
         self._last_thorough_s = clock.monotonic_s()
+        self.out_of_space = False
+        """True from a flush that failed for lack of space until one succeeds (one log line each)."""
 
     def flush_all(self, least_pages: int) -> None:
         logics_timestamp = self.checkpoint.logics_msg_timestamp
@@ -212,10 +220,21 @@ class FlushConsumeQueueService(ServiceThread):
         self.wait_for_running(self.settings.flush_consume_queue_interval_ms / 1000)
         least_pages = self.settings.flush_consume_queue_least_pages
         now = self.clock.monotonic_s()
-        if now - self._last_thorough_s >= self.settings.flush_consume_queue_thorough_interval_ms / 1000:
+        thorough = now - self._last_thorough_s >= self.settings.flush_consume_queue_thorough_interval_ms / 1000
+        try:
+            self.flush_all(0 if thorough else least_pages)
+        except OSError as error:
+            if error.errno not in OUT_OF_SPACE_ERRNOS:
+                raise
+            if not self.out_of_space:
+                self.out_of_space = True
+                log.warning("ConsumeQueue/checkpoint flush cannot write (%s); retrying every round", error)
+            return  # the thorough round stays due: the checkpoint is retried next time
+        if thorough:
             self._last_thorough_s = now
-            least_pages = 0
-        self.flush_all(least_pages)
+        if self.out_of_space:
+            self.out_of_space = False
+            log.warning("ConsumeQueue/checkpoint flush writes again")
 
     def on_stop(self) -> None:
         self.flush_all(0)

@@ -22,6 +22,7 @@ import pytest
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
+    FlushSettings,
     GetMessageStatus,
     IndexSettings,
     MessageStore,
@@ -160,3 +161,40 @@ def test_a_full_disk_during_dispatch_refuses_writes_logs_twice_and_recovers(
             assert crcs == [zlib.crc32(b) for b in bodies_in(reopened, queue_id)]
     finally:
         reopened.shutdown()
+
+
+def test_the_consume_queue_flusher_outlives_a_full_disk(
+    tiny_tmpfs: Path, wait_until: WaitUntil, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Goal: ENOSPC while writing the checkpoint does not end the ConsumeQueue flusher for good.
+    Method: a store on a 2 MiB tmpfs flushing its ConsumeQueues and checkpoint every few ms; fill
+    the disk, see one log line and the thread alive, free space, see the checkpoint written again."""
+    settings = StoreSettings(
+        root_dir=tiny_tmpfs / "store",
+        commitlog=CommitLogSettings(
+            segment_size_bytes=256 * 1024, message_body_size_max_bytes=16 * 1024, preallocate_next_segment=False
+        ),
+        consume_queue=ConsumeQueueSettings(units_per_file=1024),
+        index=IndexSettings(hash_slots=64, entries=256),
+        flush=FlushSettings(flush_consume_queue_interval_ms=5, flush_consume_queue_thorough_interval_ms=5),
+    )
+    store = MessageStore(settings, disk_usage=lambda _path: 0.10)
+    store.open()
+    store.start()
+    checkpoint = settings.root_dir / "checkpoint"
+    try:
+        assert store.put_message(MessageToStore(TOPIC, 0, b"before")).status is PutStatus.PUT_OK
+        wait_until(checkpoint.exists, 5)
+        with caplog.at_level(logging.INFO, logger="shoal.store"):
+            fill(tiny_tmpfs / "filler")
+            wait_until(lambda: store.cq_flusher.out_of_space, 5)
+            time.sleep(0.1)  # many more rounds fail meanwhile: still one line, thread alive
+            assert store.cq_flusher.failure is None and store.cq_flusher.out_of_space
+            (tiny_tmpfs / "filler").unlink()
+            written = checkpoint.stat().st_mtime_ns
+            wait_until(lambda: not store.cq_flusher.out_of_space, 5)
+            wait_until(lambda: checkpoint.stat().st_mtime_ns != written, 5)
+        lines = [r.getMessage() for r in caplog.records if "ConsumeQueue/checkpoint flush" in r.getMessage()]
+        assert len(lines) == 2 and "cannot write" in lines[0] and "writes again" in lines[1], lines
+    finally:
+        store.shutdown()
