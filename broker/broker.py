@@ -171,13 +171,13 @@ class BrokerController:
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
         ]
-        log.info(
+        log.info(  # self.config, not `config`: fencing at start may have made this broker a slave
             "broker %s[%d] of %s serving on port %d (%s, %s)",
-            config.broker_name,
-            config.broker_id,
-            config.broker_cluster_name,
+            self.config.broker_name,
+            self.config.broker_id,
+            self.config.broker_cluster_name,
             self.port,
-            config.broker_role.value,
+            self.config.broker_role.value,
             self.settings.store.flush.flush_disk_type.value,
         )
 
