@@ -21,7 +21,7 @@ import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
  * expression (tag expression, default *), model (CLUSTERING | BROADCASTING), orderly (true | false),
  * fail (never | always: RECONSUME_LATER every time), maxReconsumeTimes, from (FIRST | LAST | TIMESTAMP),
  * retryDelayLevel (the delay level asked for with RECONSUME_LATER; 0 = the broker's 3 + reconsumeTimes),
- * instance (instance name), extraTopic + extraExpression (a second subscription).
+ * pollNameServerMs (route refresh period, default 30000), instance (instance name), extraTopic + extraExpression (a second subscription).
  * Emits "started", "allocated" when a topic's queues for this client change, one "received" per delivery
  * (with "thread"), "stopped".
  */
@@ -41,6 +41,7 @@ public final class PushConsume {
         consumer.setMessageModel(MessageModel.valueOf(args.getOrDefault("model", "CLUSTERING")));
         consumer.setConsumeFromWhere(ConsumeFromWhere.valueOf(
             "CONSUME_FROM_" + args.getOrDefault("from", "FIRST") + (args.getOrDefault("from", "FIRST").equals("TIMESTAMP") ? "" : "_OFFSET")));
+        consumer.setPollNameServerInterval(Out.integer(args, "pollNameServerMs", 30000));
         consumer.setMaxReconsumeTimes(Out.integer(args, "maxReconsumeTimes", 16));
         consumer.setConsumeMessageBatchMaxSize(1);
         boolean fail = "always".equals(args.getOrDefault("fail", "never"));
