@@ -268,7 +268,14 @@ def shoal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     free_port = root_conftest.free_port
     running = root_conftest.Cluster(root, free_port(), free_port(), free_port())
     running.start_namesrv()
-    running.start_broker(conf={"flushDiskType": flush_disk_type, "brokerName": "broker-a"})
+    conf = {
+        "flushDiskType": flush_disk_type,
+        "brokerName": "broker-a",
+        # transaction check-back within seconds, not a minute (RocketMQ's defaults: 6 s and 60 s)
+        "transactionTimeOut": "1000",
+        "transactionCheckInterval": "1000",
+    }
+    running.start_broker(conf=conf)
     yield running
     running.stop_all()
 
