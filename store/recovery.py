@@ -156,18 +156,21 @@ def scan_commitlog(commitlog: CommitLog, start_offset: int, check_crc: bool, wri
     offset = start_offset
     queue = commitlog.queue
     damaged: list[DamagedRange] = []
+    messages_end = start_offset
+    """End of the last intact message: damage that no message follows is the torn tail after all."""
     while True:
         mapped = queue.find_by_offset(offset)
         if mapped is None:
-            return CommitLogScan(offset, "", damaged)
+            return _torn_tail(offset, "", damaged, messages_end)
         check = commitlog.check_at(offset, check_crc=check_crc)
         if check.kind is RecordKind.MESSAGE:
             offset += check.size
+            messages_end = offset
             continue
         if check.kind is RecordKind.END_OF_FILE:
             next_start = commitlog.rolled_offset(offset)
             if queue.find_by_offset(next_start) is None:
-                return CommitLogScan(offset, "", damaged)
+                return _torn_tail(offset, "", damaged, messages_end)
             offset = next_start
             continue
         position = offset - mapped.file_from_offset
@@ -176,14 +179,28 @@ def scan_commitlog(commitlog: CommitLog, start_offset: int, check_crc: bool, wri
         head.release()
         resume, lost = _resync(commitlog, offset, written_end)
         if resume < 0:
-            return CommitLogScan(offset, "" if zeros else f"at CommitLog offset {offset}: {check.reason}", damaged)
-        found = DamagedRange(offset, resume, "zeros where a record should be" if zeros else check.reason)
+            reason = "" if zeros else f"at CommitLog offset {offset}: {check.reason}"
+            return _torn_tail(offset, reason, damaged, messages_end)
+        found = DamagedRange(offset, resume, ZEROS_REASON if zeros else check.reason)
         if check.header is not None and check.header.physical_offset == offset:
             found.add_record_offset(offset)
         for lost_offset in lost:
             found.add_record_offset(lost_offset)
         damaged.append(found)
         offset = resume
+
+
+ZEROS_REASON = "zeros where a record should be"
+
+
+def _torn_tail(end_offset: int, reason: str, damaged: list[DamagedRange], messages_end: int) -> CommitLogScan:
+    """The scan's result; damage followed by nothing but blank end-of-file records (a torn record
+    just before a segment's end, the next segment never made durable) is the torn tail."""
+    while damaged and damaged[-1].start_offset >= messages_end:
+        last = damaged.pop()
+        end_offset = last.start_offset
+        reason = "" if last.reason == ZEROS_REASON else f"at CommitLog offset {last.start_offset}: {last.reason}"
+    return CommitLogScan(end_offset, reason, damaged)
 
 
 def _resync(commitlog: CommitLog, damage_offset: int, written_end: int) -> tuple[int, list[int]]:

@@ -371,3 +371,30 @@ def test_a_bad_crc_record_is_not_dispatched_when_consume_queues_are_rebuilt(tmp_
         store.shutdown()
     verified = verify_store(root, hash_slots=HASH_SLOTS)
     assert verified.ok, verified.problems
+
+
+def test_a_torn_record_before_a_segment_end_whose_next_segment_never_landed_is_the_torn_tail(tmp_path: Path) -> None:
+    """Goal: damage followed only by a blank end-of-file record (the next segment never made it to
+    disk, as a power cut can leave under ASYNC_FLUSH) is cut as a torn tail, not reported as mid-log
+    damage that verify then flags. Method: fill into a second segment, delete it, break the body
+    of segment 0's last record, reopen after a crash, verify."""
+    root = tmp_path / "store"
+    sent = write_store(root, 1400)  # past the first 256 KiB segment
+    first_segment = [s for s in sent if s.end <= SEGMENT_BYTES]
+    assert len(first_segment) < len(sent)
+    (root / "commitlog" / f"{SEGMENT_BYTES:020d}").unlink()
+    victim = first_segment[-1]
+    body_at = victim.start + decode_header(memoryview(read_log(root, victim.start, victim.size)), 0).body_position
+    overwrite(root, body_at, bytes([read_log(root, body_at, 1)[0] ^ 0xFF]))
+    (root / "abort").touch()
+    store = reopen(root)
+    try:
+        report = store.recovery_report
+        assert report is not None
+        assert report.damaged_ranges == [], report.summary()
+        assert report.recovered_end_offset == victim.start and "body CRC" in report.damage, report.summary()
+        assert consumable(store) == expected(first_segment[:-1])
+    finally:
+        store.shutdown()
+    verified = verify_store(root, hash_slots=HASH_SLOTS)
+    assert verified.problems == [] and verified.damaged_ranges == [], verified.problems
