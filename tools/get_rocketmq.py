@@ -15,6 +15,8 @@ jar names. The next run does nothing while the stamp matches the pom and every j
     python3 tools/get_rocketmq.py            # fetch if needed; prints the lib folder
     python3 tools/get_rocketmq.py --print-lib  # only the lib folder on stdout (for scripts)
 
+The cache folder also serves as ROCKETMQ_HOME for mqadmin (conf/logback_tools.xml is written there).
+
 The interop tests (tests/interop/java/conftest.py) import `ensure_jars` from this file.
 """
 
@@ -41,6 +43,17 @@ REQUIRED_JARS = tuple(
 FETCH_TIMEOUT_S = 1200
 """A cold fetch took about 10 s here (about 53 MB from Maven Central); 20 minutes means it is stuck."""
 PROGRESS_EVERY_DOWNLOADS = 25
+LOGBACK_TOOLS_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by tools/get_rocketmq.py: mqadmin (MQAdminStartup) reads $ROCKETMQ_HOME/conf/logback_tools.xml
+     and prints a stack trace without it. Warnings only, to stderr. -->
+<configuration>
+  <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
+    <target>System.err</target>
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{36} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="STDERR"/></root>
+</configuration>
+"""
 LOG_TAIL_LINES = 40
 
 
@@ -143,6 +156,7 @@ def ensure_jars(*, force: bool = False, root: Path | None = None, maven_repo_loc
     if not force:
         lib = cached_lib(directory)
         if lib is not None:
+            write_rocketmq_home(directory)
             return lib
     mvn = find_mvn()
     directory.mkdir(parents=True, exist_ok=True)
@@ -159,7 +173,16 @@ def ensure_jars(*, force: bool = False, root: Path | None = None, maven_repo_loc
     partial.rename(lib)
     stamp = {"pom_sha256": pom_sha256(), "rocketmq_version": ROCKETMQ_VERSION, "jars": jars}
     (directory / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
+    write_rocketmq_home(directory)
     return lib
+
+
+def write_rocketmq_home(directory: Path) -> None:
+    """Make `directory` usable as ROCKETMQ_HOME for mqadmin: conf/logback_tools.xml."""
+    conf = directory / "conf" / "logback_tools.xml"
+    if not conf.is_file() or conf.read_text() != LOGBACK_TOOLS_XML:
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(LOGBACK_TOOLS_XML)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         count = len(list(lib.glob("*.jar")))
         print(f"Apache RocketMQ {ROCKETMQ_VERSION}: {count} jars in {lib} ({time.monotonic() - started:.1f} s)")
-        print(f"  mqadmin: java -cp '{lib}/*' org.apache.rocketmq.tools.command.MQAdminStartup <command> -n host:port")
+        print(
+            f"  mqadmin: ROCKETMQ_HOME={lib.parent} java -cp '{lib}/*' "
+            "org.apache.rocketmq.tools.command.MQAdminStartup <command> -n host:port"
+        )
     return 0
 
 

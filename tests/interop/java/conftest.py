@@ -225,6 +225,26 @@ class JavaRunner:
         events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         return JavaResult(result.returncode, events, result.stderr)
 
+    def mqadmin(self, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> str:
+        """`mqadmin <args>` (MQAdminStartup, ROCKETMQ_HOME = the jar cache); its stdout and stderr together.
+
+        MQAdminStartup exits 0 even when a command fails (it prints the exception), so read the output."""
+        command = self.command("org.apache.rocketmq.tools.command.MQAdminStartup", {}, None)
+        env = {**os.environ, "ROCKETMQ_HOME": str(self.lib.parent)}
+        try:
+            result = subprocess.run(
+                [*command, *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        except subprocess.TimeoutExpired as expired:
+            raise AssertionError(f"mqadmin {args} did not finish within {timeout_s} s:\n{expired.stdout}") from None
+        return result.stdout + result.stderr
+
     def spawn(self, main: str, args: dict[str, object], *, properties: dict[str, str] | None = None) -> JavaProcess:
         """Start `main` in the background; stopped (stdin closed) at teardown if still running."""
         name = f"{main}-{len(self.started)}"
@@ -259,12 +279,9 @@ def java(java_classes: Path, rocketmq_lib: Path, tmp_path: Path) -> Iterator[Jav
     runner.stop_all()
 
 
-@pytest.fixture(scope="module", params=FLUSH_DISK_TYPES)
-def shoal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A shoal NameServer + Broker (tests/conftest.py's Cluster) per flush type, shared by a module's tests."""
+def start_shoal(root: Path, flush_disk_type: str) -> Any:
+    """A shoal NameServer + Broker (tests/conftest.py's Cluster) in `root`."""
     root_conftest = _root_conftest()
-    flush_disk_type = request.param
-    root = tmp_path_factory.mktemp(f"shoal-{flush_disk_type.lower()}")
     free_port = root_conftest.free_port
     running = root_conftest.Cluster(root, free_port(), free_port(), free_port())
     running.start_namesrv()
@@ -275,7 +292,27 @@ def shoal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         "transactionTimeOut": "1000",
         "transactionCheckInterval": "1000",
     }
-    running.start_broker(conf=conf)
+    try:
+        running.start_broker(conf=conf)
+    except BaseException:
+        running.stop_all()
+        raise
+    return running
+
+
+@pytest.fixture(scope="module", params=FLUSH_DISK_TYPES)
+def shoal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A shoal NameServer + Broker per flush type, shared by a module's tests."""
+    flush_disk_type = request.param
+    running = start_shoal(tmp_path_factory.mktemp(f"shoal-{flush_disk_type.lower()}"), flush_disk_type)
+    yield running
+    running.stop_all()
+
+
+@pytest.fixture(scope="module")
+def shoal_async_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One ASYNC_FLUSH cluster per module, for tests the flush type cannot change (mqadmin)."""
+    running = start_shoal(tmp_path_factory.mktemp("shoal-async-only"), "ASYNC_FLUSH")
     yield running
     running.stop_all()
 

@@ -12,7 +12,7 @@ import org.apache.rocketmq.common.message.MessageExt;
  * TransactionMQProducer. Arguments: namesrv, group, topic, actions (comma list, one message per entry, each
  * COMMIT_MESSAGE | ROLLBACK_MESSAGE | UNKNOW: what executeLocalTransaction answers), checkAnswer (what
  * checkLocalTransaction answers, default COMMIT_MESSAGE), waitChecks (keep running until this many checks
- * arrived), timeoutMs. With actions empty it only answers checks (a second producer of the group).
+ * arrived, then lingerMs more, default 2000, for the answer to leave), timeoutMs. With actions empty it only answers checks (a second producer of the group).
  * Emits "sent" per message (with transactionId), "checked" per check, "done".
  */
 public final class Transaction {
@@ -60,6 +60,11 @@ public final class Transaction {
             }
             while (checks.size() < waitChecks && System.currentTimeMillis() < deadline) {
                 Thread.sleep(100);
+            }
+            if (waitChecks > 0) {
+                // the check's answer goes out as a oneway END_TRANSACTION after checkLocalTransaction returns:
+                // give it time to leave before shutdown closes the channel
+                Thread.sleep(Out.longValue(args, "lingerMs", 2000));
             }
         } catch (Exception e) {
             Out.error("transaction", e);
