@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,13 +43,43 @@ def small_settings(
     )
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0, interval_s: float = 0.005) -> None:
-    """Poll `predicate` until true; fail the test after `timeout_s`."""
+WAIT_TIMEOUT_S = 10.0
+WAIT_INTERVAL_S = 0.005
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout_s: float = WAIT_TIMEOUT_S,
+    interval_s: float = WAIT_INTERVAL_S,
+    *,
+    what: str = "condition",
+) -> None:
+    """Poll `predicate` every `interval_s` until true; fail the test after `timeout_s`, naming `what`."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
+            raise AssertionError(f"{what} not met within {timeout_s} s")
         time.sleep(interval_s)
+
+
+async def async_wait_until(
+    predicate: Callable[[], bool | Awaitable[bool]],
+    timeout_s: float = WAIT_TIMEOUT_S,
+    interval_s: float = WAIT_INTERVAL_S,
+    *,
+    what: str = "condition",
+) -> None:
+    """`wait_until` on the running event loop: `predicate` may be plain or async."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout_s} s")
+        await asyncio.sleep(interval_s)
 
 
 @pytest.fixture
@@ -68,6 +100,11 @@ def store(store_settings: StoreSettings) -> Iterator[MessageStore]:
 @pytest.fixture(name="wait_until")
 def wait_until_fixture() -> Callable[..., None]:
     return wait_until
+
+
+@pytest.fixture(name="async_wait_until")
+def async_wait_until_fixture() -> Callable[..., Awaitable[None]]:
+    return async_wait_until
 
 
 @pytest.fixture(name="small_settings")

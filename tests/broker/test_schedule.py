@@ -26,11 +26,12 @@ from shoal.broker.schedule import (
     unpark,
 )
 from shoal.broker.timer import TimerIndex, TimerProgress, load_timer_progress
-from shoal.broker.topic_manager import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
+from shoal.formats.properties import decode_properties, encode_properties
+from shoal.formats.record import decode_header, encode_host
+from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from shoal.store import MessageStore, MessageToStore, StoreSettings
 from shoal.store.dispatching import LoopDispatchDriver
-from shoal.store.properties import decode_properties, encode_properties
-from shoal.store.record import decode_header, encode_host
+from tests.conftest import async_wait_until
 
 WAIT_S = 10.0
 TIMER_MAX_MS = 3 * 24 * 3600 * 1000
@@ -158,7 +159,7 @@ def test_unpark_restores_the_real_topic_without_delay() -> None:
 
 
 def _header_of(message: MessageToStore) -> object:
-    from shoal.store.record import RecordHeader
+    from shoal.formats.record import RecordHeader
 
     return RecordHeader(
         0, 0, 0, message.queue_id, message.flag, 0, 42, 0, message.born_timestamp, message.born_host,
@@ -266,13 +267,6 @@ async def stays_true(predicate: Callable[[], bool], duration_s: float = 0.2) -> 
         await asyncio.sleep(0.005)
 
 
-async def await_until(predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
-
-
 def test_each_level_is_delivered_when_due_without_delay(tmp_path: Path, small_settings: Callable[..., Any]) -> None:
     """Goal: messages of three levels arrive at their real queue no earlier than their delay, with
     DELAY removed and the record's fields kept. Method: park 5 per level, wait, read the queue."""
@@ -283,7 +277,7 @@ def test_each_level_is_delivered_when_due_without_delay(tmp_path: Path, small_se
             sent_ms = store.clock.now_ms()
             for index in range(15):
                 put_parked(store, service, f"k{index}", Timing(level=index % 3 + 1))
-            await await_until(lambda: len(delivered(store)) == 15)
+            await async_wait_until(lambda: len(delivered(store)) == 15, WAIT_S)
             for key, stored_ms, properties in delivered(store):
                 level = int(key[1:]) % 3 + 1
                 assert stored_ms - sent_ms >= levels[level - 1], key
@@ -318,14 +312,16 @@ def test_offsets_are_clamped_into_each_queue_at_start(tmp_path: Path, small_sett
         async with running_service(settings, (60_000, 3_600_000)) as (store, service):
             for index in range(3):
                 put_parked(store, service, f"k{index}", Timing(level=2))
-            await await_until(lambda: (store.find_consume_queue(SCHEDULE_TOPIC, 1) or _Empty).max_offset == 3)
+            await async_wait_until(
+                lambda: (store.find_consume_queue(SCHEDULE_TOPIC, 1) or _Empty).max_offset == 3, WAIT_S
+            )
 
     async def second() -> None:
         async with running_service(settings, (100,), start=False) as (store, service):
             service.start(asyncio.get_running_loop())
             assert service.offsets[1] == 0  # its queue is empty: 7 clamped to 0
             assert service.offsets[2] == 0
-            await await_until(lambda: len(delivered(store)) == 3)
+            await async_wait_until(lambda: len(delivered(store)) == 3, WAIT_S)
 
     asyncio.run(first())
     (settings.config_dir / "delayOffset.json").write_text(json.dumps({"offsetTable": {"1": 7, "2": 0}}))
@@ -349,7 +345,7 @@ def test_persisted_progress_never_passes_the_flushed_commitlog(
         async with running_service(settings, (10,)) as (store, service):
             store.flusher.flush_to_end(0)
             put_parked(store, service, "k0", Timing(level=1))
-            await await_until(lambda: len(delivered(store)) == 1)
+            await async_wait_until(lambda: len(delivered(store)) == 1, WAIT_S)
             real_flush = store.flusher.flush_to_end
             monkeypatch.setattr(store.flusher, "flush_to_end", lambda _least_pages: False)
             await service._persist_durable()
@@ -374,11 +370,11 @@ def test_restart_delivers_pending_messages_once(tmp_path: Path, small_settings: 
             for index in range(40):
                 put_parked(store, service, f"L{index}", Timing(level=1 if index % 2 else 2))
                 put_parked(store, service, f"T{index}", Timing(deliver_ms=now_ms + (100 if index % 2 else 1_500)))
-            await await_until(lambda: len(delivered(store)) == 40)
+            await async_wait_until(lambda: len(delivered(store)) == 40, WAIT_S)
 
     async def second() -> None:
         async with running_service(settings, levels) as (store, _service):
-            await await_until(lambda: len(delivered(store)) >= 80)
+            await async_wait_until(lambda: len(delivered(store)) >= 80, WAIT_S)
             await stays_true(lambda: len(delivered(store)) == 80)
             keys = [key for key, _, _ in delivered(store)]
             assert sorted(keys) == sorted([f"L{i}" for i in range(40)] + [f"T{i}" for i in range(40)])
@@ -404,7 +400,7 @@ def test_a_due_backlog_is_delivered_in_rounds(tmp_path: Path, small_settings: Ca
             store.dispatch_now()
             started = time.monotonic()
             service.start(asyncio.get_running_loop())
-            await await_until(lambda: store.max_offset_in_queue("T", 0) == count, timeout_s=60)
+            await async_wait_until(lambda: store.max_offset_in_queue("T", 0) == count, 60)
             elapsed_s = time.monotonic() - started
             print(f"\n{count} due messages delivered in {elapsed_s:.2f} s ({count / elapsed_s:,.0f} msgs/s)")
             assert service.delivered_count == count
@@ -423,12 +419,12 @@ def test_a_stopped_service_starts_again_from_its_files(tmp_path: Path, small_set
             for index in range(10):
                 put_parked(store, service, f"L{index}", Timing(level=1))
                 put_parked(store, service, f"T{index}", Timing(deliver_ms=now_ms + 300))
-            await await_until(lambda: len(service.timer) == 10)
+            await async_wait_until(lambda: len(service.timer) == 10, WAIT_S)
             await service.stop()
             assert not service.running and delivered(store) == []
             service.start(asyncio.get_running_loop())
             assert service.running and len(service.timer) == 10
-            await await_until(lambda: len(delivered(store)) >= 20)
+            await async_wait_until(lambda: len(delivered(store)) >= 20, WAIT_S)
             await stays_true(lambda: len(delivered(store)) == 20)
             assert sorted(key for key, _, _ in delivered(store)) == sorted(
                 [f"L{i}" for i in range(10)] + [f"T{i}" for i in range(10)]

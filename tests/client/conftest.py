@@ -1,13 +1,12 @@
 """Client test helpers: CommitLog records built straight from spec §1.2 (independently of the
-client's decoder), and a bounded wait for asyncio tests."""
+client's decoder)."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import struct
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -73,17 +72,3 @@ def build_record(
 @pytest.fixture(name="build_record")
 def build_record_fixture() -> Callable[..., bytes]:
     return build_record
-
-
-async def async_wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll `predicate` on the running loop until true; fail after `timeout_s`."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        await asyncio.sleep(0.005)
-
-
-@pytest.fixture(name="async_wait_until")
-def async_wait_until_fixture() -> Callable[[Callable[[], bool], float], Awaitable[None]]:
-    return async_wait_until

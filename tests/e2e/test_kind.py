@@ -22,13 +22,15 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.conftest import wait_until
 
 E2E_ENV = "SHOAL_E2E_KUBECONFIG"
 SKIP_REASON = f"needs a kind cluster: run tests/e2e/run-kind.sh (sets {E2E_ENV}; skips itself without kind/docker)"
@@ -121,15 +123,6 @@ def pod_ready(pod: Any | None) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll `predicate` every POLL_INTERVAL_S; fail after `timeout_s` naming `what`."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        time.sleep(POLL_INTERVAL_S)
-
-
 @pytest.fixture(scope="module")
 def kube() -> Kube:
     from kubernetes import client, config
@@ -147,7 +140,7 @@ def kube() -> Kube:
         spark_image=os.environ.get("SHOAL_E2E_SPARK_IMAGE", ""),
     )
     kube = Kube(client.CoreV1Api(), client.CustomObjectsApi(), target)
-    wait_until(kube.broker_ready, READY_TIMEOUT_S, f"Broker {target.broker} Ready")
+    wait_until(kube.broker_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"Broker {target.broker} Ready")
     return kube
 
 
@@ -290,20 +283,26 @@ def test_master_pod_deletion_loses_no_acknowledged_message(kube: Kube, stream: S
     master = kube.group()["master"]
     before = kube.pod(master)
     assert pod_ready(before), f"{master} not ready before the test"
-    wait_until(lambda: len(stream.acked) >= ACKED_BEFORE_KILL, DELIVERY_TIMEOUT_S, f"{ACKED_BEFORE_KILL} acks")
+    wait_until(
+        lambda: len(stream.acked) >= ACKED_BEFORE_KILL,
+        DELIVERY_TIMEOUT_S,
+        POLL_INTERVAL_S,
+        what=f"{ACKED_BEFORE_KILL} acks",
+    )
     kube.core.delete_namespaced_pod(master, kube.target.namespace, grace_period_seconds=0)
 
     def replaced_and_ready() -> bool:
         pod = kube.pod(master)
         return pod is not None and pod.metadata.uid != before.metadata.uid and pod_ready(pod)
 
-    wait_until(replaced_and_ready, READY_TIMEOUT_S, f"{master} recreated and Ready")
-    wait_until(kube.broker_ready, READY_TIMEOUT_S, "Broker Ready after the master returned")
+    wait_until(replaced_and_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{master} recreated and Ready")
+    wait_until(kube.broker_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what="Broker Ready after the master returned")
     acked_on_return = len(stream.acked)
     wait_until(
         lambda: len(stream.acked) >= acked_on_return + ACKED_AFTER_RETURN,
         DELIVERY_TIMEOUT_S,
-        "sends acknowledged again after the master returned",
+        POLL_INTERVAL_S,
+        what="sends acknowledged again after the master returned",
     )
     stream.stop.set()
     acked = set(stream.acked)
@@ -353,11 +352,11 @@ def test_image_change_rolls_the_slave_before_the_master(kube: Kube) -> None:
             pod is not None and pod_ready(pod) and _broker_image(pod) == kube.target.roll_image for pod in now.values()
         )
 
-    wait_until(rolled, ROLL_TIMEOUT_S, f"both pods running {kube.target.roll_image}")
+    wait_until(rolled, ROLL_TIMEOUT_S, POLL_INTERVAL_S, what=f"both pods running {kube.target.roll_image}")
     assert slave_ready_when_master_went == [True], "the master was deleted before the new slave was Ready"
     new = {name: kube.pod(name) for name in (master, slave)}
     assert _creation(new[slave]) <= _creation(new[master])
-    wait_until(kube.broker_ready, READY_TIMEOUT_S, "Broker Ready after the roll")
+    wait_until(kube.broker_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what="Broker Ready after the roll")
     progressing = kube.condition("Progressing")
     assert progressing.get("status") == "False" and progressing.get("reason") == "UpToDate", progressing
 
@@ -385,6 +384,6 @@ def test_store_analysis_run_now_succeeds(kube: Kube) -> None:
         current = kube.custom.get_namespaced_custom_object(GROUP, VERSION, kube.target.namespace, "storeanalyses", name)
         return current.get("status", {}).get("lastRun", {}).get("phase") in ("Succeeded", "Failed")
 
-    wait_until(finished, STORE_ANALYSIS_TIMEOUT_S, f"StoreAnalysis {name} finished")
+    wait_until(finished, STORE_ANALYSIS_TIMEOUT_S, POLL_INTERVAL_S, what=f"StoreAnalysis {name} finished")
     final = kube.custom.get_namespaced_custom_object(GROUP, VERSION, kube.target.namespace, "storeanalyses", name)
     assert final["status"]["lastRun"]["phase"] == "Succeeded", final["status"]

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from shoal.client import (
     retry_topic,
 )
 from shoal.protocol import ResponseCode
+from tests.conftest import async_wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -75,19 +76,6 @@ def run(coroutine: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coroutine)
 
 
-async def await_until(predicate: Callable[[], bool | Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout_s} s")
-        await asyncio.sleep(POLL_S)
-
-
 def start_cluster(cluster_factory: ClusterFactory, **conf: str) -> Any:
     return cluster_factory({**BASE_CONF, **conf})
 
@@ -102,7 +90,7 @@ async def create_topic(admin: Admin, cluster: Any, topic: str, queues: int = QUE
             return False
         return True
 
-    await await_until(routed, f"route of {topic}")
+    await async_wait_until(routed, WAIT_S, POLL_S, what=f"route of {topic}")
 
 
 async def send_all(producer: Producer, messages: Sequence[Message]) -> list[SendResult]:
@@ -164,8 +152,11 @@ class Inbox:
 
 async def assigned(consumer: PushConsumer, topic: str) -> None:
     """Until the consumer owns every queue of `topic` (its pulls are then held at the broker)."""
-    await await_until(
-        lambda: sum(mq.topic == topic for mq in consumer.assigned_queues()) == QUEUES, f"{topic} assigned"
+    await async_wait_until(
+        lambda: sum(mq.topic == topic for mq in consumer.assigned_queues()) == QUEUES,
+        WAIT_S,
+        POLL_S,
+        what=f"{topic} assigned",
     )
 
 
@@ -204,7 +195,9 @@ def test_each_delay_level_is_delivered_on_time(cluster_factory: ClusterFactory) 
                 for index in range(count):
                     level = index % len(LEVELS_MS) + 1
                     await p.send(Message(topic, b"x", keys=(f"k{index}",), delay_time_level=level))
-            await await_until(lambda: len(inbox.keys()) == count, "every delayed message consumed")
+            await async_wait_until(
+                lambda: len(inbox.keys()) == count, WAIT_S, POLL_S, what="every delayed message consumed"
+            )
 
     run(scenario())
     broker_errors: dict[int, list[float]] = defaultdict(list)
@@ -265,7 +258,7 @@ def test_arbitrary_delivery_times_are_honoured(cluster_factory: ClusterFactory) 
                 with pytest.raises(MQBrokerError) as refused:
                     await p.send(Message(topic, b"x", keys=("bad",), properties={"TIMER_DELAY_SEC": "soon"}))
                 assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
-            await await_until(lambda: len(inbox.keys()) == 61, "every timer message consumed")
+            await async_wait_until(lambda: len(inbox.keys()) == 61, WAIT_S, POLL_S, what="every timer message consumed")
 
     run(scenario())
     errors = []
@@ -317,7 +310,7 @@ def test_restart_in_the_middle_of_pending_delays_loses_nothing(
             async def some_delivered() -> bool:
                 return await stored_count(admin, topic) >= count // 2
 
-            await await_until(some_delivered, "the first deliveries")
+            await async_wait_until(some_delivered, WAIT_S, POLL_S, what="the first deliveries")
             return await stored_count(admin, topic)
 
     async def after() -> list[MessageExt]:
@@ -335,7 +328,9 @@ def test_restart_in_the_middle_of_pending_delays_loses_nothing(
             unique = {message.keys[0] for message in received}
             return len(unique) == count and time.monotonic() - stable_since[0] >= QUIET_S
 
-        await await_until(all_delivered_and_quiet, "every message delivered after the restart, then quiet")
+        await async_wait_until(
+            all_delivered_and_quiet, WAIT_S, POLL_S, what="every message delivered after the restart, then quiet"
+        )
         return received
 
     delivered_before = asyncio.run(before())
@@ -393,7 +388,7 @@ def test_a_backlog_of_100k_due_messages_is_delivered_within_seconds(cluster_fact
                 except MQBrokerError:
                     return False
 
-            await await_until(delivered, "the backlog delivered", timeout_s=60)
+            await async_wait_until(delivered, 60, POLL_S, what="the backlog delivered")
         return await read_topic(cluster, topic)
 
     asyncio.run(produce())
@@ -432,14 +427,19 @@ def test_retry_ladder_ends_in_the_dlq_and_admin_resends_it(cluster_factory: Clus
             await create_topic(admin, cluster, topic)
             async with push_consumer(cluster, group, topic, listener, max_reconsume_times=3) as consumer:
                 retry = retry_topic(group)
-                await await_until(lambda: retry in {mq.topic for mq in consumer.assigned_queues()}, "retry assigned")
+                await async_wait_until(
+                    lambda: retry in {mq.topic for mq in consumer.assigned_queues()},
+                    WAIT_S,
+                    POLL_S,
+                    what="retry assigned",
+                )
                 async with Producer("PID_delay_ladder", cluster.namesrv_addr, client_settings=CLIENT_SETTINGS) as p:
                     sent = await p.send(Message(topic, b"poison", tags="P", keys=("poison",), properties={"u": "1"}))
 
                 async def dead_letter() -> bool:
                     return bool(await admin.dlq_messages(group))
 
-                await await_until(dead_letter, "the poison message in the DLQ")
+                await async_wait_until(dead_letter, WAIT_S, POLL_S, what="the poison message in the DLQ")
                 (dead,) = await admin.dlq_messages(group, 10)
                 assert [message.reconsume_times for _, message in attempts] == [0, 1, 2, 3]
                 gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(attempts)]
@@ -452,7 +452,7 @@ def test_retry_ladder_ends_in_the_dlq_and_admin_resends_it(cluster_factory: Clus
                 healed = True
                 resent = await admin.resend_dlq_message(group, dead.offset_msg_id)
                 assert resent.message_queue.topic == topic
-                await await_until(lambda: len(attempts) == 5, "the resent message consumed")
+                await async_wait_until(lambda: len(attempts) == 5, WAIT_S, POLL_S, what="the resent message consumed")
                 again = attempts[-1][1]
                 assert (again.topic, again.reconsume_times, again.body, again.msg_id) == (
                     topic,
@@ -464,7 +464,9 @@ def test_retry_ladder_ends_in_the_dlq_and_admin_resends_it(cluster_factory: Clus
                 with pytest.raises(ValueError, match="not in"):
                     await admin.resend_dlq_message(group, again.offset_msg_id)
                 await asyncio.to_thread(return_via_cli, cluster, group, dead.offset_msg_id)
-                await await_until(lambda: len(attempts) == 6, "the CLI-resent message consumed")
+                await async_wait_until(
+                    lambda: len(attempts) == 6, WAIT_S, POLL_S, what="the CLI-resent message consumed"
+                )
                 assert attempts[-1][1].topic == topic and attempts[-1][1].reconsume_times == 0
 
     run(scenario())

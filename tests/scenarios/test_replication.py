@@ -44,9 +44,10 @@ from shoal.client import (
     SendStatus,
 )
 from shoal.client.pull import pull_request_fields, pull_result_of
-from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.client.subscription import Subscription
 from shoal.protocol import PermName, RequestCode, ResponseCode
+from shoal.remoting import RemotingClient, RemotingError
+from tests.conftest import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -78,20 +79,6 @@ HA_CONF = {
     "slaveReadEnable": "true",
     "registerNameServerPeriod": "10000",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        time.sleep(POLL_S)
 
 
 # --- processes ---
@@ -415,15 +402,20 @@ def test_slave_catches_up_after_being_down(group: Group) -> None:
     slave = group.slave(master)
     create_topic(master, "HaCatchUp")
     assert set(asyncio.run(send_range(group, "HaCatchUp", 0, 600, 1000))) == {SendStatus.SEND_OK}
-    wait_until(in_sync(master, slave), "slave in sync")
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="slave in sync")
     assert slave.stop() == 0
     assert set(asyncio.run(send_range(group, "HaCatchUp", 600, 1200, 1000))) == {SendStatus.SEND_OK}
     end = commitlog_end(master)
     assert end > 2 * SEGMENT_BYTES
     slave.start_broker()
-    wait_until(in_sync(master, slave), "slave caught up after restart")
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="slave caught up after restart")
     assert commitlog_bytes(slave, end) == commitlog_bytes(master, end)
-    wait_until(lambda: "HaCatchUp" in (slave.store_dir / "config" / "topics.json").read_text(), "topics synced")
+    wait_until(
+        lambda: "HaCatchUp" in (slave.store_dir / "config" / "topics.json").read_text(),
+        WAIT_S,
+        POLL_S,
+        what="topics synced",
+    )
     assert sorted(keys_on(slave, "HaCatchUp")) == sorted(f"k{n}" for n in range(1800))
     status = CliRunner().invoke(cli, ["admin", "ha-status", master.addr])
     assert status.exit_code == 0 and "1 slave(s) connected" in status.output, status.output
@@ -439,7 +431,7 @@ def test_sigkill_master_under_sync_load_loses_no_acknowledged_message(group: Gro
     master = group.master("SYNC_MASTER")
     slave = group.slave(master)
     create_topic(master, "HaKill")
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="slave connected")
     acked: set[str] = set()
     received: set[str] = set()
 
@@ -506,25 +498,30 @@ def test_partition_answers_within_the_timeout_and_heals(group: Group, proxy_fact
     master = group.master("SYNC_MASTER", haListenPort=str(probe))
     slave = group.slave(master, haMasterAddress=f"127.0.0.1:{proxy.port}")
     create_topic(master, "HaSplit")
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="slave connected")
     assert asyncio.run(send_range(group, "HaSplit", 0, 20)) == [SendStatus.SEND_OK] * 20
     proxy.pause()
     started = time.monotonic()
     assert asyncio.run(send_range(group, "HaSplit", 20, 2)) == [SendStatus.FLUSH_SLAVE_TIMEOUT] * 2
     assert time.monotonic() - started < 2 * (SLAVE_TIMEOUT_MS / 1000 + 1.0)
     proxy.resume()  # the link may have outlived the pause, or been closed by housekeeping and redialled
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "the slave connected after the pause")
-    wait_until(in_sync(master, slave), "in sync after the pause")
+    wait_until(
+        lambda: runtime(master).get("haSlaveConnections") == "1",
+        WAIT_S,
+        POLL_S,
+        what="the slave connected after the pause",
+    )
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="in sync after the pause")
     assert asyncio.run(send_range(group, "HaSplit", 22, 5)) == [SendStatus.SEND_OK] * 5
     proxy.cut()
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "0", "the master saw the cut")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "0", WAIT_S, POLL_S, what="the master saw the cut")
     started = time.monotonic()
     assert asyncio.run(send_range(group, "HaSplit", 27, 3)) == [SendStatus.SLAVE_NOT_AVAILABLE] * 3
     assert time.monotonic() - started < 3.0
     proxy.heal()
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "the slave reconnected")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="the slave reconnected")
     assert asyncio.run(send_range(group, "HaSplit", 30, 5)) == [SendStatus.SEND_OK] * 5
-    wait_until(in_sync(master, slave), "in sync after healing")
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="in sync after healing")
     assert sorted(keys_on(slave, "HaSplit")) == sorted(f"k{n}" for n in range(35))
 
 
@@ -554,7 +551,7 @@ def test_bad_input_on_the_ha_port_is_rejected_without_harm(group: Group) -> None
     assert f"beyond our CommitLog end {end}" in log
     assert "negative offset -5" in log
     assert asyncio.run(send_range(group, "HaBad", 10, 10)) == [SendStatus.SEND_OK] * 10
-    wait_until(in_sync(master, slave), "slave still in sync")
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="slave still in sync")
     assert runtime(master)["haSlaveConnections"] == "1"
 
 
@@ -571,14 +568,19 @@ def test_promotion_then_the_old_master_returns_as_a_fenced_slave(
     master = group.master("SYNC_MASTER", haListenPort=str(probe))
     slave = group.slave(master, haMasterAddress=f"127.0.0.1:{proxy.port}")
     create_topic(master, "HaPromote")
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="slave connected")
     assert asyncio.run(send_range(group, "HaPromote", 0, 300)) == [SendStatus.SEND_OK] * 300
-    wait_until(lambda: int(runtime(slave)["haConfirmedOffset"]) == commitlog_end(master), "confirmed offset known")
+    wait_until(
+        lambda: int(runtime(slave)["haConfirmedOffset"]) == commitlog_end(master),
+        WAIT_S,
+        POLL_S,
+        what="confirmed offset known",
+    )
     runner = CliRunner()
     refused = runner.invoke(cli, ["admin", "promote", slave.addr, "--epoch", "1"])
     assert refused.exit_code != 0 and "live master" in refused.output, refused.output
     proxy.cut()
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "0", "the master saw the cut")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "0", WAIT_S, POLL_S, what="the master saw the cut")
     divergent = asyncio.run(send_range(group, "HaPromote", 1000, 20))
     assert divergent == [SendStatus.SLAVE_NOT_AVAILABLE] * 20
     assert master.stop(signal.SIGKILL) == -signal.SIGKILL
@@ -587,8 +589,10 @@ def test_promotion_then_the_old_master_returns_as_a_fenced_slave(
     assert "ASYNC_MASTER at epoch 1" in promoted.output
     assert asyncio.run(send_range(group, "HaPromote", 300, 200)) == [SendStatus.SEND_OK] * 200
     master.start_broker()
-    wait_until(lambda: runtime(master).get("brokerRole") == "SLAVE", "the old master demoted itself")
-    wait_until(in_sync(slave, master), "the old master follows the new one")
+    wait_until(
+        lambda: runtime(master).get("brokerRole") == "SLAVE", WAIT_S, POLL_S, what="the old master demoted itself"
+    )
+    wait_until(in_sync(slave, master), WAIT_S, POLL_S, what="the old master follows the new one")
     end = commitlog_end(slave)
     assert commitlog_bytes(master, end) == commitlog_bytes(slave, end)
     info = runtime(master)
@@ -610,7 +614,7 @@ def test_admin_reads_ha_state_wipes_write_permission_and_measures_lag(group: Gro
     slave = group.slave(master)
     create_topic(master, "HaAdmin")
     assert set(asyncio.run(send_range(group, "HaAdmin", 0, 40))) == {SendStatus.SEND_OK}
-    wait_until(in_sync(master, slave), "slave in sync")
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="slave in sync")
     end = commitlog_end(master)
 
     async def check() -> None:
@@ -666,7 +670,7 @@ class SendLoad:
     def start(self) -> None:
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
         self.thread.start()
-        wait_until(lambda: self.count("SEND_OK") > 50, "the load is flowing")
+        wait_until(lambda: self.count("SEND_OK") > 50, WAIT_S, POLL_S, what="the load is flowing")
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -726,8 +730,13 @@ def test_producers_find_a_promoted_master_within_3_s(group: Group) -> None:
     master = group.master("ASYNC_MASTER")
     slave = group.slave(master)
     create_topic(master, "HaFailover")
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
-    wait_until(lambda: "HaFailover" in (slave.store_dir / "config" / "topics.json").read_text(), "topics synced")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="slave connected")
+    wait_until(
+        lambda: "HaFailover" in (slave.store_dir / "config" / "topics.json").read_text(),
+        WAIT_S,
+        POLL_S,
+        what="topics synced",
+    )
     load = SendLoad(
         group.namesrv.addr,
         "HaFailover",
@@ -743,7 +752,9 @@ def test_producers_find_a_promoted_master_within_3_s(group: Group) -> None:
         asyncio.run(_promote(slave.addr, group.namesrv.addr, "ASYNC_MASTER"))
         promoted_s = time.monotonic()
         assert master_in_route(group, "HaFailover") == slave.addr  # registered before answering
-        wait_until(lambda: load.first("SEND_OK", promoted_s) is not None, "a send after the promotion", 60.0)
+        wait_until(
+            lambda: load.first("SEND_OK", promoted_s) is not None, 60.0, POLL_S, what="a send after the promotion"
+        )
         first_ok_s = load.first("SEND_OK", promoted_s)
         assert first_ok_s is not None
     finally:
@@ -771,17 +782,24 @@ def test_old_master_catches_up_after_fencing_with_one_reconnect(
     master = group.master("SYNC_MASTER", haListenPort=str(probe))
     slave = group.slave(master, haMasterAddress=f"127.0.0.1:{proxy.port}")
     create_topic(master, "HaFence")
-    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", "slave connected")
-    wait_until(lambda: "HaFence" in (slave.store_dir / "config" / "topics.json").read_text(), "topics synced")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="slave connected")
+    wait_until(
+        lambda: "HaFence" in (slave.store_dir / "config" / "topics.json").read_text(),
+        WAIT_S,
+        POLL_S,
+        what="topics synced",
+    )
     load = SendLoad(group.namesrv.addr, "HaFence")
     load.start()
     try:
         proxy.pause()  # A keeps appending (FLUSH_SLAVE_TIMEOUT); B never sees those bytes
         paused_s = time.monotonic()
-        wait_until(lambda: load.count("FLUSH_SLAVE_TIMEOUT", paused_s) > 0, "sends stored on A alone")
+        wait_until(
+            lambda: load.count("FLUSH_SLAVE_TIMEOUT", paused_s) > 0, WAIT_S, POLL_S, what="sends stored on A alone"
+        )
         assert master.stop(signal.SIGKILL) == -signal.SIGKILL
         proxy.cut()
-        wait_until(lambda: runtime(slave).get("haMasterConnected") == "false", "B lost its master")
+        wait_until(lambda: runtime(slave).get("haMasterConnected") == "false", WAIT_S, POLL_S, what="B lost its master")
         asyncio.run(_promote(slave.addr, group.namesrv.addr, "SYNC_MASTER"))
         if restart_as == "slave":
             master.conf.update(
@@ -789,13 +807,13 @@ def test_old_master_catches_up_after_fencing_with_one_reconnect(
             )
         master.start_broker()
         restarted_s = time.monotonic()
-        wait_until(lambda: runtime(master).get("haMasterConnected") == "true", "A follows B")
-        wait_until(lambda: load.count("SEND_OK", time.monotonic() - 0.5) > 0, "sends succeed")
+        wait_until(lambda: runtime(master).get("haMasterConnected") == "true", WAIT_S, POLL_S, what="A follows B")
+        wait_until(lambda: load.count("SEND_OK", time.monotonic() - 0.5) > 0, WAIT_S, POLL_S, what="sends succeed")
         time.sleep(3.0)  # the load goes on: a link that resets would show here
         unavailable_s = load.last("SLAVE_NOT_AVAILABLE")
     finally:
         load.stop()
-    wait_until(in_sync(slave, master), "A caught up with B")
+    wait_until(in_sync(slave, master), WAIT_S, POLL_S, what="A caught up with B")
     end = commitlog_end(slave)
     assert commitlog_bytes(master, end) == commitlog_bytes(slave, end)
     a_log = master.logs[-1].read_text(errors="replace")
@@ -820,11 +838,21 @@ def test_promotion_past_a_hung_master_registers_at_once(group: Group) -> None:
     master = group.master("ASYNC_MASTER")
     slave = group.slave(master)
     create_topic(master, "HaHung")
-    wait_until(lambda: "HaHung" in (slave.store_dir / "config" / "topics.json").read_text(), "topics synced")
+    wait_until(
+        lambda: "HaHung" in (slave.store_dir / "config" / "topics.json").read_text(),
+        WAIT_S,
+        POLL_S,
+        what="topics synced",
+    )
     assert master.process is not None
     master.process.send_signal(signal.SIGSTOP)
     try:
-        wait_until(lambda: runtime(slave).get("haMasterConnected") == "false", "the slave dropped the link")
+        wait_until(
+            lambda: runtime(slave).get("haMasterConnected") == "false",
+            WAIT_S,
+            POLL_S,
+            what="the slave dropped the link",
+        )
         assert master_in_route(group, "HaHung") == master.addr  # the NameServer still lists the hung master
         started_s = time.monotonic()
         asyncio.run(_promote(slave.addr, group.namesrv.addr, "ASYNC_MASTER"))

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import inspect
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -53,6 +52,7 @@ from shoal.client import (
 )
 from shoal.client.message import COMPRESSED_FLAG
 from shoal.protocol import ResponseCode
+from tests.conftest import async_wait_until, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -84,39 +84,13 @@ CONSUMER_SETTINGS = ConsumerSettings(
 # --- waiting ---
 
 
-async def await_until(
-    predicate: Callable[[], bool | Awaitable[bool]], timeout_s: float = DELIVERY_TIMEOUT_S, what: str = "condition"
-) -> None:
-    """Poll `predicate` (plain or async) on the event loop; fail after `timeout_s`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        result = predicate()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout_s} s")
-        await asyncio.sleep(POLL_INTERVAL_S)
-
-
 async def stays_false(predicate: Callable[[], bool], duration_s: float) -> bool:
     """True when `predicate` stayed false for `duration_s` (polled): nothing happened meanwhile."""
     try:
-        await await_until(predicate, timeout_s=duration_s)
+        await async_wait_until(predicate, duration_s, POLL_INTERVAL_S)
     except AssertionError:
         return True
     return False
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = DELIVERY_TIMEOUT_S, what: str = "condition") -> None:
-    """`await_until` for synchronous code (the Blocking* facades)."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not met within {timeout_s} s")
-        time.sleep(POLL_INTERVAL_S)
 
 
 def run(coroutine: Coroutine[Any, Any, None]) -> None:
@@ -219,7 +193,7 @@ async def create_topic(
                 return False
             return any(data.write_queue_nums == write_queue_nums for data in route.queue_datas)
 
-        await await_until(routed, what=f"route of {topic}")
+        await async_wait_until(routed, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what=f"route of {topic}")
 
 
 class QueueReader:
@@ -252,7 +226,9 @@ class QueueReader:
         async def enough() -> bool:
             return len(await self.read()) >= count
 
-        await await_until(enough, what=f"{count} messages pulled from {self.topic}")
+        await async_wait_until(
+            enough, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{count} messages pulled from {self.topic}"
+        )
         return self.messages
 
 
@@ -390,7 +366,12 @@ def test_oneway_and_compressed_bodies_are_consumed_intact(cluster: Any, names: N
         inbox = Inbox()
         consumer = push_consumer(cluster, names.group(), topic, inbox.concurrent)
         async with consumer:
-            await await_until(lambda: len(inbox.messages) >= len(expected), what="every oneway and compressed message")
+            await async_wait_until(
+                lambda: len(inbox.messages) >= len(expected),
+                DELIVERY_TIMEOUT_S,
+                POLL_INTERVAL_S,
+                what="every oneway and compressed message",
+            )
 
         assert {received.keys[0]: received.body for received in inbox.messages} == expected
         assert len(inbox.messages) == len(expected)
@@ -418,7 +399,9 @@ def test_batch_send_is_consumed_in_full_with_consecutive_offsets(cluster: Any, n
             result = await producer.send_batch(batch)
         inbox = Inbox()
         async with push_consumer(cluster, names.group(), topic, inbox.concurrent):
-            await await_until(lambda: len(inbox.messages) >= len(batch), what="the whole batch")
+            await async_wait_until(
+                lambda: len(inbox.messages) >= len(batch), DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the whole batch"
+            )
 
         assert result.status is SendStatus.SEND_OK
         uniq_keys = result.msg_id.split(",")
@@ -448,7 +431,12 @@ async def wait_for_split(consumers: list[PushConsumer], topic: str, queue_count:
         union = set().union(*owned)
         return all(owned) and len(union) == queue_count and sum(len(part) for part in owned) == queue_count
 
-    await await_until(split, what=f"the queues of {topic} split between {len(consumers)} consumers")
+    await async_wait_until(
+        split,
+        DELIVERY_TIMEOUT_S,
+        POLL_INTERVAL_S,
+        what=f"the queues of {topic} split between {len(consumers)} consumers",
+    )
     return owned
 
 
@@ -494,8 +482,11 @@ def test_orderly_consumers_keep_per_key_order_while_sharing_queues(cluster: Any,
                     for seq in range(per_key)
                     for key in keys
                 ]
-            await await_until(
-                lambda: len(attempts) >= len(results) + 1 and bool(suspended), what="every ordered message"
+            await async_wait_until(
+                lambda: len(attempts) >= len(results) + 1 and bool(suspended),
+                DELIVERY_TIMEOUT_S,
+                POLL_INTERVAL_S,
+                what="every ordered message",
             )
 
         offsets_by_key: dict[str, list[int]] = defaultdict(list)
@@ -545,8 +536,18 @@ def test_tag_expression_delivers_matching_messages_once_per_group(cluster: Any, 
             for index, inbox in enumerate(inboxes)
         ]
         async with consumers[0], consumers[1]:
-            await await_until(lambda: all(inbox.has(matching) for inbox in inboxes), what="matching messages")
-            await await_until(lambda: all(inbox.quiet() for inbox in inboxes), what="no more deliveries")
+            await async_wait_until(
+                lambda: all(inbox.has(matching) for inbox in inboxes),
+                DELIVERY_TIMEOUT_S,
+                POLL_INTERVAL_S,
+                what="matching messages",
+            )
+            await async_wait_until(
+                lambda: all(inbox.quiet() for inbox in inboxes),
+                DELIVERY_TIMEOUT_S,
+                POLL_INTERVAL_S,
+                what="no more deliveries",
+            )
 
         for inbox in inboxes:
             assert inbox.ids() == Counter(dict.fromkeys(matching, 1))
@@ -576,22 +577,31 @@ def test_two_consumers_split_queues_and_the_survivor_takes_over(cluster: Any, na
                 try:
                     owned = await wait_for_split(consumers, topic, TOPIC_QUEUES)
                     first = [await producer.send(message(topic, i, prefix="a")) for i in range(40)]
-                    await await_until(
+                    await async_wait_until(
                         lambda: (
                             set(inboxes[0].received_at) | set(inboxes[1].received_at)
                             >= {result.msg_id for result in first}
                         ),
+                        DELIVERY_TIMEOUT_S,
+                        POLL_INTERVAL_S,
                         what="the first 40 messages",
                     )
                 finally:
                     await consumers[0].shutdown()
-                await await_until(
+                await async_wait_until(
                     lambda: len([mq for mq in consumers[1].assigned_queues() if mq.topic == topic]) == TOPIC_QUEUES,
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
                     what="the survivor owning every queue",
                 )
                 second = [await producer.send(message(topic, i, prefix="b")) for i in range(40)]
-                await await_until(lambda: inboxes[1].has(result.msg_id for result in second), what="40 more")
-                await await_until(inboxes[1].quiet, what="no more deliveries")
+                await async_wait_until(
+                    lambda: inboxes[1].has(result.msg_id for result in second),
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what="40 more",
+                )
+                await async_wait_until(inboxes[1].quiet, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="no more deliveries")
 
         everything = inboxes[0].ids() + inboxes[1].ids()
         assert everything == Counter({result.msg_id: 1 for result in [*first, *second]})
@@ -648,11 +658,23 @@ def test_broadcasting_consumers_each_get_every_new_message(cluster: Any, names: 
                                 await producer.send(message(topic, mq.queue_id, prefix="probe"), queue=mq)
                     return False
 
-                await await_until(ready, what="both consumers pulling every queue")
+                await async_wait_until(
+                    ready, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="both consumers pulling every queue"
+                )
                 live = [await producer.send(message(topic, i, prefix="live")) for i in range(12)]
                 live_ids = {result.msg_id for result in live}
-                await await_until(lambda: all(inbox.has(live_ids) for inbox in inboxes), what="the live messages")
-                await await_until(lambda: all(inbox.quiet() for inbox in inboxes), what="no more deliveries")
+                await async_wait_until(
+                    lambda: all(inbox.has(live_ids) for inbox in inboxes),
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what="the live messages",
+                )
+                await async_wait_until(
+                    lambda: all(inbox.quiet() for inbox in inboxes),
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what="no more deliveries",
+                )
 
         earlier_ids = {result.msg_id for result in earlier}
         for inbox in inboxes:
@@ -684,15 +706,22 @@ def test_fresh_groups_get_earlier_messages_whatever_consume_from_where(cluster: 
             async def dispatched() -> bool:  # the ConsumeQueues trail the CommitLog by a moment
                 return sum([await puller.max_offset(mq) for mq in queues]) == 12
 
-            await await_until(dispatched, what="12 messages in the ConsumeQueues")
+            await async_wait_until(
+                dispatched, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="12 messages in the ConsumeQueues"
+            )
             assert [await puller.fetch_offset(mq) for mq in queues] == [0] * TOPIC_QUEUES
         expected = Counter({result.msg_id: 1 for result in results})
         for where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
             inbox = Inbox()
             group = names.group(where.value.rsplit("_", 2)[-2])
             async with push_consumer(cluster, group, topic, inbox.concurrent, consume_from_where=where):
-                await await_until(functools.partial(inbox.has, expected), what=f"earlier messages for {where}")
-                await await_until(inbox.quiet, what="no more deliveries")
+                await async_wait_until(
+                    functools.partial(inbox.has, expected),
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what=f"earlier messages for {where}",
+                )
+                await async_wait_until(inbox.quiet, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="no more deliveries")
             assert inbox.ids() == expected, where
 
     run(scenario())
@@ -727,8 +756,12 @@ def test_reconsume_later_redelivers_then_dead_letters_after_max_reconsume_times(
             poison = await producer.send(Message(topic, b"poison-body", tags="TagP", keys=("poison",)))
         dlq = f"%DLQ%{group}"
         async with push_consumer(cluster, group, topic, listener, max_reconsume_times=2):
-            await await_until(lambda: len(attempts("m2")) >= 2, what="m2 delivered again")
-            await await_until(lambda: len(attempts("poison")) >= 3, what="poison tried 3 times")
+            await async_wait_until(
+                lambda: len(attempts("m2")) >= 2, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="m2 delivered again"
+            )
+            await async_wait_until(
+                lambda: len(attempts("poison")) >= 3, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="poison tried 3 times"
+            )
             async with pull_consumer(cluster, names.group("Dlq")) as puller:
 
                 async def dlq_routed() -> bool:
@@ -737,9 +770,9 @@ def test_reconsume_later_redelivers_then_dead_letters_after_max_reconsume_times(
                     except NoRouteError:  # until the broker registers the DLQ it created
                         return False
 
-                await await_until(dlq_routed, what=f"a route of {dlq}")
+                await async_wait_until(dlq_routed, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what=f"a route of {dlq}")
                 dead = await QueueReader(puller, dlq).read_until(1)
-            await await_until(inbox.quiet, what="no more deliveries")
+            await async_wait_until(inbox.quiet, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="no more deliveries")
 
         assert {key: len(attempts(key)) for key in ("m0", "m1", "m2", "m3", "poison")} == {
             "m0": 1,
@@ -783,14 +816,18 @@ def test_message_sent_to_an_idle_push_consumer_is_delivered_at_once(cluster: Any
             push_consumer(cluster, names.group(), topic, inbox.concurrent),
         ):
             warmup = await producer.send(message(topic, 0, prefix="warmup"))
-            await await_until(lambda: inbox.has([warmup.msg_id]), what="the warm-up message")
+            await async_wait_until(
+                lambda: inbox.has([warmup.msg_id]), DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the warm-up message"
+            )
             # idle: nothing arrives while the consumer's pulls are parked at the broker
             assert await stays_false(lambda: len(inbox.messages) > 1, IDLE_BEFORE_LIVE_S)
             latencies_s: dict[str, float] = {}
             for i in range(5):
                 result = await producer.send(message(topic, i, prefix="live"))
                 sent_at = time.monotonic()
-                await await_until(functools.partial(inbox.has, [result.msg_id]), timeout_s=10.0, what="live")
+                await async_wait_until(
+                    functools.partial(inbox.has, [result.msg_id]), 10.0, POLL_INTERVAL_S, what="live"
+                )
                 latencies_s[result.msg_id] = inbox.received_at[result.msg_id] - sent_at
 
         assert max(latencies_s.values()) < LIVE_DELIVERY_MAX_S, latencies_s
@@ -881,7 +918,7 @@ def test_send_to_an_unknown_topic_auto_creates_it(cluster: Any, names: Names) ->
                     return False
                 return True
 
-            await await_until(routed, what=f"a route of {topic}")
+            await async_wait_until(routed, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what=f"a route of {topic}")
             route = await admin.topic_route(topic)
         assert [(data.read_queue_nums, data.write_queue_nums, data.perm) for data in route.queue_datas] == [(4, 4, 6)]
         async with pull_consumer(cluster, names.group()) as puller:
@@ -926,12 +963,17 @@ def test_admin_manages_topics_and_reports_offsets_progress_and_messages(cluster:
                 return stats == expected_stats
 
             with contextlib.suppress(AssertionError):  # on a timeout the assert below shows the difference
-                await await_until(counted, what="topic stats")
+                await async_wait_until(counted, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="topic stats")
             assert stats == expected_stats
 
             inbox = Inbox()
             async with push_consumer(cluster, group, topic, inbox.concurrent) as consumer:
-                await await_until(lambda: inbox.has(result.msg_id for result in results), what="consumption")
+                await async_wait_until(
+                    lambda: inbox.has(result.msg_id for result in results),
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what="consumption",
+                )
 
                 async def retry_routed() -> bool:  # group requests go to the brokers of %RETRY%<group>
                     try:
@@ -940,7 +982,9 @@ def test_admin_manages_topics_and_reports_offsets_progress_and_messages(cluster:
                         return False
                     return True
 
-                await await_until(retry_routed, what="the group's retry topic routed")
+                await async_wait_until(
+                    retry_routed, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the group's retry topic routed"
+                )
                 assert await admin.consumer_ids(group) == [consumer.client_id]
 
                 async def caught_up() -> bool:
@@ -949,7 +993,9 @@ def test_admin_manages_topics_and_reports_offsets_progress_and_messages(cluster:
                         item.lag == 0 and item.consumer_offset == item.broker_offset for item in progress
                     )
 
-                await await_until(caught_up, what="consumer progress with 0 lag")
+                await async_wait_until(
+                    caught_up, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="consumer progress with 0 lag"
+                )
             progress = {item.mq.queue_id: item for item in await admin.consumer_progress(group, topic)}
             assert {queue_id: item.consumer_offset for queue_id, item in progress.items()} == {
                 queue_id: per_queue.get(queue_id, 0) for queue_id in range(6)
@@ -971,7 +1017,7 @@ def test_admin_manages_topics_and_reports_offsets_progress_and_messages(cluster:
                 found[:] = await admin.query_message(topic, "adm7")
                 return bool(found)
 
-            await await_until(indexed, what="the key in the index")
+            await async_wait_until(indexed, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the key in the index")
             assert [item.msg_id for item in found] == [results[7].msg_id]
             by_uniq = await admin.query_message_by_unique_key(topic, results[5].msg_id)
             assert [item.keys for item in by_uniq] == [("adm5",)]
@@ -986,7 +1032,9 @@ def test_admin_manages_topics_and_reports_offsets_progress_and_messages(cluster:
                     return topic not in await admin.topic_list()
                 return False
 
-            await await_until(deleted, what="the topic gone from the NameServer")
+            await async_wait_until(
+                deleted, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the topic gone from the NameServer"
+            )
 
     run(scenario())
 
@@ -1008,7 +1056,7 @@ def test_admin_lists_the_connections_of_a_consumer_group(cluster: Any, names: Na
                     except MQBrokerError:
                         return False
 
-                await await_until(registered, what="the consumer registered")
+                await async_wait_until(registered, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the consumer registered")
                 connections = await admin.consumer_connections(group)
                 client_id = consumer.client_id
             assert [connection.client_id for connection in connections.connections] == [client_id]
@@ -1036,7 +1084,7 @@ def test_committed_offsets_survive_a_broker_restart(
     admin.start()
     try:
         admin.create_topic(topic, broker_addr=cluster.broker_addr, read_queue_nums=4, write_queue_nums=4)
-        wait_until(lambda: topic in admin.topic_list(), what="the topic routed")
+        wait_until(lambda: topic in admin.topic_list(), DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="the topic routed")
 
         def consume(expected: set[str]) -> Counter[str]:
             received: list[MessageExt] = []
@@ -1056,8 +1104,18 @@ def test_committed_offsets_survive_a_broker_restart(
             )
             consumer.subscribe(topic)
             with consumer:
-                wait_until(lambda: expected <= {m.msg_id for m in received}, what="the expected messages")
-                wait_until(lambda: time.monotonic() - last[0] >= QUIET_S, what="no more deliveries")
+                wait_until(
+                    lambda: expected <= {m.msg_id for m in received},
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what="the expected messages",
+                )
+                wait_until(
+                    lambda: time.monotonic() - last[0] >= QUIET_S,
+                    DELIVERY_TIMEOUT_S,
+                    POLL_INTERVAL_S,
+                    what="no more deliveries",
+                )
             return Counter(m.msg_id for m in received)
 
         with BlockingProducer(names.group("P"), cluster.namesrv_addr, client_settings=CLIENT_SETTINGS) as producer:
@@ -1066,7 +1124,12 @@ def test_committed_offsets_survive_a_broker_restart(
 
         assert cluster.stop("broker") == 0, "the broker did not shut down cleanly"
         cluster.start_broker(conf)
-        wait_until(lambda: topic in admin.topic_list(), what="the topic routed again after the restart")
+        wait_until(
+            lambda: topic in admin.topic_list(),
+            DELIVERY_TIMEOUT_S,
+            POLL_INTERVAL_S,
+            what="the topic routed again after the restart",
+        )
 
         with BlockingPullConsumer(group, cluster.namesrv_addr, client_settings=CLIENT_SETTINGS) as puller:
             queues = puller.fetch_message_queues(topic)

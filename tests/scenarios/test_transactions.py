@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import signal
 import threading
 import time
@@ -41,9 +40,10 @@ from shoal.client import (
     TransactionSendResult,
     decode_offset_msg_id,
 )
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.protocol.headers import EndTransactionRequestHeader
+from shoal.remoting import RemotingClient
+from tests.conftest import async_wait_until, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -74,28 +74,6 @@ CLIENT_SETTINGS = ClientSettings(client_ip="127.0.0.1", route_refresh_interval_s
 
 def run(coroutine: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coroutine)
-
-
-async def await_until(predicate: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> None:
-    """Poll `predicate` (plain or async) on the loop; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        await asyncio.sleep(POLL_S)
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        time.sleep(POLL_S)
 
 
 @pytest.fixture
@@ -138,7 +116,7 @@ async def create_topic(namesrv_addr: str, broker_addr: str, topic: str) -> None:
             except MQBrokerError:
                 return False
 
-        await await_until(routed, f"route of {topic}")
+        await async_wait_until(routed, WAIT_S, POLL_S, what=f"route of {topic}")
 
 
 async def read_queue(consumer: PullConsumer, mq: MessageQueue) -> list[MessageExt]:
@@ -233,7 +211,7 @@ def test_commit_becomes_visible_only_after_end_transaction(cluster_factory: Any,
             result = await producer.send_message_in_transaction(tx_message(env.topic), arg="order-1")
             assert result.local_transaction_state is COMMIT
             assert seen_during == [0], "the half message was visible before END_TRANSACTION"
-            await await_until(lambda: _count(env, 1), "the committed message")
+            await async_wait_until(lambda: _count(env, 1), WAIT_S, POLL_S, what="the committed message")
             (message,) = await env.visible()
             assert message.msg_id == result.msg_id == result.transaction_id
             assert message.body == b"tx-0"
@@ -290,14 +268,16 @@ def test_unknown_then_check_decides(
             result = await producer.send_message_in_transaction(tx_message(env.topic))
             assert result.local_transaction_state is UNKNOW
             assert await env.visible() == []
-            await await_until(lambda: listener.checked, "a check-back")
+            await async_wait_until(lambda: listener.checked, WAIT_S, POLL_S, what="a check-back")
             checked = listener.checked[0]
             assert checked.topic == env.topic, "the check carries the real topic"
             assert checked.queue_id == result.message_queue.queue_id
             assert checked.msg_id == result.msg_id
             assert checked.properties["PGROUP"] == env.group
             if visible:
-                await await_until(lambda: _count(env, 1), "the message committed by the check")
+                await async_wait_until(
+                    lambda: _count(env, 1), WAIT_S, POLL_S, what="the message committed by the check"
+                )
             await asyncio.sleep(QUIET_S)
             assert [m.msg_id for m in await env.visible()] == [result.msg_id] * visible
             assert len(listener.checked) == 1, "an answered transaction was checked again"
@@ -319,7 +299,9 @@ def test_second_producer_answers_when_the_sender_died(cluster_factory: Any, name
             await sender.start()
             result = await sender.send_message_in_transaction(tx_message(env.topic))
             await sender.shutdown()
-            await await_until(lambda: _count(env, 1), "the message committed by the surviving producer")
+            await async_wait_until(
+                lambda: _count(env, 1), WAIT_S, POLL_S, what="the message committed by the surviving producer"
+            )
             assert [m.msg_id for m in await env.visible()] == [result.msg_id]
             assert first.checked == []
             assert [m.msg_id for m in second.checked] == [result.msg_id]
@@ -342,7 +324,7 @@ def test_check_max_moves_the_message_to_the_max_time_topic(cluster_factory: Any,
             async def parked() -> bool:
                 return any(m.msg_id == result.msg_id for m in await env.queue(MAX_TIME_TOPIC))
 
-            await await_until(parked, f"the message in {MAX_TIME_TOPIC}")
+            await async_wait_until(parked, WAIT_S, POLL_S, what=f"the message in {MAX_TIME_TOPIC}")
             await asyncio.sleep(QUIET_S)
             assert len(listener.checked) == 2
             (kept,) = await env.queue(MAX_TIME_TOPIC)
@@ -423,7 +405,7 @@ def test_bad_end_transaction_answers_clearly_and_changes_nothing(cluster_factory
             assert len(await env.visible()) == visible_before == 1
 
             assert (await raw.end(address, end_fields(pending, env.group, 8))).code == ResponseCode.SUCCESS
-            await await_until(lambda: _count(env, 2), "the committed message")
+            await async_wait_until(lambda: _count(env, 2), WAIT_S, POLL_S, what="the committed message")
             ops_after_commit = len(await env.queue(OP_TOPIC))
             for action in (8, 12):
                 response = await raw.end(address, end_fields(pending, env.group, action))
@@ -458,7 +440,7 @@ def test_half_message_with_a_delay_level_does_not_loop(cluster_factory: Any, nam
             assert await env.visible() == []
             started = time.monotonic()
             own = await answering.send_message_in_transaction(tx_message(env.topic, 2, delay_time_level=3))
-            await await_until(lambda: _count(env, 2), "both messages committed")
+            await async_wait_until(lambda: _count(env, 2), WAIT_S, POLL_S, what="both messages committed")
             assert time.monotonic() - started < 8.0, "the delay level was applied (10 s)"
             await asyncio.sleep(QUIET_S)
             delivered = await env.visible()
@@ -527,15 +509,15 @@ def test_broker_restart_with_pending_transactions(
             for index in range(3):
                 message = Message(topic, f"{kind}-{index}".encode(), keys=f"{kind}{index}")
                 producer.send_message_in_transaction(message, kind)
-        wait_until(lambda: sum(visible().values()) == 3, "the 3 committed messages")
-        wait_until(lambda: len(set(listener.checked)) == 3, "checks of the 3 UNKNOW transactions")
+        wait_until(lambda: sum(visible().values()) == 3, WAIT_S, POLL_S, what="the 3 committed messages")
+        wait_until(lambda: len(set(listener.checked)) == 3, WAIT_S, POLL_S, what="checks of the 3 UNKNOW transactions")
 
         cluster.stop("broker", stop_signal)
         cluster.start_broker(conf)
-        wait_until(lambda: topic in admin.topic_list(), "the topic routed after the restart")
+        wait_until(lambda: topic in admin.topic_list(), WAIT_S, POLL_S, what="the topic routed after the restart")
         listener.allow_checks.set()
         expected = Counter({f"{kind}{i}": 1 for kind in ("commit", "unknown") for i in range(3)})
-        wait_until(lambda: visible() == expected, "the 3 UNKNOW transactions committed by checks")
+        wait_until(lambda: visible() == expected, WAIT_S, POLL_S, what="the 3 UNKNOW transactions committed by checks")
         time.sleep(QUIET_S)
         assert visible() == expected, "a transaction was lost or committed twice"
         assert {key for key in listener.checked if not key.startswith("unknown")} == set()
