@@ -28,6 +28,6 @@ def cluster_body() -> dict[str, Any]:
     return body
 
 
-# The StoreAnalysis scheduler's timer period is read when analysis_handlers is imported; the KMock
-# tests (test_analysis_handlers.py) move an injected clock and need ticks well under a second.
+# The StoreAnalysis scheduler's timer period is read when analysis.handlers is imported; the KMock
+# tests (analysis/test_handlers.py) move an injected clock and need ticks well under a second.
 os.environ.setdefault("SHOAL_ANALYSIS_TICK_S", "0.2")

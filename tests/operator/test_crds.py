@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from shoal.operator.analysis_spec import ANALYSIS_CEL_MESSAGES, OPERATOR_OWNED_SPARK_CONF_PREFIXES
+from shoal.operator.analysis.spec import ANALYSIS_CEL_MESSAGES, OPERATOR_OWNED_SPARK_CONF_PREFIXES
 from shoal.operator.spec import CEL_MESSAGES, OPERATOR_OWNED_CONFIG_KEYS, RESERVED_TOPIC_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_crd_conventions(crd_file: str) -> None:
 
 @pytest.mark.parametrize("crd_file", CRD_FILES)
 def test_cel_messages_are_the_ones_the_operator_repeats(crd_file: str) -> None:
-    """Every CEL rule's message is in spec.CEL_MESSAGES (analysis_spec's for StoreAnalysis), so the
+    """Every CEL rule's message is in spec.CEL_MESSAGES (analysis.spec's for StoreAnalysis), so the
     Python checks say the same."""
     messages = ANALYSIS_CEL_MESSAGES if crd_file == "storeanalysis.yaml" else CEL_MESSAGES
     for rule in _cel_rules(crd_file):
@@ -156,7 +156,7 @@ def test_bad_topic_specs_are_rejected_by_the_schema(key: str, value: Any) -> Non
 
 
 def test_owned_spark_conf_matches_the_cel_rule() -> None:
-    """The CEL rule on spark.sparkConf names every key and prefix analysis_spec refuses."""
+    """The CEL rule on spark.sparkConf names every key and prefix analysis.spec refuses."""
     (rule,) = [
         r["rule"] for r in _cel_rules("storeanalysis.yaml") if r["message"] == ANALYSIS_CEL_MESSAGES["owned_spark_conf"]
     ]

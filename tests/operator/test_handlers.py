@@ -372,7 +372,7 @@ ANALYSIS_GRANTS = {
     ("batch", "jobs", "list"),
     ("batch", "jobs", "delete"),
 }
-"""Grants only the StoreAnalysis scheduler uses; test_analysis_handlers.py checks it uses each."""
+"""Grants only the StoreAnalysis scheduler uses; analysis/test_handlers.py checks it uses each."""
 
 UNSEEN_GRANTS = {
     ("", "namespaces", "get"),

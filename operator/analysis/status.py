@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.operator import limits
-from shoal.operator.analysis_manifests import ANNOTATION_NODE, ANNOTATION_SCHEDULED_TIME, LABEL_RUN, LABEL_TARGET
+from shoal.operator.analysis.manifests import ANNOTATION_NODE, ANNOTATION_SCHEDULED_TIME, LABEL_RUN, LABEL_TARGET
 from shoal.operator.status import condition
 
 FINISHED_PHASES = ("Succeeded", "Failed", "DeadlineExceeded")

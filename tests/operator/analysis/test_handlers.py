@@ -24,7 +24,8 @@ import kopf
 import kubernetes
 import pytest
 
-from shoal.operator import analysis_handlers, kube, manifests
+from shoal.operator import kube, manifests
+from shoal.operator.analysis import handlers as analysis_handlers
 from shoal.operator.spec import broker_spec_from
 from tests.operator.conftest import REPO_ROOT, load_yaml
 from tests.operator.test_handlers import (

@@ -2,10 +2,10 @@
 
 One reconcile runs on create, update, resume and every ANALYSIS_TICK_S (a timer):
 
-1. parse the spec (analysis_spec.py; a bad schedule or time zone -> Ready=False InvalidSchedule /
+1. parse the spec (spec.py; a bad schedule or time zone -> Ready=False InvalidSchedule /
    InvalidTimeZone and kopf.PermanentError from the event handlers);
 2. read the cluster (Broker) and the analysis' Jobs; runs are observed from Jobs only
-   (analysis_status.observe_runs), so nothing is lost when the operator restarts;
+   (status.observe_runs), so nothing is lost when the operator restarts;
 3. plan with the injected clock (schedule.plan): a due run, a Skipped one (starting deadline),
    the next time, recomputed when the schedule or time zone changes;
 4. launch a due run, or the `shoal.io/run-now` one, by its deterministic name after the
@@ -29,10 +29,11 @@ from typing import Any
 
 import kopf
 
-from shoal.operator import analysis_manifests, kube, limits, manifests, schedule
-from shoal.operator.analysis_manifests import LABEL_ANALYSIS, LABEL_RUN, LABEL_SUMMARY, LABEL_TARGET
-from shoal.operator.analysis_spec import AnalysisSpec, analysis_spec_from
-from shoal.operator.analysis_status import (
+from shoal.operator import kube, limits, manifests, schedule
+from shoal.operator.analysis import manifests as analysis_manifests
+from shoal.operator.analysis.manifests import LABEL_ANALYSIS, LABEL_RUN, LABEL_SUMMARY, LABEL_TARGET
+from shoal.operator.analysis.spec import AnalysisSpec, analysis_spec_from
+from shoal.operator.analysis.status import (
     Health,
     RunFacts,
     analysis_status,

@@ -15,9 +15,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from shoal.operator import analysis_manifests, analysis_status
-from shoal.operator.analysis_manifests import Target, UnresolvedTargetError, resolve_targets
-from shoal.operator.analysis_spec import AnalysisSpec, analysis_spec_from
+from shoal.operator.analysis import manifests as analysis_manifests
+from shoal.operator.analysis import status as analysis_status
+from shoal.operator.analysis.manifests import Target, UnresolvedTargetError, resolve_targets
+from shoal.operator.analysis.spec import AnalysisSpec, analysis_spec_from
 from shoal.operator.errors import InvalidSpecError
 from shoal.operator.spec import BrokerSpec, broker_spec_from
 from tests.operator.conftest import REPO_ROOT, load_yaml

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.operator import manifests
-from shoal.operator.analysis_spec import AnalysisSpec
+from shoal.operator.analysis.spec import AnalysisSpec
 from shoal.operator.spec import BrokerSpec
 
 Object = dict[str, Any]
