@@ -2,39 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import mmap
 import os
-import shutil
 import subprocess
 import sys
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from shoal.formats.java_hash import java_string_hash
+from shoal.formats.message_id import decode_offset_msg_id
+from shoal.formats.properties import decode_properties
+from shoal.formats.record import decode_header
+from shoal.formats.sysflag import TransactionType
 from shoal.store import (
     BatchEntry,
-    FlushDiskType,
     GetMessageStatus,
     MessageStore,
     MessageToStore,
-    PutResult,
     PutStatus,
     StoreLockedError,
-    StoreSettings,
 )
-from shoal.store.java_hash import java_string_hash
-from shoal.store.properties import decode_properties, encode_properties
-from shoal.store.record import decode_header, decode_message_id
-from shoal.store.sysflag import TransactionType
+from tests.store.conftest import SettingsFactory, WaitUntil, body_of, open_store, props, put, settle
 
-WaitUntil = Callable[..., None]
-SettingsFactory = Callable[..., StoreSettings]
 START_MS = 1_700_000_000_000
 
 
@@ -51,46 +44,9 @@ class FakeClock:
         return time.monotonic()
 
 
-def props(**values: str) -> bytes:
-    return encode_properties(values)
-
-
-def put(store: MessageStore, topic: str, queue_id: int, body: bytes, **properties: str) -> PutResult:
-    result = store.put_message(MessageToStore(topic, queue_id, body, props(**properties)))
-    assert result.status is PutStatus.PUT_OK, result
-    assert result.append is not None
-    return result
-
-
-def settle(store: MessageStore) -> None:
-    """Dispatch whatever is readable now, so ConsumeQueues and the index are current."""
-    store.dispatch_now()
-    assert store.dispatcher.behind_bytes == 0
-
-
-def body_of(view: memoryview) -> bytes:
-    header = decode_header(view, 0)
-    return bytes(view[header.body_position : header.body_position + header.body_length])
-
-
 def properties_of(view: memoryview) -> dict[str, str]:
     header = decode_header(view, 0)
     return decode_properties(view[header.properties_position : header.properties_position + header.properties_length])
-
-
-def open_store(settings: StoreSettings, **kwargs: object) -> MessageStore:
-    store = MessageStore(settings, **kwargs)  # type: ignore[arg-type]
-    store.open()
-    store.start()
-    return store
-
-
-@pytest.fixture
-def sync_store(tmp_path: Path, small_settings: SettingsFactory) -> Iterator[MessageStore]:
-    """An open SYNC_FLUSH store on small segments."""
-    store = open_store(small_settings(tmp_path / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
-    yield store
-    store.shutdown()
 
 
 # --- put / get ---
@@ -162,7 +118,7 @@ def test_batch_put_gets_consecutive_offsets_one_segment_and_a_message_id_per_rec
     assert got.queue_offsets == [1, 2, 3, 4, 5]
     assert {offset // segment for offset in got.commitlog_offsets} == {1}
     ids = result.message_ids()
-    assert [decode_message_id(i)[2] for i in ids] == got.commitlog_offsets
+    assert [decode_offset_msg_id(i)[1] for i in ids] == got.commitlog_offsets
     for index, view in enumerate(got.messages):
         header = decode_header(view, 0)
         assert header.flag == index
@@ -386,8 +342,8 @@ def test_message_at_returns_the_record_named_by_its_offset_message_id(store: Mes
     results = [put(store, "ById", 0, b"body-%d" % i, KEYS=f"id{i}") for i in range(3)]
     for index, result in enumerate(results):
         (msg_id,) = result.message_ids()
-        address, port, offset = decode_message_id(msg_id)
-        assert (address, port) == ("127.0.0.1", 10911)
+        host, offset = decode_offset_msg_id(msg_id)
+        assert host == "127.0.0.1:10911"
         assert offset == result.append.wrote_offset  # type: ignore[union-attr]
         found = store.message_at(offset)
         assert found is not None
@@ -478,235 +434,7 @@ def test_writes_are_refused_after_shutdown(tmp_path: Path, small_settings: Setti
     assert "shut" in batch.remark
 
 
-# --- flushing ---
-
-
-def test_sync_flush_put_returns_only_once_its_record_is_flushed(sync_store: MessageStore) -> None:
-    """Goal: a SYNC_FLUSH put returns once flushed past its record. Method: 4 threads check every put."""
-    failures: list[str] = []
-
-    def producer(thread_index: int) -> None:
-        for i in range(40):
-            result = sync_store.put_message(MessageToStore("Sync", thread_index, os.urandom(200 + i)))
-            if result.status is not PutStatus.PUT_OK or result.append is None:
-                failures.append(f"status {result.status}")
-                continue
-            flushed = sync_store.flusher.flushed_offset
-            if flushed < result.append.next_offset:
-                failures.append(f"flushed {flushed} < record end {result.append.next_offset}")
-
-    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
-    assert failures == []
-
-
-@pytest.fixture
-def gated_flush(sync_store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Hold every CommitLog flush of `sync_store` until the returned event is set."""
-    gate = threading.Event()
-    queue = sync_store.commitlog.queue
-    original = queue.flush
-
-    def held_flush(least_pages: int) -> bool:
-        gate.wait(10)
-        return original(least_pages)
-
-    monkeypatch.setattr(queue, "flush", held_flush)
-    yield gate
-    gate.set()
-
-
-def test_sync_flush_with_wait_false_returns_before_the_flush(
-    sync_store: MessageStore, gated_flush: threading.Event, wait_until: WaitUntil
-) -> None:
-    """Goal: SYNC_FLUSH with WAIT=false answers before fdatasync. Method: hold the flush, put, release."""
-    started = time.monotonic()
-    result = sync_store.put_message(MessageToStore("NoWait", 0, b"quick", wait_store_msg_ok=False))
-    assert result.status is PutStatus.PUT_OK and result.append is not None
-    assert time.monotonic() - started < 5
-    assert sync_store.flusher.flushed_offset < result.append.next_offset
-    gated_flush.set()
-    end = result.append.next_offset
-    wait_until(lambda: sync_store.flusher.flushed_offset >= end, 5)
-
-
-def test_sync_flush_answers_flush_disk_timeout_when_the_disk_is_slow(
-    tmp_path: Path, small_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch, wait_until: WaitUntil
-) -> None:
-    """Goal: a flush slower than syncFlushTimeout is FLUSH_DISK_TIMEOUT, yet stored. Method: hold the flush."""
-    settings = small_settings(tmp_path / "store", flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=200)
-    store = open_store(settings)
-    gate = threading.Event()
-    original = store.commitlog.queue.flush
-
-    def held_flush(least_pages: int) -> bool:
-        gate.wait(10)
-        return original(least_pages)
-
-    monkeypatch.setattr(store.commitlog.queue, "flush", held_flush)
-    try:
-        result = store.put_message(MessageToStore("Slow", 0, b"late"))
-        assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
-        assert result.status.stored and result.append is not None
-        gate.set()
-        end = result.append.next_offset
-        wait_until(lambda: store.flusher.flushed_offset >= end, 5)
-        settle(store)
-        got = store.get_messages("Slow", 0, 0, 1)
-        assert got.status is GetMessageStatus.FOUND
-        got.release()
-    finally:
-        gate.set()
-        store.shutdown()
-
-
-def test_put_message_async_group_commits_many_concurrent_puts(sync_store: MessageStore) -> None:
-    """Goal: 400 concurrent asyncio puts are PUT_OK after few fdatasyncs. Method: gather put_message_async."""
-    count = 400
-    flushes_before = sync_store.flusher.flush_count
-
-    async def main() -> list[PutResult]:
-        return await asyncio.gather(
-            *(sync_store.put_message_async(MessageToStore("Async", i % 4, b"a%d" % i)) for i in range(count))
-        )
-
-    results = asyncio.run(main())
-    assert all(r.status is PutStatus.PUT_OK for r in results)
-    ends = [r.append.next_offset for r in results if r.append is not None]
-    assert len(ends) == count
-    assert sync_store.flusher.flushed_offset >= max(ends)
-    flushes = sync_store.flusher.flush_count - flushes_before
-    assert 1 <= flushes <= count // 10
-    settle(sync_store)
-    assert sum(sync_store.max_offset_in_queue("Async", q) for q in range(4)) == count
-
-
-def test_store_keeps_accepting_writes_after_an_asyncio_loop_that_used_it_closes(
-    sync_store: MessageStore,
-) -> None:
-    """Goal: puts work after an asyncio loop that awaited puts is closed. Method: asyncio.run twice."""
-
-    async def one() -> PutResult:
-        return await sync_store.put_message_async(MessageToStore("Loops", 0, b"first"))
-
-    assert asyncio.run(one()).status is PutStatus.PUT_OK
-    for i in range(3):
-        result = sync_store.put_message(MessageToStore("Loops", 0, b"after-%d" % i))
-        assert result.status is PutStatus.PUT_OK, result.remark
-    assert asyncio.run(one()).status is PutStatus.PUT_OK
-    assert sync_store.flusher.failure is None
-
-
-def test_async_flush_service_flushes_within_its_interval(
-    tmp_path: Path, small_settings: SettingsFactory, wait_until: WaitUntil
-) -> None:
-    """Goal: ASYNC_FLUSH data is flushed by the service in its interval. Method: 20 ms interval, wait."""
-    settings = small_settings(tmp_path / "store", flush_interval_ms=20, flush_least_pages=0)
-    store = open_store(settings)
-    try:
-        flush_count = store.flusher.flush_count
-        result = put(store, "AsyncFlush", 0, b"z" * 100)
-        started = time.monotonic()
-        wait_until(lambda: store.flusher.flushed_offset >= result.append.next_offset, 2)  # type: ignore[union-attr]
-        assert time.monotonic() - started < 2
-        assert store.flusher.flush_count > flush_count
-        assert store.checkpoint.physic_msg_timestamp == result.append.store_timestamp  # type: ignore[union-attr]
-    finally:
-        store.shutdown()
-
-
-def test_transient_store_pool_data_is_readable_after_commit_and_survives_reopen(
-    tmp_path: Path, small_settings: SettingsFactory, wait_until: WaitUntil, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Goal: pool data is readable only after commit, survives reopen. Method: hold commit, 8 segments."""
-    settings = small_settings(
-        tmp_path / "store", transient_store_pool_enable=True, commit_interval_ms=10, commit_least_pages=0
-    )
-    store = open_store(settings)
-    gate = threading.Event()
-    original_commit = store.commitlog.queue.commit
-
-    def held_commit(least_pages: int) -> bool:
-        gate.wait(10)
-        return original_commit(least_pages)
-
-    monkeypatch.setattr(store.commitlog.queue, "commit", held_commit)
-    bodies = [os.urandom(900 + i) for i in range(8 * 64)]  # ~8 segments; the pool holds 5
-    try:
-        assert store.pool is not None and store.committer is not None
-        first = put(store, "Pool", 0, bodies[0], KEYS="pool0")
-        assert store.commitlog.max_offset == 0  # written to the buffer, not yet committed
-        assert store.message_at(first.append.wrote_offset) is None  # type: ignore[union-attr]
-        gate.set()
-        wait_until(lambda: store.message_at(first.append.wrote_offset) is not None, 5)  # type: ignore[union-attr]
-        for index, body in enumerate(bodies[1:], start=1):
-            put(store, "Pool", index % 2, body, KEYS=f"pool{index}")
-        wait_until(lambda: store.commitlog.max_offset == store.commitlog.queue.max_wrote_offset, 5)
-        wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
-        assert _bodies_in(store, "Pool", 2) == bodies
-    finally:
-        gate.set()
-        store.shutdown()
-    reopened = open_store(settings)
-    try:
-        report = reopened.recovery_report
-        assert report is not None and report.lossless and report.last_exit_ok
-        assert _bodies_in(reopened, "Pool", 2) == bodies
-        assert [h.topic for h, _v in reopened.query_by_key("Pool", "pool300", 4)] == ["Pool"]
-    finally:
-        reopened.shutdown()
-
-
-def _bodies_in(store: MessageStore, topic: str, queue_count: int) -> list[bytes]:
-    """Every body of a topic in CommitLog order."""
-    found: list[tuple[int, bytes]] = []
-    for queue_id in range(queue_count):
-        offset = 0
-        while True:
-            got = store.get_messages(topic, queue_id, offset, 32)
-            if got.status is not GetMessageStatus.FOUND:
-                break
-            found.extend(zip(got.commitlog_offsets, (body_of(v) for v in got.messages), strict=True))
-            offset = got.next_begin_offset
-            got.release()
-    return [body for _offset, body in sorted(found)]
-
-
 # --- lifecycle ---
-
-
-def test_reopen_after_clean_shutdown_is_lossless_and_continues_offsets(
-    tmp_path: Path, small_settings: SettingsFactory
-) -> None:
-    """Goal: a clean reopen is lossless and continues all offsets. Method: write, shut down, reopen, write."""
-    settings = small_settings(tmp_path / "store")
-    store = open_store(settings)
-    assert settings.abort_path.exists()
-    for i in range(150):
-        put(store, "Reopen", i % 3, b"r" * 500, KEYS=f"r{i}")
-    end = store.commitlog.max_offset
-    store.shutdown()
-    assert not settings.abort_path.exists()
-    reopened = MessageStore(settings)
-    report = reopened.open()
-    reopened.start()
-    try:
-        assert report.last_exit_ok and report.lossless
-        assert (report.damage, report.commitlog_bytes_dropped, report.consume_queue_units_dropped) == ("", 0, 0)
-        assert report.recovered_end_offset == end
-        assert report.messages_redispatched == 0
-        assert [reopened.max_offset_in_queue("Reopen", q) for q in range(3)] == [50, 50, 50]
-        result = put(reopened, "Reopen", 1, b"next")
-        assert result.append.queue_offset == 50  # type: ignore[union-attr]
-        assert result.append.wrote_offset == end  # type: ignore[union-attr]
-        settle(reopened)
-        assert [h.queue_offset for h, _v in reopened.query_by_key("Reopen", "r149", 4)] == [49]
-    finally:
-        reopened.shutdown()
 
 
 def test_a_second_store_in_the_same_process_is_refused(store: MessageStore) -> None:
@@ -761,109 +489,3 @@ def test_a_second_store_on_a_locked_directory_raises_store_locked_error(
     reopened = MessageStore(small_settings(root))
     assert reopened.open().last_exit_ok
     reopened.shutdown()
-
-
-def test_dispatcher_rebuilds_consume_queues_and_index_from_a_foreign_commitlog(
-    tmp_path: Path, small_settings: SettingsFactory
-) -> None:
-    """Goal: a copied commitlog/ alone rebuilds identical CQs and index. Method: copy, open, compare."""
-    original_settings = small_settings(tmp_path / "original")
-    original = open_store(original_settings)
-    for i in range(600):  # several CommitLog segments, ConsumeQueue files and index files
-        topic, queue_id = f"Topic{i % 2}", (i // 2) % 2  # 4 queues of 150 messages each
-        put(original, topic, queue_id, os.urandom(i % 700), KEYS=f"key{i} shared{i % 7}", TAGS=f"t{i % 5}")
-    original.shutdown()
-    copy_settings = small_settings(tmp_path / "copy")
-    copy_settings.root_dir.mkdir()
-    shutil.copytree(original_settings.commitlog_dir, copy_settings.commitlog_dir)
-    copy = MessageStore(copy_settings)
-    report = copy.open()
-    try:
-        assert report.messages_redispatched == 600
-        assert _cq_files(copy_settings.consume_queue_dir) == _cq_files(original_settings.consume_queue_dir)
-        assert _index_entries(copy_settings.index_dir) == _index_entries(original_settings.index_dir)
-        assert len(_cq_files(copy_settings.consume_queue_dir)) == 4 * 3  # 150 units = 3 files each
-        assert len(list(copy_settings.index_dir.iterdir())) > 1
-        for i in (0, 299, 599):
-            found = copy.query_by_key(f"Topic{i % 2}", f"key{i}", 4)
-            assert [h.queue_offset for h, _v in found] == [i // 4]
-    finally:
-        copy.shutdown()
-
-
-def test_recovery_fills_a_consume_queue_copied_before_the_others(
-    tmp_path: Path, small_settings: SettingsFactory
-) -> None:
-    """Goal: a store copied file by file (one topic's ConsumeQueues older than another's and than
-    the CommitLog) recovers complete queues, not queues with a gap. Method: 600 messages over two
-    topics; Topic1's consumequeue/ is copied after 300 of them, the rest after all 600; on open the
-    dispatcher finds Topic1 behind, dispatches again from its end, and every CQ file equals the
-    original's."""
-    original_settings = small_settings(tmp_path / "original")
-    original = open_store(original_settings)
-    snapshot = tmp_path / "early-Topic1"
-    for i in range(600):
-        if i == 300:
-            settle(original)
-            shutil.copytree(original_settings.consume_queue_dir / "Topic1", snapshot)
-        put(original, f"Topic{i % 2}", (i // 2) % 2, os.urandom(i % 700), KEYS=f"key{i}")
-    original.shutdown()
-    copy_settings = small_settings(tmp_path / "copy")
-    copy_settings.root_dir.mkdir()
-    shutil.copytree(original_settings.commitlog_dir, copy_settings.commitlog_dir)
-    shutil.copytree(original_settings.consume_queue_dir, copy_settings.consume_queue_dir)
-    shutil.copytree(original_settings.index_dir, copy_settings.index_dir)
-    shutil.rmtree(copy_settings.consume_queue_dir / "Topic1")
-    shutil.copytree(snapshot, copy_settings.consume_queue_dir / "Topic1")
-    copy = MessageStore(copy_settings)
-    report = copy.open()
-    try:
-        assert 0 < report.messages_redispatched < 600, "only the lagging queue's stretch is dispatched again"
-        assert _cq_files(copy_settings.consume_queue_dir) == _cq_files(original_settings.consume_queue_dir)
-        assert [copy.max_offset_in_queue("Topic1", q) for q in (0, 1)] == [150, 150]
-        put(copy, "Topic1", 0, b"after the restore")
-        settle(copy)
-        assert copy.max_offset_in_queue("Topic1", 0) == 151
-    finally:
-        copy.shutdown()
-
-
-def _cq_files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def _index_entries(directory: Path) -> list[bytes]:
-    """Every index file's contents, oldest first (file names hold the creation time, so differ)."""
-    return [p.read_bytes() for p in sorted(directory.iterdir())]
-
-
-def test_sync_flush_slower_than_the_timeout_answers_flush_disk_timeout(tmp_path: Path) -> None:
-    """Goal: a group commit that outlasts syncFlushTimeout reports FLUSH_DISK_TIMEOUT, and the message
-    is still stored. Method: slow the real flush down by 50 ms with a 10 ms timeout, await a put."""
-    import asyncio
-    import time as time_module
-
-    from shoal.store import FlushDiskType, FlushSettings, MessageStore, MessageToStore, PutStatus, StoreSettings
-
-    settings = StoreSettings(
-        root_dir=tmp_path / "slow",
-        flush=FlushSettings(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=10),
-    )
-    store = MessageStore(settings)
-    store.open()
-    store.start()
-    real_flush = store.flusher.flush_to_end
-
-    def slow_flush(least_pages: int) -> bool:
-        time_module.sleep(0.05)  # a disk that takes 50 ms to sync
-        return real_flush(least_pages)
-
-    store.flusher.flush_to_end = slow_flush  # type: ignore[method-assign]
-    try:
-        result = asyncio.run(store.put_message_async(MessageToStore("SlowTopic", 0, b"late but durable")))
-        assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
-        assert result.append is not None
-        assert store.commitlog.queue.flushed_where >= result.append.next_offset
-    finally:
-        store.flusher.flush_to_end = real_flush  # type: ignore[method-assign]
-        store.shutdown()
