@@ -16,6 +16,7 @@ exit (status 0, broker `abort` marker removed), SIGKILLing on timeout.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import signal
 import subprocess
@@ -232,6 +233,31 @@ class ClusterPool:
         for name, cluster in self.clusters.items():
             problems.extend(f"{name}: {problem}\n{cluster.logs()}" for problem in cluster.stop())
         return problems
+
+
+# --- a tiny disk ---
+
+
+def run_command(*command: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a system command (mount, umount) without raising; its output captured."""
+    return subprocess.run(command, capture_output=True, timeout=30, check=False)
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
+    if os.geteuid() != 0:
+        pytest.skip(reason="a real full disk needs root to mount a 2 MiB tmpfs")
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    mounted = run_command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
+    if mounted.returncode != 0:
+        pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        if run_command("umount", str(mount_point)).returncode != 0:
+            run_command("umount", "-l", str(mount_point))
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import subprocess
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,27 +35,6 @@ from shoal.store.record import decode_header
 WaitUntil = Callable[..., None]
 TOPIC = "Full"
 REFUSING_S = 1.0  # how long the test keeps sending while the disk is full
-
-
-def _run(*command: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(command, capture_output=True, timeout=30, check=False)
-
-
-@pytest.fixture
-def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
-    if os.geteuid() != 0:
-        pytest.skip(reason="a real full disk needs root to mount a 2 MiB tmpfs")
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    mounted = _run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
-    if mounted.returncode != 0:
-        pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield mount_point
-    finally:
-        if _run("umount", str(mount_point)).returncode != 0:
-            _run("umount", "-l", str(mount_point))
 
 
 def fill(path: Path) -> None:

@@ -10,7 +10,6 @@ the background service itself is under test.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -34,6 +33,7 @@ from shoal.store import (
 )
 from shoal.store.properties import encode_properties
 from shoal.store.record import decode_header
+from tests.scenarios.conftest import run_command
 
 WaitUntil = Callable[..., None]
 SEGMENT_BYTES = 64 * 1024
@@ -291,27 +291,6 @@ def body_of(view: memoryview) -> bytes:
     return bytes(view[header.body_position : header.body_position + header.body_length])
 
 
-def _run(*command: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(command, capture_output=True, timeout=30, check=False)
-
-
-@pytest.fixture
-def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
-    if os.geteuid() != 0:
-        pytest.skip(reason="a real full disk needs root to mount a 2 MiB tmpfs")
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    mounted = _run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
-    if mounted.returncode != 0:
-        pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield mount_point
-    finally:
-        if _run("umount", str(mount_point)).returncode != 0:
-            _run("umount", "-l", str(mount_point))
-
-
 def test_a_really_full_disk_fails_the_put_and_keeps_acknowledged_messages(
     tiny_tmpfs: Path, wait_until: WaitUntil
 ) -> None:
@@ -335,7 +314,7 @@ def test_a_really_full_disk_fails_the_put_and_keeps_acknowledged_messages(
         assert result.status is PutStatus.CREATE_MAPPED_FILE_FAILED, result
         assert not result.status.stored and "No space left" in result.remark, result.remark
         assert not store.put_message(MessageToStore("Tiny", 0, b"still full")).status.stored
-        grown = _run("mount", "-o", "remount,size=4m", str(tiny_tmpfs))
+        grown = run_command("mount", "-o", "remount,size=4m", str(tiny_tmpfs))
         assert grown.returncode == 0, grown.stderr
         after = store.put_message(MessageToStore("Tiny", 0, b"space is back"))
         assert after.status is PutStatus.PUT_OK and after.append is not None, after
