@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shoal.client import Admin, Message, MQClientError, Producer, SendStatus
-from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.protocol import RequestCode
+from shoal.remoting import RemotingClient, RemotingError
 
 TOPIC = "BenchReplication"
 QUEUES = 8

@@ -37,7 +37,6 @@ from shoal.broker.topic_manager import TopicManager, validate_group_name
 from shoal.broker.transactions.checking import TransactionCheckService
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.broker.transactions.service import TransactionService
-from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -45,6 +44,7 @@ from shoal.protocol.headers import (
     UnregisterBrokerRequestHeader,
 )
 from shoal.protocol.route_bodies import RegisterBrokerBody, register_body_crc32
+from shoal.remoting import RemotingClient, RemotingError
 from shoal.store import MessageStore, RecoveryReport
 from shoal.store.dispatching import LoopDispatchDriver
 from shoal.store.metadata import (

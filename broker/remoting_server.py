@@ -1,9 +1,10 @@
 """Asyncio transport for the remoting protocol, server side (NameServer and Broker).
 
-Each connection decodes frames with `shoal.protocol.FrameDecoder` and hands requests to the
-processor registered for their code. Processors are plain functions that return the response
-(the fast path: no task per request) or an awaitable of it (sends that wait for a group commit,
-parked pulls), which then runs as a task, so responses may leave out of order as RocketMQ's do.
+Each connection is a `shoal.remoting.Connection` (frames decoded and responses matched to requests
+as on the client side) that hands requests to the processor registered for their code.
+Processors are plain functions that return the response (the fast path: no task per request) or
+an awaitable of it (sends that wait for a group commit, parked pulls), which then runs as a task,
+so responses may leave out of order as RocketMQ's do.
 
 Large responses (pulls) are written with `socket.sendmsg` straight from the CommitLog's
 memoryviews when the transport has nothing buffered, so record bytes are never copied.
@@ -21,8 +22,6 @@ from typing import cast
 
 from shoal.broker import limits
 from shoal.protocol import (
-    FrameDecoder,
-    FrameError,
     HeaderFieldError,
     ProtocolError,
     RemotingCommand,
@@ -32,6 +31,7 @@ from shoal.protocol import (
     encode_frame_with_body_parts,
     make_response,
 )
+from shoal.remoting import Connection
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +40,24 @@ Processor = Callable[["ServerConnection", RemotingCommand], Response | Awaitable
 ConnectionListener = Callable[["ServerConnection"], None]
 
 
-class ServerConnection(asyncio.Protocol):
+class ServerConnection(Connection):
+    """A connection a client opened: its requests go to the server's processors."""
+
     def __init__(self, server: RemotingServer) -> None:
+        super().__init__("")
         self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.decoder = FrameDecoder()
         self.peer_host = ""
         self.peer_port = 0
-        self.address = ""
         self.last_active_s = time.monotonic()
         self.partial_frame_since_s = 0.0
         """When the request frame still incomplete began to arrive; 0 when none is."""
         self._raw: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.pending_client_requests: dict[int, asyncio.Future[RemotingCommand]] = {}
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport = self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        super().connection_made(transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
@@ -75,40 +75,27 @@ class ServerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = self.last_active_s = time.monotonic()
-        try:
-            commands = self.decoder.feed(data)
-        except FrameError as error:
-            log.warning("closing %s: %s", self.address, error)
-            for command in error.decoded_before:
-                self._dispatch(command)
-            self.close()
+        commands = self.decode(data)
+        if commands is None:
             return
         if not self.decoder.buffered_bytes:
             self.partial_frame_since_s = 0.0
         elif commands or not self.partial_frame_since_s:
             self.partial_frame_since_s = now  # a new frame began in this chunk
         for command in commands:
-            self._dispatch(command)
+            self.receive(command)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
+        super().connection_lost(exc)
         if self._raw is not None:
             self._raw.detach()  # the fd belongs to the transport
             self._raw = None
         for task in list(self._tasks):
             task.cancel()
-        for future in self.pending_client_requests.values():
-            if not future.done():
-                future.cancel()
         self.server.forget(self)
 
     # --- requests ---
-    def _dispatch(self, command: RemotingCommand) -> None:
-        if command.is_response:
-            future = self.pending_client_requests.pop(command.opaque, None)
-            if future is not None and not future.done():
-                future.set_result(command)
-            return
+    def handle_request(self, command: RemotingCommand) -> None:
         try:
             result = self.server.process(self, command)
         except ProtocolError as error:
@@ -189,24 +176,6 @@ class ServerConnection(asyncio.Protocol):
             transport.write(_remainder(parts, sent))
             return
         transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
-
-    async def request(self, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        """A broker -> client request that expects an answer."""
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self.pending_client_requests[command.opaque] = future
-        try:
-            self.send(command)
-            return await asyncio.wait_for(future, timeout_s)
-        finally:
-            self.pending_client_requests.pop(command.opaque, None)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-    @property
-    def is_open(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
 
 
 def _remainder(parts: Sequence[bytes | memoryview], sent: int) -> bytes:

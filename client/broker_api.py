@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from shoal.client.errors import MQBrokerError
-from shoal.client.remoting import RemotingClient
+from shoal.client.transport import ClientRemoting
 from shoal.protocol import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -52,9 +52,9 @@ def protocol_failure(error: ProtocolError, address: str) -> MQBrokerError:
 
 
 class BrokerApi:
-    """Broker requests over a `RemotingClient`, each bounded by `timeout_s` unless told otherwise."""
+    """Broker requests over a `ClientRemoting`, each bounded by `timeout_s` unless told otherwise."""
 
-    def __init__(self, remoting: RemotingClient, timeout_s: float) -> None:
+    def __init__(self, remoting: ClientRemoting, timeout_s: float) -> None:
         self.remoting = remoting
         self.timeout_s = timeout_s
 

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from shoal.client.broker_api import BrokerApi
 from shoal.client.errors import MQBrokerError, RemotingError
 from shoal.client.message_id import local_ip
-from shoal.client.remoting import RemotingClient, RemotingConnection
 from shoal.client.route import NameServerClient, RouteTable, parse_namesrv_addresses
 from shoal.client.service import PeriodicService
 from shoal.client.settings import ClientSettings
+from shoal.client.transport import ClientRemoting
 from shoal.protocol import (
     HeartbeatData,
     NotifyConsumerIdsChangedRequestHeader,
@@ -30,6 +30,7 @@ from shoal.protocol import (
     make_response,
 )
 from shoal.protocol.errors import ProtocolError
+from shoal.remoting import RemotingConnection
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class ClientInstance:
     ) -> None:
         self.settings = settings
         self.client_id = make_client_id(settings, instance_name)
-        self.remoting = RemotingClient(handler=self._handle_request, connect_timeout_s=settings.connect_timeout_s)
+        self.remoting = ClientRemoting(handler=self._handle_request, connect_timeout_s=settings.connect_timeout_s)
         addresses = parse_namesrv_addresses(namesrv_addrs)
         self.namesrv = NameServerClient(addresses, self.remoting, settings.request_timeout_s)
         self.routes = RouteTable(self.namesrv, default_topic=default_topic, default_queue_nums=default_topic_queue_nums)

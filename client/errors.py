@@ -17,8 +17,8 @@
           +-- RemotingTimeoutError    no response within the timeout
 
 Errors are translated at one boundary: `broker_api` turns responses with an unexpected code into
-`MQBrokerError`; `remoting` turns socket trouble into `RemotingError`. Retrying policies (send
-retries, pull back-off) look at these types and at `MQBrokerError.code` only.
+`MQBrokerError`; `transport` turns `shoal.remoting`'s errors (socket trouble) into `RemotingError`.
+Retrying policies (send retries, pull back-off) look at these types and at `MQBrokerError.code` only.
 """
 
 from __future__ import annotations

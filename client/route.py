@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from shoal.client import limits
 from shoal.client.errors import MQBrokerError, NoRouteError, NoWritableQueueError, RemotingError
-from shoal.client.remoting import RemotingClient
+from shoal.client.transport import ClientRemoting
 from shoal.protocol import (
     BrokerData,
     GetRouteInfoRequestHeader,
@@ -130,7 +130,7 @@ class TopicPublishInfo:
 class NameServerClient:
     """Requests to the nameservers: one is used until it fails, then the next is tried."""
 
-    def __init__(self, addresses: Sequence[str], remoting: RemotingClient, timeout_s: float) -> None:
+    def __init__(self, addresses: Sequence[str], remoting: ClientRemoting, timeout_s: float) -> None:
         assert addresses, "at least one nameserver"
         self.addresses = tuple(addresses)
         self._remoting = remoting

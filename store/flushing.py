@@ -27,6 +27,7 @@ from shoal.store.clock import Clock
 from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.errors import PutStatus
 from shoal.store.mapped_file_queue import MappedFileQueue
+from shoal.store.offset_waiters import OffsetWaiters
 from shoal.store.service import ServiceThread
 from shoal.store.settings import FlushSettings
 
@@ -297,16 +298,16 @@ class InlineFlushWaiter:
 class AsyncFlushWaiter:
     """Await group commits from an asyncio loop: one future per waiting put, one thread hop per flush.
 
-    Appends happen in the loop thread in offset order, so waiters form a queue sorted by offset;
-    each flush releases a prefix of it. A timer completes overdue waiters with FLUSH_DISK_TIMEOUT.
+    Appends happen in the loop thread in offset order, so waiters form a queue sorted by offset
+    (`OffsetWaiters`); each flush releases a prefix of it. A timer completes overdue waiters with
+    FLUSH_DISK_TIMEOUT.
     """
 
     def __init__(self, flusher: CommitLogFlusher, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
         self.flusher = flusher
         self.loop = loop
         self.timeout_s = timeout_s
-        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutStatus]]] = collections.deque()
-        self._timer: asyncio.TimerHandle | None = None
+        self._waiters = OffsetWaiters(loop, timeout_s, PutStatus.FLUSH_DISK_TIMEOUT, before_expire=self._release)
         self._scheduled = False
         flusher.add_listener(self._on_flushed)
 
@@ -318,10 +319,8 @@ class AsyncFlushWaiter:
         if len(self._waiters) >= limits.FLUSH_WAITERS_MAX_COUNT:
             future.set_result(PutStatus.OS_PAGECACHE_BUSY)
             return future
-        self._waiters.append((offset, self.loop.time() + self.timeout_s, future))
+        self._waiters.add(offset, future)
         self.flusher.wakeup()
-        if self._timer is None:
-            self._timer = self.loop.call_later(self.timeout_s, self._expire)
         return future
 
     def _on_flushed(self, flushed_offset: int) -> None:
@@ -335,30 +334,7 @@ class AsyncFlushWaiter:
 
     def _release(self) -> None:
         self._scheduled = False
-        flushed = self.flusher.flushed_offset
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= flushed:
-            _offset, _deadline, future = waiters.popleft()
-            if not future.done():
-                future.set_result(PutStatus.PUT_OK)
-
-    def _expire(self) -> None:
-        self._timer = None
-        self._release()
-        now = self.loop.time()
-        waiters = self._waiters
-        while waiters and waiters[0][1] <= now:
-            _offset, _deadline, future = waiters.popleft()
-            if not future.done():
-                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
-        if waiters:
-            self._timer = self.loop.call_later(max(0.0, waiters[0][1] - now), self._expire)
+        self._waiters.release(self.flusher.flushed_offset)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        while self._waiters:
-            _offset, _deadline, future = self._waiters.popleft()
-            if not future.done():
-                future.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+        self._waiters.answer_all(PutStatus.FLUSH_DISK_TIMEOUT)

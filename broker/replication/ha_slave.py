@@ -31,7 +31,7 @@ from shoal.broker.replication.codec import (
 )
 from shoal.broker.replication.errors import HAProtocolError, OffsetMismatchError, StaleEpochError
 from shoal.broker.replication.settings import HASettings
-from shoal.client.remoting import split_address
+from shoal.remoting import split_address
 from shoal.store import FlushDiskType, MessageStore
 
 log = logging.getLogger(__name__)

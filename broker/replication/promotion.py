@@ -21,9 +21,9 @@ from shoal.broker.config import BrokerRole
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.replication import limits
 from shoal.broker.replication.errors import RESPONSE_CODE_OF_ERROR, ReplicationError
-from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.route_bodies import BrokerData, ClusterInfo
+from shoal.remoting import RemotingClient, RemotingError
 
 if TYPE_CHECKING:
     from shoal.broker.replication.service import ReplicationService

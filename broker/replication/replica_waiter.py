@@ -2,18 +2,19 @@
 
 Sends append in the loop thread in offset order, so waiters form a queue sorted by offset and
 every ack releases a prefix of it; a timer answers overdue waiters FLUSH_SLAVE_TIMEOUT (the
-message stays stored). This mirrors `shoal.store.flushing.AsyncFlushWaiter`, with acks from the
-HA connections (also on the loop) in place of flushes: no thread is involved.
+message stays stored). The queue is `shoal.store.offset_waiters.OffsetWaiters`, as for
+`shoal.store.flushing.AsyncFlushWaiter`, with acks from the HA connections (also on the loop) in
+place of flushes: no thread is involved.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Callable
 
 from shoal.broker.replication import limits
 from shoal.store import PutStatus
+from shoal.store.offset_waiters import OffsetWaiters
 
 
 class ReplicaWaiter:
@@ -24,14 +25,18 @@ class ReplicaWaiter:
         """slave_ok(offset): whether some slave can be expected to reach `offset` (connected, not far behind)."""
         self.acked_offset = 0
         """The highest offset any slave acknowledged (RocketMQ's push2SlaveMaxOffset)."""
-        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutStatus]]] = collections.deque()
-        self._timer: asyncio.TimerHandle | None = None
-        self.timeouts_total = 0
+        self._waiters = OffsetWaiters(loop, timeout_s, PutStatus.FLUSH_SLAVE_TIMEOUT)
+        self._refused_total = 0
         self.unavailable_total = 0
 
     @property
     def waiting_count(self) -> int:
         return len(self._waiters)
+
+    @property
+    def timeouts_total(self) -> int:
+        """Sends answered FLUSH_SLAVE_TIMEOUT: overdue, or refused while the waiters were full."""
+        return self._waiters.expired_total + self._refused_total
 
     def wait(self, offset: int) -> asyncio.Future[PutStatus]:
         """A future answering PUT_OK once a slave has every byte before `offset`; at once
@@ -45,12 +50,10 @@ class ReplicaWaiter:
             future.set_result(PutStatus.SLAVE_NOT_AVAILABLE)
             return future
         if len(self._waiters) >= limits.REPLICA_WAITERS_MAX_COUNT:
-            self.timeouts_total += 1
+            self._refused_total += 1
             future.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
             return future
-        self._waiters.append((offset, self.loop.time() + self.timeout_s, future))
-        if self._timer is None:
-            self._timer = self.loop.call_later(self.timeout_s, self._expire)
+        self._waiters.add(offset, future)
         return future
 
     def on_ack(self, offset: int) -> None:
@@ -58,33 +61,11 @@ class ReplicaWaiter:
         if offset <= self.acked_offset:
             return
         self.acked_offset = offset
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= offset:
-            _offset, _deadline, future = waiters.popleft()
-            if not future.done():
-                future.set_result(PutStatus.PUT_OK)
-
-    def _expire(self) -> None:
-        self._timer = None
-        now = self.loop.time()
-        waiters = self._waiters
-        while waiters and waiters[0][1] <= now:
-            _offset, _deadline, future = waiters.popleft()
-            if not future.done():
-                self.timeouts_total += 1
-                future.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
-        if waiters:
-            self._timer = self.loop.call_later(max(0.0, waiters[0][1] - now), self._expire)
+        self._waiters.release(offset)
 
     def fail_all(self, status: PutStatus) -> None:
         """Answer every waiter now (role change, shutdown): never leave a producer hanging."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        while self._waiters:
-            _offset, _deadline, future = self._waiters.popleft()
-            if not future.done():
-                future.set_result(status)
+        self._waiters.answer_all(status)
 
     def reset(self) -> None:
         """A new term as master: acks of an earlier term say nothing about this one."""

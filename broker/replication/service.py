@@ -38,9 +38,9 @@ from shoal.broker.replication.replica_waiter import ReplicaWaiter
 from shoal.broker.replication.settings import HASettings
 from shoal.broker.replication.slave_sync import MetadataSync
 from shoal.broker.replication.truncation import TruncationReport, rebuild_topic_queue_table, truncate_store
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, ShoalRequestCode, make_response
 from shoal.protocol.headers import RegisterBrokerResponseHeader
+from shoal.remoting import RemotingClient
 from shoal.store import PutResult, PutStatus
 from shoal.store.dispatching import DispatchRequest
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.replication import limits
-from shoal.client.remoting import RemotingClient, RemotingError
 from shoal.protocol import RequestCode, ResponseCode
+from shoal.remoting import RemotingClient, RemotingError
 from shoal.store.metadata import (
     DELAY_OFFSET_FILE_NAME,
     ConsumerOffsetTable,

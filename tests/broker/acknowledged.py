@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.headers import PullMessageRequestHeader
+from shoal.remoting import RemotingClient
 from shoal.store.record import RecordKind, check_record, message_id
 
 CONSUMABLE_TIMEOUT_S = 30.0

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RequestCode, ResponseCode
+from shoal.remoting import RemotingClient
 from tests.broker.test_remoting_server import seconds_until_closed
 from tests.conftest import Cluster, free_port
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RequestCode, ResponseCode, encode_frame_bytes, make_request
+from shoal.remoting import RemotingClient
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import (
     FrameDecoder,
     RemotingCommand,
@@ -22,6 +21,7 @@ from shoal.protocol import (
 )
 from shoal.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2
+from shoal.remoting import RemotingClient
 from shoal.store.batch import encode_batch_body
 from tests.broker.acknowledged import Acknowledged, assert_consumable, assert_store_verifies
 

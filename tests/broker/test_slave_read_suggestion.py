@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from shoal.remoting import RemotingClient
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from shoal.client.remoting import RemotingClient
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.protocol.bodies import ConsumerData, HeartbeatData, ProducerData
 from shoal.protocol.headers import SendMessageRequestHeaderV2
+from shoal.remoting import RemotingClient
 
 BAD_GROUPS = ("", " ", "bad group!", "g" * 121, "tab\there")
 GOOD_GROUP = "CID_good"

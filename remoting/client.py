@@ -1,9 +1,11 @@
-"""Asyncio transport for the remoting protocol, client side: connections, request/response by opaque.
+"""The client side of remoting connections: connections by address, requests and responses.
 
 `RemotingClient` keeps one connection per address (all traffic to a broker, long polls included,
 is multiplexed on it, as RocketMQ clients do), matches responses to requests by `opaque`, and
 hands requests that the server sends us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
-...) to a handler. Every wait is bounded by a timeout.
+...) to a handler. Every wait is bounded by a timeout. Used by `shoal.client` (which translates
+these errors into its own tree) and by the broker (registration with NameServers, slave sync,
+promotion).
 """
 
 from __future__ import annotations
@@ -13,82 +15,35 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import cast
+from typing import NoReturn
 
-from shoal.client.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
-from shoal.protocol import (
-    FrameDecoder,
-    FrameError,
-    RemotingCommand,
-    encode_frame,
-    make_request,
-)
+from shoal.protocol import RemotingCommand, make_request
+from shoal.remoting import limits
+from shoal.remoting.connection import Connection
+from shoal.remoting.errors import RemotingConnectError, RemotingError
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "RemotingClient",
-    "RemotingConnectError",
-    "RemotingConnection",
-    "RemotingError",
-    "RemotingTimeoutError",
-    "RequestHandler",
-    "split_address",
-]
-
-CONNECT_TIMEOUT_S = 3.0
-REQUEST_TIMEOUT_S = 3.0
-PENDING_REQUESTS_MAX_COUNT = 65_536  # per connection; beyond this a caller is refused at once
-_OPAQUE_MAX = 2**31 - 1
+__all__ = ["RemotingClient", "RemotingConnection", "RequestHandler", "split_address"]
 
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCommand | None]]
 
 
-class RemotingConnection(asyncio.Protocol):
-    """One TCP connection speaking the remoting protocol."""
+class RemotingConnection(Connection):
+    """A connection this side opened; requests from the server go to `handler` (one task each)."""
 
     def __init__(self, address: str, handler: RequestHandler | None) -> None:
-        self.address = address
+        super().__init__(address)
         self.handler = handler
-        self.transport: asyncio.Transport | None = None
-        self.decoder = FrameDecoder()
-        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.closed = asyncio.get_running_loop().create_future()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    # --- asyncio.Protocol ---
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            commands = self.decoder.feed(data)
-        except FrameError as error:
-            log.error("%s sent a malformed frame, closing: %s", self.address, error)
-            for command in error.decoded_before:
-                self._dispatch(command)
-            self.close()
-            return
-        for command in commands:
-            self._dispatch(command)
-
     def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-        failure = RemotingError(f"connection to {self.address} closed" + (f": {exc}" if exc else ""))
-        for future in self.pending.values():
-            if not future.done():
-                future.set_exception(failure)
-        self.pending.clear()
+        super().connection_lost(exc)
         if not self.closed.done():
             self.closed.set_result(None)
 
-    # --- traffic ---
-    def _dispatch(self, command: RemotingCommand) -> None:
-        if command.is_response:
-            future = self.pending.pop(command.opaque, None)
-            if future is not None and not future.done():
-                future.set_result(command)
-            return
+    def handle_request(self, command: RemotingCommand) -> None:
         if self.handler is None:
             return
         task = asyncio.get_running_loop().create_task(self._handle(command))
@@ -105,41 +60,6 @@ class RemotingConnection(asyncio.Protocol):
         if response is not None and not command.is_oneway:
             self.send(response)
 
-    def send(self, command: RemotingCommand) -> None:
-        if self.transport is None or self.transport.is_closing():
-            raise RemotingError(f"connection to {self.address} is closed")
-        self.transport.writelines(encode_frame(command))
-
-    async def request(self, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        if len(self.pending) >= PENDING_REQUESTS_MAX_COUNT:
-            raise RemotingError(f"{PENDING_REQUESTS_MAX_COUNT} requests already pending on {self.address}")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[RemotingCommand] = loop.create_future()
-        self.pending[command.opaque] = future
-        # One timer per request, cheaper than asyncio.wait_for (which adds a task wrapper).
-        timer = loop.call_later(timeout_s, _expire, future, self.address, command.code, timeout_s)
-        try:
-            self.send(command)
-            return await future
-        finally:
-            timer.cancel()
-            self.pending.pop(command.opaque, None)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-    @property
-    def is_open(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
-
-
-def _expire(future: asyncio.Future[RemotingCommand], address: str, code: int, timeout_s: float) -> None:
-    if not future.done():
-        future.set_exception(
-            RemotingTimeoutError(f"no response from {address} to request code {code} within {timeout_s:.1f} s")
-        )
-
 
 class RemotingClient:
     """Connections by address, created on first use and replaced when they close."""
@@ -148,7 +68,7 @@ class RemotingClient:
         self,
         *,
         handler: RequestHandler | None = None,
-        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        connect_timeout_s: float = limits.CONNECT_TIMEOUT_S,
     ) -> None:
         self.handler = handler
         self.connect_timeout_s = connect_timeout_s
@@ -157,7 +77,7 @@ class RemotingClient:
         self._opaque = itertools.count(1)
 
     def next_opaque(self) -> int:
-        return next(self._opaque) % _OPAQUE_MAX
+        return next(self._opaque) % limits.OPAQUE_MAX
 
     async def connection(self, address: str) -> RemotingConnection:
         existing = self._connections.get(address)
@@ -199,18 +119,31 @@ class RemotingClient:
         ext_fields: Mapping[str, str] | None = None,
         body: bytes | memoryview | None = None,
         *,
-        timeout_s: float = REQUEST_TIMEOUT_S,
+        timeout_s: float = limits.REQUEST_TIMEOUT_S,
     ) -> RemotingCommand:
         """Send a request and wait for its response."""
-        connection = await self.connection(address)
-        request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
-        return await connection.request(request, timeout_s)
+        try:
+            connection = await self.connection(address)
+            request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
+            return await connection.request(request, timeout_s)
+        except RemotingError as error:
+            self.failed(error)
 
     async def invoke_oneway(
         self, address: str, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes | None = None
     ) -> None:
-        connection = await self.connection(address)
-        connection.send(make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body, oneway=True))
+        try:
+            connection = await self.connection(address)
+            connection.send(
+                make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body, oneway=True)
+            )
+        except RemotingError as error:
+            self.failed(error)
+
+    def failed(self, error: RemotingError) -> NoReturn:
+        """How a failed `invoke` reaches its caller: `error` itself here; a subclass may translate it
+        into its own exception tree (shoal.client does, in one place)."""
+        raise error
 
     def close_connection(self, address: str) -> None:
         connection = self._connections.pop(address, None)

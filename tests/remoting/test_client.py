@@ -11,10 +11,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from shoal.client.client_instance import ClientInstance
-from shoal.client.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
-from shoal.client.remoting import RemotingClient, split_address
 from shoal.client.route import NameServerClient
 from shoal.client.settings import ClientSettings
+from shoal.client.transport import ClientRemoting
 from shoal.protocol import (
     FrameDecoder,
     RemotingCommand,
@@ -25,6 +24,8 @@ from shoal.protocol import (
     make_request,
     make_response,
 )
+from shoal.remoting import RemotingClient, RemotingConnectError, RemotingError, RemotingTimeoutError, split_address
+from tests.conftest import async_wait_until
 
 Handler = Callable[["FakeServer", RemotingCommand], Awaitable[None]]
 
@@ -192,7 +193,7 @@ def test_nameserver_failover_uses_the_next_address() -> None:
 
     async def run() -> None:
         async with FakeServer(answer_route) as server:
-            remoting = RemotingClient()
+            remoting = ClientRemoting()
             namesrv = NameServerClient([closed_port_address(), server.address], remoting, 1.0)
             namesrv._current = 0
             assert await namesrv.get_route("T") == route
@@ -210,16 +211,14 @@ def test_nameserver_topic_not_exist_is_no_route() -> None:
 
     async def run() -> None:
         async with FakeServer(not_found) as server:
-            remoting = RemotingClient()
+            remoting = ClientRemoting()
             assert await NameServerClient([server.address], remoting, 1.0).get_route("T") is None
             await remoting.close()
 
     asyncio.run(run())
 
 
-def test_server_requests_reach_the_client_instance(
-    async_wait_until: Callable[[Callable[[], bool], float], Awaitable[None]],
-) -> None:
+def test_server_requests_reach_the_client_instance() -> None:
     """Goal: broker->client requests: NOTIFY triggers the callback (no answer); unknown codes get 3.
 
     Method: the server pushes a oneway NOTIFY_CONSUMER_IDS_CHANGED and a request code 307 over the
@@ -241,7 +240,7 @@ def test_server_requests_reach_the_client_instance(
             instance = ClientInstance(server.address, ClientSettings())
             instance.on_consumer_ids_changed = notified.append
             await instance.remoting.invoke(server.address, 34)
-            await async_wait_until(lambda: bool(notified and answers), 5.0)
+            await async_wait_until(lambda: bool(notified and answers), 5.0, what="NOTIFY and the answer to 307")
             assert notified == ["cg"]
             assert len(answers) == 1
             assert answers[0].opaque == 501
@@ -264,3 +263,24 @@ def test_address_without_port_is_refused() -> None:
     """Goal: a clear error for a bad address. Method: split "localhost"."""
     with pytest.raises(ValueError, match="host:port"):
         split_address("localhost")
+
+
+def test_client_remoting_raises_the_clients_errors() -> None:
+    """Goal: shoal.client sees only its own tree. Method: ClientRemoting against a closed port and a
+    silent server; the errors are shoal.client's (MQClientError), with the remoting message kept."""
+    from shoal.client import errors
+
+    async def silent(server: FakeServer, request: RemotingCommand) -> None:
+        return
+
+    async def run() -> None:
+        remoting = ClientRemoting()
+        with pytest.raises(errors.RemotingConnectError, match="cannot connect") as refused:
+            await remoting.invoke(closed_port_address(), 10)
+        assert isinstance(refused.value, errors.MQClientError)
+        async with FakeServer(silent) as server:
+            with pytest.raises(errors.RemotingTimeoutError, match="within"):
+                await remoting.invoke(server.address, 11, timeout_s=0.05)
+        await remoting.close()
+
+    asyncio.run(run())
