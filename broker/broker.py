@@ -101,7 +101,8 @@ class BrokerController:
     async def start(self, *, host: str | None = None, port: int | None = None) -> None:
         config = self.config
         sock = socket.create_server(
-            (host or config.listen_host, config.listen_port if port is None else port), backlog=1024
+            (host or config.listen_host, config.listen_port if port is None else port),
+            backlog=limits.LISTEN_BACKLOG_MAX_COUNT,
         )
         sock.setblocking(False)
         self.port = int(sock.getsockname()[1])
@@ -362,7 +363,8 @@ class BrokerController:
     async def _registration_loop(self, *, first_delay: bool) -> None:
         """Register every registerNameServerPeriod; while a NameServer is unreachable, retry every
         few seconds so a broker started before its NameServer becomes visible quickly."""
-        period_s = min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
+        period_ms = self.config.register_name_server_period_ms
+        period_s = min(max(period_ms, limits.REGISTER_PERIOD_MIN_MS), limits.REGISTER_PERIOD_MAX_MS) / 1000
         if first_delay:
             missing = set(self.config.namesrv_addresses) - self.registered_namesrvs
             await asyncio.sleep(REGISTER_RETRY_S if missing else period_s)

@@ -14,8 +14,13 @@ LOCK_MAX_LIVE_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
 QUERY_MESSAGES_MAX_COUNT = 64  # maxMsgsNumBatch
 BROKER_REGISTER_TIMEOUT_S = 6.0  # registerBrokerTimeoutMills
 SEND_RESPONSE_TIMEOUT_S = 10.0  # max(syncFlushTimeout, slaveTimeout) + 5 s
+BORN_HOSTS_CACHED_MAX_COUNT = 100_000  # encoded client addresses the send processor keeps (cleared beyond)
+LISTEN_BACKLOG_MAX_COUNT = 1024  # connections the kernel queues before the broker accepts them
+REGISTER_PERIOD_MIN_MS = 10_000  # registerNameServerPeriod is clamped to 10 s ..
+REGISTER_PERIOD_MAX_MS = 60_000  # .. 60 s, as RocketMQ does
 
 assert GATHER_WRITE_MIN_BYTES < CONNECTION_WRITE_BUFFER_HIGH_BYTES
+assert 0 < REGISTER_PERIOD_MIN_MS < REGISTER_PERIOD_MAX_MS
 
 # --- connections of the remoting servers (Broker and NameServer) ---
 SERVER_CHANNEL_MAX_IDLE_DEFAULT_S = 120  # serverChannelMaxIdleTimeSeconds: no read or write this long closes

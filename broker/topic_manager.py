@@ -11,6 +11,7 @@ import logging
 import re
 from collections.abc import Callable
 
+from shoal.broker import limits
 from shoal.broker.config import BrokerConfig, parse_delay_levels
 from shoal.protocol import TopicFilterType
 from shoal.protocol.route_bodies import DataVersion as RouteDataVersion
@@ -106,7 +107,9 @@ class TopicManager:
         schedule_queues = max(SCHEDULE_LEVELS, len(parse_delay_levels(c.message_delay_level)))
         builtins = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_READ | PERM_WRITE),
-            TopicConfig(BENCHMARK_TOPIC, 1024, 1024, PERM_READ | PERM_WRITE),
+            TopicConfig(
+                BENCHMARK_TOPIC, limits.TOPIC_QUEUES_MAX_COUNT, limits.TOPIC_QUEUES_MAX_COUNT, PERM_READ | PERM_WRITE
+            ),
             TopicConfig(
                 c.broker_cluster_name, 16, 16, PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)
             ),

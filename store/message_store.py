@@ -361,7 +361,7 @@ class MessageStore:
         return self._await_flush_blocking(result, template.wait_store_msg_ok)
 
     def _await_flush_blocking(self, result: PutResult, wait: bool) -> PutResult:
-        if result.append is None or not self._sync_flush:
+        if result.append is None or not self.sync_flush:
             return result
         if not wait:
             self.flusher.wakeup()
@@ -376,7 +376,7 @@ class MessageStore:
         return await self.await_durable(result, message.wait_store_msg_ok)
 
     async def await_durable(self, result: PutResult, wait: bool = True) -> PutResult:
-        if result.append is None or not self._sync_flush:
+        if result.append is None or not self.sync_flush:
             return result
         if not wait:
             self.flusher.wakeup()
@@ -396,7 +396,9 @@ class MessageStore:
         return result
 
     @property
-    def _sync_flush(self) -> bool:
+    def sync_flush(self) -> bool:
+        """Whether puts are durable only once flushed (flushDiskType=SYNC_FLUSH): callers that
+        answer a put wait for `wait_for_flush` when this is true."""
         return self.settings.flush.flush_disk_type is FlushDiskType.SYNC_FLUSH
 
     @property

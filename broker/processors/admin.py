@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from shoal.broker import limits
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.topic_manager import is_system_topic, validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
@@ -141,8 +142,9 @@ class AdminProcessors:
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is conflict with system topic."
             )
-        if not (0 < header.read_queue_nums <= 1024 and 0 < header.write_queue_nums <= 1024):
-            return make_response(request, ResponseCode.SYSTEM_ERROR, "queue numbers must be within 1..1024")
+        queues_max = limits.TOPIC_QUEUES_MAX_COUNT
+        if not (0 < header.read_queue_nums <= queues_max and 0 < header.write_queue_nums <= queues_max):
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"queue numbers must be within 1..{queues_max}")
         if header.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {header.topic_filter_type!r}"

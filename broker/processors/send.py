@@ -14,6 +14,7 @@ import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from shoal.broker import limits
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import (
@@ -183,8 +184,7 @@ class SendProcessor:
         broker.metrics.sends(topic, result)
         if result.append is not None:
             broker.dispatch.schedule()
-        sync_flush = broker.store.settings.flush.flush_disk_type.value == "SYNC_FLUSH"
-        if result.append is not None and wait and (sync_flush or broker.replication.sync_master):
+        if result.append is not None and wait and (broker.store.sync_flush or broker.replication.sync_master):
             return self._respond_when_durable(request, result, queue_id)
         return self.response(request, result, queue_id)
 
@@ -318,7 +318,7 @@ class SendProcessor:
                 cached = encode_host(connection.peer_host, connection.peer_port)
             except ValueError:
                 cached = encode_host("127.0.0.1", 0)
-            if len(self._born_hosts) > 100_000:
+            if len(self._born_hosts) > limits.BORN_HOSTS_CACHED_MAX_COUNT:
                 self._born_hosts.clear()
             self._born_hosts[key] = cached
         return cached
