@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from shoal.broker.schedule import ScheduleMessageService, Timing, install_tags_code_hook
+from shoal.formats.properties import encode_properties
 from shoal.store import FlushSettings, MessageStore, MessageToStore, StoreSettings
 from shoal.store.dispatching import LoopDispatchDriver
-from shoal.store.properties import encode_properties
 
 BODY_BYTES = 128
 LEVELS_MS = (1, 2, 3, 4)

@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import RecordKind
 from shoal.store import BatchEntry, FlushDiskType, FlushSettings, MessageStore, MessageToStore, StoreSettings
 from shoal.store.inspection import iter_commitlog
-from shoal.store.properties import encode_properties
-from shoal.store.record import RecordKind
 
 BODY_BYTES = 1024
 BATCH_SIZE = 32

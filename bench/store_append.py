@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from shoal.formats.properties import encode_properties
 from shoal.store import (
     BatchEntry,
     FlushDiskType,
@@ -30,7 +31,6 @@ from shoal.store import (
     MessageToStore,
     StoreSettings,
 )
-from shoal.store.properties import encode_properties
 
 BODY_BYTES = 1024
 BODY_VARIANTS = 256  # distinct random bodies, reused round-robin (no compression anywhere, so reuse is fair)

@@ -33,10 +33,12 @@ from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicationService
 from shoal.broker.schedule import ScheduleMessageService, install_tags_code_hook
-from shoal.broker.topic_manager import TopicManager, validate_group_name
+from shoal.broker.topic_manager import TopicManager
 from shoal.broker.transactions.checking import TransactionCheckService
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.broker.transactions.service import TransactionService
+from shoal.formats.record import encode_host
+from shoal.formats.topics import validate_group_name
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -53,7 +55,6 @@ from shoal.store.metadata import (
     SubscriptionGroupTable,
     TopicConfigTable,
 )
-from shoal.store.record import encode_host
 
 log = logging.getLogger(__name__)
 

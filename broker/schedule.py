@@ -49,12 +49,8 @@ from shoal.broker.timer import (
     read_units,
     save_timer_progress,
 )
-from shoal.broker.topic_manager import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
-from shoal.store import MessageStore, MessageToStore, PutStatus, StoreError
-from shoal.store.consume_queue import BLANK_UNIT_SIZE_FIELD, ConsumeQueue
-from shoal.store.dispatching import Dispatcher, DispatchRequest, TagsCodeHook
-from shoal.store.metadata import DELAY_OFFSET_FILE_NAME, DelayOffsetTable
-from shoal.store.properties import (
+from shoal.formats.consume_queue_unit import BLANK_UNIT_SIZE_FIELD
+from shoal.formats.properties import (
     DELAY_TIME_LEVEL,
     REAL_QUEUE_ID,
     REAL_TOPIC,
@@ -62,7 +58,13 @@ from shoal.store.properties import (
     decode_properties,
     encode_properties,
 )
-from shoal.store.record import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordHeader, decode_header
+from shoal.formats.record import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordHeader, decode_header
+from shoal.formats.store_layout import DELAY_OFFSET_FILE_NAME
+from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
+from shoal.store import MessageStore, MessageToStore, PutStatus, StoreError
+from shoal.store.consume_queue import ConsumeQueue
+from shoal.store.dispatching import Dispatcher, DispatchRequest, TagsCodeHook
+from shoal.store.metadata import DelayOffsetTable
 
 log = logging.getLogger(__name__)
 

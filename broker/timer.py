@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shoal.store.consume_queue import UNIT, UNIT_SIZE, ConsumeQueue
+from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
+from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.metadata import read_json_file_tolerantly, write_json_file_safely
 
 log = logging.getLogger(__name__)

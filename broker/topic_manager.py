@@ -1,18 +1,26 @@
 """Topics of this broker: built-in topics, auto-creation from TBW102, retry/DLQ topics (spec §7.3).
 
 Wraps `shoal.store.metadata.TopicConfigTable` (config/topics.json) with RocketMQ's policies and
-the validation every topic name goes through.
+the validation every topic name goes through (names and rules: `shoal.formats.topics`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Callable
 
 from shoal.broker import limits
 from shoal.broker.config import BrokerConfig, parse_delay_levels
+from shoal.formats.topics import (
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TBW102,
+    TIMER_TOPIC,
+    validate_topic_name,
+)
 from shoal.protocol import TopicFilterType
 from shoal.protocol.route_bodies import DataVersion as RouteDataVersion
 from shoal.protocol.route_bodies import TopicConfig as RouteTopicConfig
@@ -21,77 +29,12 @@ from shoal.store.metadata import TopicConfig, TopicConfigTable
 
 log = logging.getLogger(__name__)
 
-TBW102 = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # RocketMQ 5's TimerMessageStore topic: messages with a delivery time
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SCHEDULE_LEVELS = 18
 
 PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
-
-TOPIC_NAME_MAX_LENGTH = 127
-GROUP_NAME_MAX_LENGTH = TOPIC_NAME_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
-"""120, RocketMQ 5's TopicValidator.GROUP_MAX_LENGTH: a consumer group's %RETRY% topic must fit."""
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TIMER_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-    }
-)
-
-
-def validate_topic_name(topic: str) -> str | None:
-    """None when `topic` is a valid name, else why not: RocketMQ 4.9.7's TopicValidator remarks
-    (a send answers them with SYSTEM_ERROR)."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not _VALID_TOPIC.match(topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_NAME_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None
-
-
-def validate_group_name(group: str) -> str | None:
-    """None when `group` may name a consumer group, else why not (RocketMQ 5's
-    TopicValidator.validateGroup, which 4.9.7 clients apply before sending)."""
-    if not group or not group.strip():
-        return "The specified group is blank."
-    shown = group[:GROUP_NAME_MAX_LENGTH]
-    if not _VALID_TOPIC.match(group):
-        return f"The specified group: {shown}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(group) > GROUP_NAME_MAX_LENGTH:
-        return f"The specified group: {shown}..., is longer than group max length: {GROUP_NAME_MAX_LENGTH}"
-    return None
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in NOT_ALLOWED_SEND_TOPICS or topic in (TBW102, BENCHMARK_TOPIC) or topic.startswith("rmq_sys_")
 
 
 class TopicManager:

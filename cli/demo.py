@@ -17,6 +17,8 @@ from pathlib import Path
 
 import click
 
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import decode_header
 from shoal.store import (
     CommitLogSettings,
     FlushDiskType,
@@ -25,8 +27,6 @@ from shoal.store import (
     MessageToStore,
     StoreSettings,
 )
-from shoal.store.properties import encode_properties
-from shoal.store.record import decode_header
 
 DEMO_TOPIC = "DemoTopic"
 DEMO_QUEUES = 4

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from shoal.formats.consume_queue_unit import UNIT_SIZE
 from shoal.store import limits
-from shoal.store.consume_queue import UNIT_SIZE
 from shoal.store.inspection import (
     consume_queue_dirs,
     describe_record,

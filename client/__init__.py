@@ -31,14 +31,6 @@ from shoal.client.errors import (
     UnsupportedCompressionError,
 )
 from shoal.client.message import Message, MessageExt, decode_messages, encode_batch, retry_topic
-from shoal.client.message_id import (
-    UniqueIdGenerator,
-    create_uniq_id,
-    decode_offset_msg_id,
-    offset_msg_id,
-    uniq_id_ip,
-    uniq_id_nearly_time_ms,
-)
 from shoal.client.producer import (
     MessageQueueSelector,
     Producer,
@@ -58,6 +50,14 @@ from shoal.client.transaction_producer import (
     TransactionListener,
     TransactionProducer,
     TransactionSendResult,
+)
+from shoal.formats.message_id import (
+    UniqueIdGenerator,
+    create_uniq_id,
+    decode_offset_msg_id,
+    offset_msg_id,
+    uniq_id_ip,
+    uniq_id_nearly_time_ms,
 )
 from shoal.protocol import ConsumeFromWhere, MessageModel, MessageQueue
 

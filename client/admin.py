@@ -27,12 +27,13 @@ from shoal.client.message import (
     decode_messages,
     retry_topic,
 )
-from shoal.client.message_id import decode_offset_msg_id, uniq_id_nearly_time_ms, wall_clock_ms
 from shoal.client.producer import Producer, SendResult
 from shoal.client.pull import PullStatus, pull_request_fields, pull_result_of
 from shoal.client.route import master_address
 from shoal.client.settings import ClientSettings
 from shoal.client.subscription import Subscription
+from shoal.formats.limits import LONG_MAX
+from shoal.formats.message_id import decode_offset_msg_id, uniq_id_nearly_time_ms, wall_clock_ms
 from shoal.protocol import (
     ClusterInfo,
     ConsumerOffsetSerializeWrapper,
@@ -61,7 +62,6 @@ from shoal.protocol import (
 )
 from shoal.protocol.errors import ProtocolError
 from shoal.protocol.json_compat import ObjectReader, loads, map_key_to_str
-from shoal.protocol.limits import LONG_MAX
 
 _UNIQ_QUERY_MARGIN_MS = 24 * 3600 * 1000  # the UNIQ_KEY's time is local-time based: allow any zone
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: built into every broker

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from shoal.client.broker_api import BrokerApi
 from shoal.client.errors import MQBrokerError, RemotingError
-from shoal.client.message_id import local_ip
 from shoal.client.route import NameServerClient, RouteTable, parse_namesrv_addresses
 from shoal.client.service import PeriodicService
 from shoal.client.settings import ClientSettings
 from shoal.client.transport import ClientRemoting
+from shoal.formats.message_id import local_ip
 from shoal.protocol import (
     HeartbeatData,
     NotifyConsumerIdsChangedRequestHeader,

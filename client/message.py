@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from shoal.client import limits
 from shoal.client.errors import InvalidMessageError, MessageDecodeError, UnsupportedCompressionError
-from shoal.client.message_id import format_host, offset_msg_id
+from shoal.formats.message_id import format_host, offset_msg_id
 
 # --- property keys (MessageConst, spec §1.7) ---
 PROPERTY_KEYS = "KEYS"

@@ -23,9 +23,10 @@ from typing import Protocol
 from shoal.client.broker_api import BrokerApi
 from shoal.client.errors import MQBrokerError, NoRouteError, RemotingError
 from shoal.client.route import RouteTable
+from shoal.formats.json_compat import JsonKey, JsonValue, dumps_fastjson
 from shoal.protocol import MessageQueue
 from shoal.protocol.errors import ProtocolError
-from shoal.protocol.json_compat import JsonKey, JsonValue, ObjectReader, coerce_int, dumps_fastjson, loads
+from shoal.protocol.json_compat import ObjectReader, coerce_int, loads
 
 log = logging.getLogger(__name__)
 

@@ -50,10 +50,10 @@ from shoal.client.message import (
     encode_properties,
     encode_wire_properties,
 )
-from shoal.client.message_id import create_uniq_id, wall_clock_ms
 from shoal.client.route import TopicPublishInfo
 from shoal.client.settings import ClientSettings, ProducerSettings
 from shoal.client.subscription import java_string_hash
+from shoal.formats.message_id import create_uniq_id, wall_clock_ms
 from shoal.protocol import (
     HeartbeatData,
     MessageQueue,

@@ -14,11 +14,11 @@ from shoal.client import limits
 from shoal.client.client_instance import ClientInstance
 from shoal.client.errors import ClientStateError, NoRouteError
 from shoal.client.message import check_group
-from shoal.client.message_id import wall_clock_ms
 from shoal.client.pull import PullResult, pull_request_fields, pull_result_of
 from shoal.client.route import MASTER_ID
 from shoal.client.settings import ClientSettings
 from shoal.client.subscription import Subscription
+from shoal.formats.message_id import wall_clock_ms
 from shoal.protocol import (
     ConsumeFromWhere,
     ConsumerData,

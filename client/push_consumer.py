@@ -35,7 +35,6 @@ from shoal.client.errors import (
     RemotingError,
 )
 from shoal.client.message import RETRY_GROUP_TOPIC_PREFIX, check_group, retry_topic
-from shoal.client.message_id import local_ip, wall_clock_ms
 from shoal.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -49,6 +48,7 @@ from shoal.client.route import MASTER_ID
 from shoal.client.service import PeriodicService
 from shoal.client.settings import ClientSettings, ConsumerSettings
 from shoal.client.subscription import Subscription
+from shoal.formats.message_id import local_ip, wall_clock_ms
 from shoal.protocol import (
     ConsumeFromWhere,
     ConsumerData,

@@ -43,9 +43,9 @@ from shoal.client.message import (
     MessageExt,
     decode_messages,
 )
-from shoal.client.message_id import create_uniq_id, decode_offset_msg_id
 from shoal.client.producer import Producer, SendResult, SendStatus, prepare_message
 from shoal.client.settings import ClientSettings, ProducerSettings
+from shoal.formats.message_id import create_uniq_id, decode_offset_msg_id
 from shoal.protocol import MessageQueue, RemotingCommand, RequestCode
 from shoal.protocol.errors import ProtocolError
 from shoal.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader

@@ -1,12 +1,14 @@
 """shoal.protocol: a sans-I/O codec for RocketMQ remoting frames (bytes in, frames out).
 
-Layers, bottom up: `limits`, `codes`, `errors`; `command` (RemotingCommand); `json_compat`
-(tolerant JSON); `framing` (frames and both header encodings, FrameDecoder); `headers` (typed
-custom headers <-> extFields); `bodies`, `route_bodies` (JSON bodies). Nothing here opens a socket.
+Layers, bottom up: `limits`, `codes`, `errors`; `command` (RemotingCommand);
+`json_compat` (shoal.formats' tolerant JSON behind BodyFormatError, field readers); `framing`
+(frames and both header encodings, FrameDecoder); `headers` (typed custom headers <-> extFields);
+`bodies`, `route_bodies` (JSON bodies). Nothing here opens a socket.
 """
 
 from __future__ import annotations
 
+from shoal.formats.json_compat import ObjectKey
 from shoal.protocol.bodies import (
     ConsumerData,
     ConsumerOffsetSerializeWrapper,
@@ -114,9 +116,6 @@ from shoal.protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
     send_message_request_header_of,
-)
-from shoal.protocol.json_compat import (
-    ObjectKey,
 )
 from shoal.protocol.route_bodies import (
     BrokerData,

@@ -20,20 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Self, TypeVar
 
+from shoal.formats.json_compat import JsonKey, JsonValue, ObjectKey, dumps, dumps_fastjson
 from shoal.protocol.codes import ConsumeFromWhere, ConsumeType, MessageModel
 from shoal.protocol.errors import BodyFormatError
-from shoal.protocol.json_compat import (
-    JsonKey,
-    JsonValue,
-    ObjectKey,
-    ObjectReader,
-    coerce_int,
-    dumps,
-    dumps_fastjson,
-    loads,
-    map_key_to_int,
-    map_key_to_str,
-)
+from shoal.protocol.json_compat import ObjectReader, coerce_int, loads, map_key_to_int, map_key_to_str
 
 JsonObject = dict[JsonKey, JsonValue]
 _B = TypeVar("_B", bound="JsonBody")

@@ -38,6 +38,7 @@ import struct
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 
+from shoal.formats.json_compat import JsonKey, JsonValue, parse_decimal
 from shoal.protocol.codes import LanguageCode, SerializeType
 from shoal.protocol.command import RemotingCommand
 from shoal.protocol.errors import (
@@ -47,14 +48,7 @@ from shoal.protocol.errors import (
     FrameTooLargeError,
     MalformedFrameError,
 )
-from shoal.protocol.json_compat import (
-    JsonKey,
-    JsonValue,
-    ext_value_to_str,
-    loads,
-    normalize_ext_fields,
-    parse_decimal,
-)
+from shoal.protocol.json_compat import ext_value_to_str, loads, normalize_ext_fields
 from shoal.protocol.limits import (
     EXT_FIELD_KEY_SIZE_MAX_BYTES,
     EXT_FIELDS_MAX_COUNT,

@@ -27,10 +27,11 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, NamedTuple, Self
 
+from shoal.formats.json_compat import parse_decimal
+from shoal.formats.limits import LONG_MAX, LONG_MIN
 from shoal.protocol.codes import RequestCode
 from shoal.protocol.errors import EncodeError, HeaderFieldError
-from shoal.protocol.json_compat import parse_decimal
-from shoal.protocol.limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
+from shoal.protocol.limits import INT_MAX, INT_MIN
 
 
 class JavaType(enum.Enum):

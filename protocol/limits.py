@@ -7,6 +7,8 @@ that breaks one fails at import.
 
 from __future__ import annotations
 
+# Java long's range and decimal length and the JSON parser's nesting bound: shoal.formats.limits.
+
 # --- framing (spec §8.1) ---
 LENGTH_FIELD_SIZE_BYTES = 4  # the leading int L; L does not count itself
 HEADER_LENGTH_FIELD_SIZE_BYTES = 4  # (serialize type << 24) | header length
@@ -30,12 +32,8 @@ SHORT_MIN = -(2**15)  # code and version are Java shorts in the ROCKETMQ binary 
 SHORT_MAX = 2**15 - 1
 INT_MIN = -(2**31)  # Java int: code, opaque, flag, header int fields
 INT_MAX = 2**31 - 1
-LONG_MIN = -(2**63)  # Java long: offsets, timestamps
-LONG_MAX = 2**63 - 1
-DECIMAL_DIGITS_MAX_COUNT = 20  # "-9223372036854775808" is the longest Java long
 
 # --- JSON bodies (spec §8.9, gotcha 9) ---
-JSON_NESTING_MAX_DEPTH = 128  # RocketMQ bodies nest < 10 deep; bounds the tolerant parser's recursion
 # A compressed REGISTER_BROKER body holds ~80 bytes per topic; 64 MiB is ~800k topics and keeps a
 # zlib bomb from inflating without bound.
 INFLATED_BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
@@ -45,6 +43,4 @@ assert HEADER_SIZE_MAX_BYTES <= HEADER_LENGTH_FIELD_MAX_BYTES
 assert REMARK_SIZE_MAX_BYTES < HEADER_SIZE_MAX_BYTES
 assert EXT_FIELD_KEY_SIZE_MAX_BYTES < HEADER_SIZE_MAX_BYTES
 assert FRAME_SIZE_MAX_BYTES - LENGTH_FIELD_SIZE_BYTES <= INT_MAX  # L fits the signed length int
-assert len(str(LONG_MIN)) == DECIMAL_DIGITS_MAX_COUNT
 assert INFLATED_BODY_SIZE_MAX_BYTES >= FRAME_SIZE_MAX_BYTES
-assert JSON_NESTING_MAX_DEPTH < 500  # well inside CPython's default recursion limit of 1000

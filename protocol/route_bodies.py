@@ -12,18 +12,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Self
 
+from shoal.formats.json_compat import JsonValue, dumps
 from shoal.protocol.bodies import JsonBody, JsonObject, parse_each
 from shoal.protocol.codes import PermName, TopicFilterType
 from shoal.protocol.errors import BodyFormatError
-from shoal.protocol.json_compat import (
-    JsonValue,
-    ObjectReader,
-    coerce_int,
-    dumps,
-    loads,
-    map_key_to_int,
-    map_key_to_str,
-)
+from shoal.protocol.json_compat import ObjectReader, coerce_int, loads, map_key_to_int, map_key_to_str
 from shoal.protocol.limits import INFLATED_BODY_SIZE_MAX_BYTES
 
 # --- topics (spec §7.3) ---

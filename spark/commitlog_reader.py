@@ -15,10 +15,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from shoal.spark import limits
-from shoal.spark.planning import RangePlan
-from shoal.spark.record_columns import Damage, Framing, RowFilter, decode_records
-from shoal.store.record import (
+from shoal.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -28,6 +25,9 @@ from shoal.store.record import (
     check_record,
     walk_records,
 )
+from shoal.spark import limits
+from shoal.spark.planning import RangePlan
+from shoal.spark.record_columns import Damage, Framing, RowFilter, decode_records
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from shoal.formats.consume_queue_unit import UNIT, is_blank_unit
+from shoal.formats.record import FIXED_LENGTH_V4
 from shoal.spark import limits
 from shoal.spark.planning import QueueFilePlan, SegmentFile
 from shoal.spark.record_columns import Damage, Framing, RowFilter, decode_records
-from shoal.store.consume_queue import UNIT, is_blank_unit
-from shoal.store.record import FIXED_LENGTH_V4
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from shoal.formats import limits as formats_limits
+from shoal.formats.index_entry import ENTRY, HEADER, SLOT
 from shoal.spark import limits
-from shoal.store import limits as store_limits
-from shoal.store.index_file import ENTRY, HEADER, SLOT
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def read_index_file(path: str, hash_slots: int, arrow_schema: Any) -> Iterator[A
             if len(header) < HEADER.size:
                 return
             begin_timestamp, _end_ts, _begin_offset, _end_offset, _slots_used, index_count = HEADER.unpack(header)
-            entries_at = store_limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size
+            entries_at = formats_limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size
             name = os.path.basename(path)
             for first in range(1, max(index_count, 1), limits.INDEX_ENTRIES_PER_BATCH_MAX):
                 count = min(limits.INDEX_ENTRIES_PER_BATCH_MAX, index_count - first)

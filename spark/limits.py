@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shoal.store import limits as store_limits
+from shoal.formats import limits as formats_limits
 
 READ_CHUNK_BYTES = 16 * 1024 * 1024
 """One pread of a CommitLog segment: bounds a reader's memory and one Arrow batch's body bytes."""
@@ -14,9 +14,9 @@ a segment; 0 means one partition per segment. Not smaller: each Spark task of a 
 source costs about 50 ms in local mode (bench/spark_scan.py), as much as decoding 40,000 records."""
 PARTITIONS_MAX_COUNT = 100_000
 """Partitions of one read: each is a Spark task; a tiny partition_bytes must fail, not stall."""
-ALIGN_SCAN_BYTES = store_limits.RECORD_SIZE_MAX_BYTES + store_limits.END_FILE_MIN_BLANK_LENGTH_BYTES
+ALIGN_SCAN_BYTES = formats_limits.RECORD_SIZE_MAX_BYTES + formats_limits.END_FILE_MIN_BLANK_LENGTH_BYTES
 """A record starts within this many bytes of any position, unless the log has ended there."""
-ALIGN_READ_BYTES = ALIGN_SCAN_BYTES + store_limits.RECORD_SIZE_MAX_BYTES + 8
+ALIGN_READ_BYTES = ALIGN_SCAN_BYTES + formats_limits.RECORD_SIZE_MAX_BYTES + 8
 """What alignment reads: the scan window, plus room to validate a record found at its very end
 and peek at the next record's header."""
 CONSUME_QUEUE_UNITS_PER_READ_MAX = 65_536
@@ -27,7 +27,7 @@ TOPICS_PER_FILTER_MAX = 10_000
 WARNINGS_PER_READ_MAX = 20
 """Log lines about damaged or vanished data per partition (the rest is counted, not logged)."""
 
-assert READ_CHUNK_BYTES > store_limits.RECORD_SIZE_MAX_BYTES + store_limits.END_FILE_MIN_BLANK_LENGTH_BYTES, (
+assert READ_CHUNK_BYTES > formats_limits.RECORD_SIZE_MAX_BYTES + formats_limits.END_FILE_MIN_BLANK_LENGTH_BYTES, (
     "a chunk must hold the largest record, or a reader could never step over it"
 )
 assert READ_CHUNK_BYTES < 2**31, "Arrow binary offsets are int32"

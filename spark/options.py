@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shoal.formats import limits as formats_limits
 from shoal.spark import limits
 from shoal.spark.errors import ReadOptionError
 from shoal.spark.record_columns import RowFilter
-from shoal.store import limits as store_limits
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no", ""})
@@ -38,7 +38,7 @@ class ReadOptions:
     partition_bytes: int = limits.PARTITION_BYTES_DEFAULT
     check_crc: bool = False
     columns: tuple[str, ...] | None = None
-    hash_slots: int = store_limits.INDEX_HASH_SLOTS_DEFAULT
+    hash_slots: int = formats_limits.INDEX_HASH_SLOTS_DEFAULT
 
     @property
     def commitlog_dir(self) -> Path:
@@ -76,7 +76,7 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
     columns = None
     if options.get("columns"):
         columns = tuple(name.strip() for name in options["columns"].split(",") if name.strip())
-    hash_slots = _integer("hash_slots", options.get("hash_slots", str(store_limits.INDEX_HASH_SLOTS_DEFAULT)))
+    hash_slots = _integer("hash_slots", options.get("hash_slots", str(formats_limits.INDEX_HASH_SLOTS_DEFAULT)))
     return ReadOptions(
         store_dir=Path(path),
         row_filter=RowFilter(topics, since_ms, until_ms),

@@ -13,17 +13,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from shoal.spark import limits
-from shoal.spark.errors import ReadOptionError
-from shoal.store.consume_queue import UNIT_SIZE
-from shoal.store.mapped_file import is_segment_name
-from shoal.store.record import (
+from shoal.formats.consume_queue_unit import UNIT_SIZE
+from shoal.formats.record import (
     HEADERS,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     TAIL,
     store_timestamp_at,
 )
+from shoal.formats.store_layout import is_segment_name
+from shoal.spark import limits
+from shoal.spark.errors import ReadOptionError
 
 log = logging.getLogger(__name__)
 

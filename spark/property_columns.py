@@ -1,6 +1,6 @@
 """Property strings -> a map column, in bulk (`MessageDecoder.string2messageProperties` semantics).
 
-The rules are shoal.store.properties.decode_properties': segments split on \\x02; a segment
+The rules are shoal.formats.properties.decode_properties': segments split on \\x02; a segment
 counts when it has a non-empty name before its first \\x01 and a non-empty value after it; the
 value may itself hold \\x01. Here they run as Arrow kernels over a whole batch. A name repeated in
 one string stays repeated in the map (Shoal never writes that); the `tags`, `keys` and `uniq_key`
@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.store.properties import (
+from shoal.formats.properties import (
     KEYS,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,

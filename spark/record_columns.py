@@ -1,9 +1,9 @@
 """CommitLog records -> one Arrow RecordBatch, field by field instead of record by record.
 
 Input: a buffer read from one segment, its CommitLog offset, and where each record starts and
-ends in it (framed by `shoal.store.record.walk_records`, or taken from ConsumeQueue units).
+ends in it (framed by `shoal.formats.record.walk_records`, or taken from ConsumeQueue units).
 Every field position comes from the store's one declaration (`header_layout`, the topic and
-properties length structs of shoal.store.record); each field is sliced out of all records at
+properties length structs of shoal.formats.record); each field is sliced out of all records at
 once with Arrow kernels, then checked in bulk exactly as `check_record` checks one record:
 MAGICCODE, TOTALSIZE == the framed size, PHYSICALOFFSET == the record's position, the fields
 add up to TOTALSIZE, and (option) the body CRC.
@@ -25,6 +25,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal.formats.record import (
+    HEADERS,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    PREFIX,
+    PROPERTIES_LENGTH,
+    TOPIC_LENGTH_V1,
+    TOPIC_LENGTH_V2,
+    FieldSpan,
+    decode_host,
+    header_layout,
+)
+from shoal.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, host_lengths
 from shoal.spark.arrow_buffers import (
     big_endian_shorts,
     big_endian_words,
@@ -46,19 +59,6 @@ from shoal.spark.property_columns import (
     property_value,
 )
 from shoal.spark.schema import PROPERTY_COLUMNS
-from shoal.store.record import (
-    HEADERS,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    PREFIX,
-    PROPERTIES_LENGTH,
-    TOPIC_LENGTH_V1,
-    TOPIC_LENGTH_V2,
-    FieldSpan,
-    decode_host,
-    header_layout,
-)
-from shoal.store.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, host_lengths
 
 _HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _PREFIX_SPANS = {name: span for name, span in header_layout(8, 8).items() if span.offset < PREFIX.size}

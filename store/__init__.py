@@ -1,7 +1,7 @@
 """shoal.store: the RocketMQ 4.x compatible storage engine (CommitLog, ConsumeQueue, IndexFile).
 
 Byte-compatible with RocketMQ 4.9's store directory (docs/formats.md); stdlib plus crc32c only.
-`MessageStore` is the facade; the record codec (`shoal.store.record`) is what Spark reads with.
+`MessageStore` is the facade; the record codec (`shoal.formats.record`) is what Spark reads with.
 """
 
 from shoal.store.clock import SYSTEM_CLOCK, Clock, SystemClock

@@ -15,12 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
-from shoal.store import limits
-from shoal.store.clock import Clock
-from shoal.store.errors import PutStatus, RecordEncodingError
-from shoal.store.mapped_file import MappedFile
-from shoal.store.mapped_file_queue import MappedFileQueue
-from shoal.store.record import (
+from shoal.formats.message_id import offset_msg_id
+from shoal.formats.record import (
     END_OF_FILE_MIN_BLANK_LENGTH,
     FIXED_LENGTH_V4,
     TAIL,
@@ -32,16 +28,20 @@ from shoal.store.record import (
     encode_blank_into,
     encode_record_into,
     encoded_record_problem,
-    message_id,
     record_length,
     with_host_flags,
 )
-from shoal.store.sysflag import (
+from shoal.formats.sysflag import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_TYPE_MASK,
     TransactionType,
 )
+from shoal.store import limits
+from shoal.store.clock import Clock
+from shoal.store.errors import PutStatus, RecordEncodingError
+from shoal.store.mapped_file import MappedFile
+from shoal.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,10 @@ class AppendResult(NamedTuple):
     def message_ids(self, sizes: list[int] | None = None) -> list[str]:
         """Offset message ids; for a batch pass each record's size."""
         if sizes is None:
-            return [message_id(self.store_host, self.wrote_offset)]
+            return [offset_msg_id(self.store_host, self.wrote_offset)]
         ids, at = [], self.wrote_offset
         for size in sizes:
-            ids.append(message_id(self.store_host, at))
+            ids.append(offset_msg_id(self.store_host, at))
             at += size
         return ids
 

@@ -1,45 +1,24 @@
 """A ConsumeQueue: the per-(topic, queueId) index of CommitLog positions (spec §2).
 
-    offset  size  field                 (one 20-byte unit, big-endian)
-    0       8     CommitLog offset
-    8       4     message size (TOTALSIZE)
-    12      8     tagsCode              Java String.hashCode of TAGS; deliver time in SCHEDULE_TOPIC_XXXX
-
-Files hold 300,000 units (6,000,000 bytes) and are named by the 20-digit byte offset of their first
-unit within the queue; logical offset n is at byte n*20. The first file of a queue that starts
-past 0 is padded with blank units (0, 0x7FFFFFFF, 0) which readers skip.
+Its 20-byte unit is declared in `shoal.formats.consume_queue_unit`. Files hold 300,000 units
+(6,000,000 bytes) and are named by the 20-digit byte offset of their first unit within the queue;
+logical offset n is at byte n*20. The first file of a queue that starts past 0 is padded with blank
+units (0, 0x7FFFFFFF, 0) which readers skip.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
+from shoal.formats.consume_queue_unit import BLANK_UNIT, BLANK_UNIT_SIZE_FIELD, UNIT, UNIT_SIZE, Unit, is_blank_unit
 from shoal.store import durability, limits
 from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
-
-UNIT = struct.Struct(">qiq")
-assert UNIT.size == limits.CONSUME_QUEUE_UNIT_SIZE_BYTES
-UNIT_SIZE = UNIT.size
-BLANK_UNIT_SIZE_FIELD = 0x7FFFFFFF
-BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE_FIELD, 0)
-
-
-class Unit(NamedTuple):
-    physical_offset: int
-    size: int
-    tags_code: int
-
-
-def is_blank_unit(physical_offset: int, size: int) -> bool:
-    return size == BLANK_UNIT_SIZE_FIELD and physical_offset == 0
 
 
 class ConsumeQueue:

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from shoal.store import durability, limits
-from shoal.store.record import (
+from shoal.formats.record import (
     BLANK_MAGIC_CODE,
     FIXED_LENGTH_V4,
     MAGIC_OFFSET,
@@ -41,6 +40,7 @@ from shoal.store.record import (
     body_crc,
     check_record,
 )
+from shoal.store import durability, limits
 
 log = logging.getLogger(__name__)
 

@@ -27,16 +27,9 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from shoal.store import limits
-from shoal.store.checkpoint import StoreCheckpoint
-from shoal.store.commitlog import CommitLog
-from shoal.store.consume_queue import ConsumeQueue
-from shoal.store.consume_queue_table import ConsumeQueueTable
-from shoal.store.damage import DamagedRange, find_resync
-from shoal.store.index_service import IndexService
-from shoal.store.java_hash import tags_code
-from shoal.store.properties import decode_properties
-from shoal.store.record import (
+from shoal.formats.java_hash import tags_code
+from shoal.formats.properties import decode_properties
+from shoal.formats.record import (
     BODY_OFFSET_WITHOUT_HOSTS,
     BORN_HOST_OFFSET,
     FIXED_LENGTH_V4,
@@ -49,13 +42,20 @@ from shoal.store.record import (
     RecordKind,
     check_record,
 )
-from shoal.store.service import ServiceThread
-from shoal.store.sysflag import (
+from shoal.formats.sysflag import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_TYPE_MASK,
     TransactionType,
 )
+from shoal.store import limits
+from shoal.store.checkpoint import StoreCheckpoint
+from shoal.store.commitlog import CommitLog
+from shoal.store.consume_queue import ConsumeQueue
+from shoal.store.consume_queue_table import ConsumeQueueTable
+from shoal.store.damage import DamagedRange, find_resync
+from shoal.store.index_service import IndexService
+from shoal.store.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ class Dispatcher:
         """Dispatch records in one segment's readable bytes: (bytes consumed, records, stop).
 
         The common case decodes only the fields dispatch needs, straight from the record layout
-        in shoal.store.record; anything unusual goes through `check_record` for a precise reason.
+        in shoal.formats.record; anything unusual goes through `check_record` for a precise reason.
         """
         position = 0
         count = 0

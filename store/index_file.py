@@ -1,24 +1,7 @@
 """An IndexFile: a hash index from message keys to CommitLog offsets (spec §3).
 
-    header (40 bytes)
-    offset  size  field
-    0       8     beginTimestamp      store time of the first indexed message
-    8       8     endTimestamp        store time of the last indexed message
-    16      8     beginPhyOffset
-    24      8     endPhyOffset
-    32      4     hashSlotCount       slots that were empty when first used
-    36      4     indexCount          next entry number; starts at 1
-
-    slots: hash_slots ints at byte 40; each holds the newest entry number of its bucket (0 = empty)
-
-    entry k (k >= 1) at 40 + hash_slots*4 + k*20
-    0       4     keyHash             abs(String.hashCode(key)), MIN_VALUE -> 0
-    4       8     phyOffset
-    12      4     timeDiff            (storeTimestamp - beginTimestamp) / 1000, seconds
-    16      4     prevIndex           older entry in the same bucket, 0 = end of chain
-
-Files are named by their creation time, `yyyyMMddHHmmssSSS` in local time, and hold
-`entries - 1` keys. Keys are `topic#key` for each KEYS token and `topic#uniqKey`.
+Its header, hash slots and 20-byte entries, and the file naming, are declared in
+`shoal.formats.index_entry`; this module owns the file (create, put, query, load).
 """
 
 from __future__ import annotations
@@ -27,21 +10,14 @@ import contextlib
 import errno
 import mmap
 import os
-import struct
-import time
 from pathlib import Path
 
+from shoal.formats.index_entry import ENTRY, HEADER, SLOT
+from shoal.formats.java_hash import index_key_hash
 from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
-from shoal.store.java_hash import index_key_hash
 from shoal.store.mapped_file import TEMP_SUFFIX
 
-HEADER = struct.Struct(">qqqqii")
-assert HEADER.size == limits.INDEX_HEADER_SIZE_BYTES
-SLOT = struct.Struct(">i")
-assert SLOT.size == limits.INDEX_HASH_SLOT_SIZE_BYTES
-ENTRY = struct.Struct(">iqii")
-assert ENTRY.size == limits.INDEX_ENTRY_SIZE_BYTES
 _INT_MAX = 2**31 - 1
 _CHAIN_STEPS_MAX = 1_000_000  # a damaged chain must not loop forever
 
@@ -66,12 +42,6 @@ def _create_allocated(path: Path, file_size: int) -> int:
         raise
     durability.fsync_directory(path.parent)
     return fd
-
-
-def index_file_name(epoch_ms: int) -> str:
-    """`UtilAll.timeMillisToHumanString` in the local time zone."""
-    seconds, millis = divmod(epoch_ms, 1000)
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
 
 
 class IndexFile:

@@ -11,11 +11,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from shoal.formats.index_entry import index_file_name
+from shoal.formats.properties import message_keys
 from shoal.store import durability, limits
 from shoal.store.clock import Clock
-from shoal.store.index_file import IndexFile, index_file_name
+from shoal.store.index_file import IndexFile
 from shoal.store.mapped_file import TEMP_SUFFIX
-from shoal.store.properties import message_keys
 from shoal.store.settings import IndexSettings
 
 log = logging.getLogger(__name__)

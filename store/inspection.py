@@ -14,8 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from shoal.formats.consume_queue_unit import UNIT, is_blank_unit
+from shoal.formats.index_entry import ENTRY, HEADER
+from shoal.formats.java_hash import index_key_hash
+from shoal.formats.message_id import offset_msg_id
+from shoal.formats.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
+from shoal.formats.record import (
+    RecordCheck,
+    RecordKind,
+    check_record,
+)
+from shoal.formats.store_layout import is_segment_name
 from shoal.store import limits
-from shoal.store.consume_queue import UNIT, is_blank_unit
 from shoal.store.damage import (
     DAMAGED_DIRECTORY_NAME,
     DamagedRange,
@@ -23,16 +33,6 @@ from shoal.store.damage import (
     damaged_file_path,
     find_resync,
     known_damage,
-)
-from shoal.store.index_file import ENTRY, HEADER
-from shoal.store.java_hash import index_key_hash
-from shoal.store.mapped_file import is_segment_name
-from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
-from shoal.store.record import (
-    RecordCheck,
-    RecordKind,
-    check_record,
-    message_id,
 )
 
 ProgressCallback = Callable[[int], None]
@@ -336,7 +336,7 @@ def describe_record(item: RecordAt) -> dict[str, object]:
         return described
     return {
         "offset": item.offset,
-        "msgId": message_id(header.store_host, header.physical_offset),
+        "msgId": offset_msg_id(header.store_host, header.physical_offset),
         "size": header.total_size,
         "topic": header.topic,
         "queueId": header.queue_id,

@@ -6,28 +6,28 @@ asserts at the bottom state how the limits relate so a change that breaks one fa
 
 from __future__ import annotations
 
-# --- CommitLog records (spec §1.2, §1.6, §1.9) ---
-TOPIC_LENGTH_MAX_BYTES = 127  # TOPICLENGTH is a signed byte in the V1 record
-PROPERTIES_LENGTH_MAX_BYTES = 32767  # PROPERTIESLENGTH is a signed short
-MESSAGE_BODY_SIZE_MAX_BYTES = 4 * 1024 * 1024  # maxMessageSize: the body alone
-RECORD_SIZE_MAX_BYTES = (
-    91 + 24 + MESSAGE_BODY_SIZE_MAX_BYTES + TOPIC_LENGTH_MAX_BYTES + (PROPERTIES_LENGTH_MAX_BYTES)
-)  # both hosts IPv6 (+24)
-END_FILE_MIN_BLANK_LENGTH_BYTES = 8  # a segment always keeps room for the blank record
+from shoal.formats import limits as formats_limits
+
+# --- CommitLog records (spec §1.2, §1.6, §1.9): bounds of the format itself, from shoal.formats ---
+TOPIC_LENGTH_MAX_BYTES = formats_limits.TOPIC_LENGTH_MAX_BYTES
+PROPERTIES_LENGTH_MAX_BYTES = formats_limits.PROPERTIES_LENGTH_MAX_BYTES
+MESSAGE_BODY_SIZE_MAX_BYTES = formats_limits.MESSAGE_BODY_SIZE_MAX_BYTES  # maxMessageSize: the body alone
+RECORD_SIZE_MAX_BYTES = formats_limits.RECORD_SIZE_MAX_BYTES
+END_FILE_MIN_BLANK_LENGTH_BYTES = formats_limits.END_FILE_MIN_BLANK_LENGTH_BYTES
 BATCH_MESSAGES_MAX_COUNT = 4096  # records per SEND_BATCH_MESSAGE, bounds one atomic append
 
 # --- segment files ---
 COMMITLOG_SEGMENT_SIZE_DEFAULT_BYTES = 1024 * 1024 * 1024
-CONSUME_QUEUE_UNIT_SIZE_BYTES = 20
+CONSUME_QUEUE_UNIT_SIZE_BYTES = formats_limits.CONSUME_QUEUE_UNIT_SIZE_BYTES
 CONSUME_QUEUE_UNITS_PER_FILE_DEFAULT = 300_000
 COMMITLOG_SEGMENT_SIZE_MIN_BYTES = 64 * 1024  # tests use small segments; below this records barely fit
 OS_PAGE_SIZE_BYTES = 4096
 
 # --- index (spec §3) ---
-INDEX_HEADER_SIZE_BYTES = 40
-INDEX_HASH_SLOT_SIZE_BYTES = 4
-INDEX_ENTRY_SIZE_BYTES = 20
-INDEX_HASH_SLOTS_DEFAULT = 5_000_000
+INDEX_HEADER_SIZE_BYTES = formats_limits.INDEX_HEADER_SIZE_BYTES
+INDEX_HASH_SLOT_SIZE_BYTES = formats_limits.INDEX_HASH_SLOT_SIZE_BYTES
+INDEX_ENTRY_SIZE_BYTES = formats_limits.INDEX_ENTRY_SIZE_BYTES
+INDEX_HASH_SLOTS_DEFAULT = formats_limits.INDEX_HASH_SLOTS_DEFAULT
 INDEX_ENTRIES_DEFAULT = 20_000_000
 QUERY_MESSAGES_MAX_COUNT = 64  # maxMsgsNumBatch
 QUERY_UNIQUE_KEY_MAX_COUNT = 32  # defaultQueryMaxNum

@@ -30,16 +30,6 @@ from shoal.store.errors import StoreCorruptionError
 _ZERO_CHUNK = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
 TEMP_SUFFIX = ".tmp"
 WARM_SYNC_EVERY_BYTES = 16 * 1024 * 1024  # paced warming syncs in steps this big (a short disk burst each)
-FILE_NAME_DIGITS = 20
-
-
-def offset_to_file_name(offset: int) -> str:
-    """`UtilAll.offset2FileName`: 20-digit zero-padded decimal."""
-    return f"{offset:0{FILE_NAME_DIGITS}d}"
-
-
-def is_segment_name(name: str) -> bool:
-    return len(name) == FILE_NAME_DIGITS and name.isdigit()
 
 
 class MappedFile:

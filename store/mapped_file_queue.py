@@ -17,9 +17,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from shoal.formats.store_layout import is_segment_name, offset_to_file_name
 from shoal.store import durability
 from shoal.store.errors import StoreCorruptionError
-from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile, is_segment_name, offset_to_file_name
+from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile
 from shoal.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)

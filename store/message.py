@@ -5,10 +5,23 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from shoal.store import limits
 from shoal.store.commitlog import AppendResult
-from shoal.store.errors import PutStatus
+from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError, PutStatus
 
 DEFAULT_BORN_HOST = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
+
+
+def validate_message(topic: bytes, body_len: int, properties_len: int, body_max_bytes: int) -> None:
+    """Refuse what the record format or the configured limits cannot hold (spec §1.9 step 1)."""
+    if not topic or len(topic) > limits.TOPIC_LENGTH_MAX_BYTES:
+        raise MessageIllegalError(f"topic is {len(topic)} bytes; it must be 1..{limits.TOPIC_LENGTH_MAX_BYTES} bytes")
+    if body_len > body_max_bytes:
+        raise MessageIllegalError(f"message body is {body_len} bytes, more than maxMessageSize={body_max_bytes}")
+    if properties_len > limits.PROPERTIES_LENGTH_MAX_BYTES:
+        raise PropertiesTooLargeError(
+            f"properties are {properties_len} bytes, more than {limits.PROPERTIES_LENGTH_MAX_BYTES}"
+        )
 
 
 @dataclass(slots=True)

@@ -18,12 +18,16 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 
+from shoal.formats.consume_queue_unit import BLANK_UNIT_SIZE_FIELD, UNIT
+from shoal.formats.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
+from shoal.formats.record import RecordHeader, RecordKind, decode_header
+from shoal.formats.sysflag import TRANSACTION_TYPE_MASK, TransactionType
 from shoal.store import durability, limits
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.cleaning import CleaningService, DiskUsage, disk_usage_ratio
 from shoal.store.clock import SYSTEM_CLOCK, Clock
 from shoal.store.commitlog import DEFAULT_STORE_HOST, BatchEntry, CommitLog
-from shoal.store.consume_queue import BLANK_UNIT_SIZE_FIELD, UNIT, ConsumeQueue
+from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DAMAGED_DIRECTORY_NAME
 from shoal.store.dispatching import Dispatcher, DispatchService
@@ -45,13 +49,10 @@ from shoal.store.flushing import (
 )
 from shoal.store.index_service import IndexService
 from shoal.store.mapped_file_queue import MappedFileQueue
-from shoal.store.message import GetMessageStatus, GetResult, MessageToStore, PutResult
-from shoal.store.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
-from shoal.store.record import RecordHeader, RecordKind, decode_header, validate_message
+from shoal.store.message import GetMessageStatus, GetResult, MessageToStore, PutResult, validate_message
 from shoal.store.recovery import RecoveryReport, blank_units_in_damage, recover_commitlog, save_damage_aside
 from shoal.store.settings import FlushDiskType, StoreSettings
 from shoal.store.store_lock import AbortMarker, StoreLock
-from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
 from shoal.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)

@@ -25,13 +25,11 @@ empty or unparseable, read `<file>.bak`; when neither is usable, start empty. A 
 never read: it is a write that did not finish. After a load from `.bak` the next persist leaves
 `.bak` alone instead of copying the unusable `<file>` over the only good copy.
 
-fastjson tolerance (spec §7.1, §16 gotcha 9): Java writes map keys that are not strings without
-quotes (`{0:5280}`, `{-1:"x"}`, `{null:1}`) and a map keyed by an object with a JSON object as key
-(`{{"brokerName":"b","queueId":0,"topic":"t"}:{..}}`). `parse_fastjson` reads those, plus single-quoted
-strings, unquoted identifier keys and tab-indented pretty printing. An object used as a key becomes
-an `ObjectKey` (hashable: its members sorted by name, nested objects as `ObjectKey`, arrays as
-tuples); an array key becomes a tuple. Shoal itself writes standard JSON (quoted keys, sorted,
-tab-indented), which every Java reader accepts.
+fastjson tolerance (spec §7.1, §16 gotcha 9): documents are read by `parse_fastjson`, which is
+`shoal.formats.json_compat.parse_fastjson` within the store's size and nesting bounds, its syntax
+errors as MetadataFormatError (keys as written: `{0:5280}` has the int key 0; an object key is an
+`ObjectKey`). Shoal itself writes standard JSON (quoted keys, sorted, tab-indented), which every
+Java reader accepts.
 
 Lock order inside a manager: `_persist_lock` before `_lock` (persist snapshots under both, so two
 persists never write an older snapshot over a newer one).
@@ -50,8 +48,12 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generic, NoReturn, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from shoal.formats.consumer_offsets import decode_offset_table, offset_table_key
+from shoal.formats.errors import FormatError, JsonSyntaxError
+from shoal.formats.json_compat import parse_fastjson as parse_json_text
+from shoal.formats.json_compat import standard_json_value
 from shoal.store import durability, limits
 from shoal.store.errors import StoreError
 
@@ -59,12 +61,6 @@ from shoal.store.errors import StoreError
 # nests about 6 levels; 64 leaves room for any admin body while keeping the recursive reader far
 # below Python's recursion limit (1000 frames) whatever the input.
 METADATA_NESTING_MAX_DEPTH = 64
-
-CONFIG_DIRECTORY_NAME = "config"
-TOPICS_FILE_NAME = "topics.json"
-CONSUMER_OFFSET_FILE_NAME = "consumerOffset.json"
-SUBSCRIPTION_GROUP_FILE_NAME = "subscriptionGroup.json"
-DELAY_OFFSET_FILE_NAME = "delayOffset.json"
 
 # SubscriptionGroupManager.init(): present even when the file does not list them (spec §7.5).
 BUILTIN_SUBSCRIPTION_GROUPS = (
@@ -107,238 +103,22 @@ class MetadataFormatError(StoreError):
 # --- The tolerant reader ---
 
 
-def _member_order(member: tuple[Hashable, Hashable]) -> tuple[int, str]:
-    """Sort string names by themselves and anything else after them by its repr (a total order)."""
-    name = member[0]
-    return (0, name) if isinstance(name, str) else (1, repr(name))
-
-
-@dataclass(frozen=True)
-class ObjectKey:
-    """A JSON object fastjson wrote as a map key (e.g. a MessageQueue), made hashable.
-
-    `items` holds the members sorted by name; nested objects are ObjectKeys and arrays tuples,
-    so two keys with the same members in any order are equal.
-    """
-
-    items: tuple[tuple[Hashable, Hashable], ...]
-
-    @classmethod
-    def of(cls, members: Mapping[Hashable, Any]) -> ObjectKey:
-        frozen = [(name, _freeze(value)) for name, value in members.items()]
-        return cls(tuple(sorted(frozen, key=_member_order)))
-
-    def get(self, name: Hashable, default: Any = None) -> Any:
-        for member_name, value in self.items:
-            if member_name == name:
-                return value
-        return default
-
-    def as_dict(self) -> dict[Hashable, Any]:
-        return dict(self.items)
-
-
-def _freeze(value: Any) -> Hashable:
-    if isinstance(value, dict):
-        return ObjectKey.of(value)
-    if isinstance(value, list):
-        return tuple(_freeze(item) for item in value)
-    assert isinstance(value, Hashable)
-    return value
-
-
-_WHITESPACE = re.compile(r"[ \t\n\r\f\b]*")  # fastjson also skips form feed and backspace
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-_STRING_CHUNK = {'"': re.compile(r'[^"\\]*'), "'": re.compile(r"[^'\\]*")}
-_ESCAPES = dict(zip("\"'\\/bfnrt", "\"'\\/\b\f\n\r\t", strict=True))
-_LITERALS: dict[str, bool | None] = {"true": True, "false": False, "null": None}
-
-
-class _Reader:
-    """Recursive descent over one document; `pos` is the index of the next unread character."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-
-    def position(self, at: int) -> tuple[int, int]:
-        """The 1-based (line, column) of index `at`."""
-        line = self.text.count("\n", 0, at) + 1
-        column = at - (self.text.rfind("\n", 0, at) + 1) + 1
-        return line, column
-
-    def fail(self, expected: str, pos: int | None = None) -> NoReturn:
-        at = self.pos if pos is None else pos
-        line, column = self.position(at)
-        found = repr(self.text[at]) if at < len(self.text) else "end of input"
-        raise MetadataFormatError(
-            f"line {line}, column {column}: expected {expected}, found {found}",
-            line=line,
-            column=column,
-            expected=expected,
-        )
-
-    def peek(self) -> str:
-        """The next character after whitespace, or "" at the end of the input."""
-        match = _WHITESPACE.match(self.text, self.pos)
-        assert match is not None  # the pattern matches the empty string
-        self.pos = match.end()
-        return self.text[self.pos] if self.pos < len(self.text) else ""
-
-    def document(self) -> Any:
-        if self.text.startswith("\ufeff"):
-            self.pos = 1
-        value = self.value(0)
-        if self.peek():
-            self.fail("end of input")
-        return value
-
-    def value(self, depth: int) -> Any:
-        char = self.peek()
-        if char == "{":
-            return self.object(depth + 1)
-        if char == "[":
-            return self.array(depth + 1)
-        if char in _STRING_CHUNK:
-            return self.string()
-        if char == "-" or char.isdigit():
-            return self.number()
-        match = _IDENTIFIER.match(self.text, self.pos)
-        if match is None or match.group() not in _LITERALS:
-            self.fail("a value")
-        self.pos = match.end()
-        return _LITERALS[match.group()]
-
-    def key(self, depth: int) -> Hashable:
-        char = self.peek()
-        if char in _STRING_CHUNK:
-            return self.string()
-        if char == "-" or char.isdigit():
-            return self.number()  # fastjson's Map<Integer,..>/Map<Long,..> keys: {0:5280}
-        if char == "{":
-            return ObjectKey.of(self.object(depth + 1))  # Map<MessageQueue,..>
-        if char == "[":
-            return _freeze(self.array(depth + 1))
-        match = _IDENTIFIER.match(self.text, self.pos)
-        if match is None:
-            self.fail("an object key")
-        self.pos = match.end()
-        word = match.group()
-        return _LITERALS.get(word, word)  # {null:1}; fastjson also reads unquoted names
-
-    def enter(self, depth: int) -> None:
-        if depth > METADATA_NESTING_MAX_DEPTH:
-            self.fail(f"at most {METADATA_NESTING_MAX_DEPTH} levels of nesting")
-        self.pos += 1  # the opening bracket
-
-    def object(self, depth: int) -> dict[Hashable, Any]:
-        self.enter(depth)
-        members: dict[Hashable, Any] = {}
-        if self.peek() == "}":
-            self.pos += 1
-            return members
-        while True:
-            name = self.key(depth)
-            if self.peek() != ":":
-                self.fail("':' after an object key")
-            self.pos += 1
-            members[name] = self.value(depth)
-            char = self.peek()
-            self.pos += 1
-            if char == "}":
-                return members
-            if char != ",":
-                self.fail("',' or '}' in an object", self.pos - 1)
-
-    def array(self, depth: int) -> list[Any]:
-        self.enter(depth)
-        items: list[Any] = []
-        if self.peek() == "]":
-            self.pos += 1
-            return items
-        while True:
-            items.append(self.value(depth))
-            char = self.peek()
-            self.pos += 1
-            if char == "]":
-                return items
-            if char != ",":
-                self.fail("',' or ']' in an array", self.pos - 1)
-
-    def number(self) -> int | float:
-        match = _NUMBER.match(self.text, self.pos)
-        if match is None:
-            self.fail("a number")
-        self.pos = match.end()
-        if match.group(1) is None and match.group(2) is None:
-            try:
-                return int(match.group())
-            except ValueError:  # more digits than sys.get_int_max_str_digits() allows
-                self.fail("a number of at most 4300 digits", match.start())
-        return float(match.group())
-
-    def string(self) -> str:
-        start = self.pos
-        quote = self.text[start]
-        chunk = _STRING_CHUNK[quote]
-        self.pos += 1
-        parts: list[str] = []
-        while True:
-            match = chunk.match(self.text, self.pos)
-            assert match is not None  # the pattern matches the empty string
-            parts.append(match.group())
-            self.pos = match.end()
-            if self.pos >= len(self.text):
-                line, column = self.position(start)
-                self.fail(f"the closing {quote} of the string opened at line {line}, column {column}")
-            char = self.text[self.pos]
-            self.pos += 1
-            if char == quote:
-                return "".join(parts)
-            parts.append(self.escape())
-
-    def escape(self) -> str:
-        """Decode the escape after a backslash; a surrogate pair becomes one character."""
-        char = self.text[self.pos] if self.pos < len(self.text) else ""
-        if char in _ESCAPES:
-            self.pos += 1
-            return _ESCAPES[char]
-        if char != "u":
-            self.fail("an escape (one of \"'\\/bfnrtu)")
-        code = self.hex4(self.pos + 1)
-        self.pos += 5
-        if 0xD800 <= code < 0xDC00 and self.text.startswith("\\u", self.pos):
-            low = self.hex4(self.pos + 2)
-            if 0xDC00 <= low < 0xE000:
-                self.pos += 6
-                return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00))
-        return chr(code)
-
-    def hex4(self, at: int) -> int:
-        match = _HEX4.match(self.text, at)
-        if match is None:
-            self.fail("4 hex digits after \\u", at)
-        return int(match.group(), 16)
-
-
 def _utf8_size_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
 def parse_fastjson(text: str) -> Any:
-    """Parse a document as fastjson 1.2.69 writes it (a superset of standard JSON).
-
-    Objects become dicts (keys: str, int, float, bool, None, ObjectKey or tuple), arrays lists.
-    Raises MetadataFormatError with the 1-based line/column of the first error, or when the
-    text is above `limits.METADATA_FILE_SIZE_MAX_BYTES` or nests deeper than
-    METADATA_NESTING_MAX_DEPTH.
+    """`shoal.formats.json_compat.parse_fastjson` for metadata documents: MetadataFormatError
+    (with the 1-based line/column of the first error) when the text is not fastjson, is above
+    `limits.METADATA_FILE_SIZE_MAX_BYTES` or nests deeper than METADATA_NESTING_MAX_DEPTH.
     """
     size_max_bytes = limits.METADATA_FILE_SIZE_MAX_BYTES
     if len(text) > size_max_bytes // 4 and _utf8_size_bytes(text) > size_max_bytes:
         raise MetadataFormatError(f"document of {_utf8_size_bytes(text)} bytes is above {size_max_bytes}")
-    return _Reader(text).document()
+    try:
+        return parse_json_text(text, nesting_max_depth=METADATA_NESTING_MAX_DEPTH)
+    except JsonSyntaxError as error:
+        raise MetadataFormatError(str(error), line=error.line, column=error.column, expected=error.expected) from None
 
 
 # --- Files: safe write, tolerant read ---
@@ -424,25 +204,6 @@ def read_json_file_tolerantly(path: Path) -> Any | None:
     """The parsed document of `path`, else of `path.bak`; None when neither is usable."""
     loaded = _load_first_usable(path, lambda document: document)
     return None if loaded is None else loaded[0]
-
-
-def _standard_key(key: Hashable) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, ObjectKey | tuple):
-        return json.dumps(_standard_value(key), sort_keys=True, separators=(",", ":"))
-    return json.dumps(key)  # 0 -> "0", None -> "null", True -> "true"
-
-
-def _standard_value(value: Any) -> Any:
-    """Make a parsed value writable as standard JSON (non-string keys become their JSON text)."""
-    if isinstance(value, ObjectKey):
-        value = value.as_dict()
-    if isinstance(value, dict):
-        return {_standard_key(key): _standard_value(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_standard_value(item) for item in value]
-    return value
 
 
 def _dumps(document: Mapping[str, Any], pretty: bool) -> str:
@@ -533,7 +294,7 @@ _Bean = TypeVar("_Bean", "TopicConfig", "SubscriptionGroupConfig")
 
 def _bean_to_json(bean: TopicConfig | SubscriptionGroupConfig) -> dict[str, Any]:
     """Every field under its Java name, over the preserved unknown fields (fastjson's bean shape)."""
-    document: dict[str, Any] = _standard_value(dict(bean.extra_fields))
+    document: dict[str, Any] = standard_json_value(dict(bean.extra_fields))
     for item in dataclasses.fields(bean):
         if item.name != "extra_fields":
             document[_java_name(item.name)] = getattr(bean, item.name)
@@ -571,7 +332,7 @@ class DataVersion:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **_standard_value(dict(self.extra_fields)),
+            **standard_json_value(dict(self.extra_fields)),
             "counter": self.counter,
             "timestamp": self.timestamp_ms,
         }
@@ -688,7 +449,7 @@ class _MetadataFile(abc.ABC, Generic[_T]):
     def encode(self, pretty: bool = False) -> str:
         """The document as standard JSON: sorted quoted keys; tab-indented when `pretty`."""
         with self._lock:
-            document = {**_standard_value(dict(self._extra_fields)), **self._document_locked()}
+            document = {**standard_json_value(dict(self._extra_fields)), **self._document_locked()}
         return _dumps(document, pretty)
 
     def _decode_document(self, value: Any) -> tuple[_T, Mapping[str, Any]]:
@@ -729,9 +490,7 @@ class ConsumerOffsetTable(_MetadataFile[dict[str, dict[int, int]]]):
 
     @staticmethod
     def _key(group: str, topic: str) -> str:
-        if "@" in topic or "@" in group:
-            raise ValueError(f"'@' is not allowed in a topic or group: {topic!r}, {group!r}")
-        return f"{topic}@{group}"
+        return offset_table_key(topic, group)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Store exactly the offset the client sent (the next one to consume)."""
@@ -785,12 +544,10 @@ class ConsumerOffsetTable(_MetadataFile[dict[str, dict[int, int]]]):
             return len(doomed)
 
     def _decode(self, document: Mapping[str, Any]) -> dict[str, dict[int, int]]:
-        offsets: dict[str, dict[int, int]] = {}
-        for key, value in _map(document.get("offsetTable"), "offsetTable").items():
-            if not isinstance(key, str):
-                raise _shape_error("offsetTable key", "'<topic>@<group>'", key)
-            offsets[key] = _queue_offsets(value, f"offsetTable[{key!r}]")
-        return offsets
+        try:
+            return decode_offset_table(document)
+        except FormatError as error:
+            raise MetadataFormatError(str(error)) from None
 
     def _install_locked(self, state: dict[str, dict[int, int]]) -> None:
         self._offsets = state

@@ -26,18 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from shoal.store import limits
-from shoal.store.checkpoint import StoreCheckpoint
-from shoal.store.commitlog import CommitLog
-from shoal.store.consume_queue_table import ConsumeQueueTable
-from shoal.store.damage import DamagedRange, damaged_file_path, find_resync, known_damage, save_damaged_bytes
-from shoal.store.record import (
+from shoal.formats.record import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     PREFIX,
     RecordKind,
     store_timestamp_at,
 )
+from shoal.store import limits
+from shoal.store.checkpoint import StoreCheckpoint
+from shoal.store.commitlog import CommitLog
+from shoal.store.consume_queue_table import ConsumeQueueTable
+from shoal.store.damage import DamagedRange, damaged_file_path, find_resync, known_damage, save_damaged_bytes
 
 log = logging.getLogger(__name__)
 

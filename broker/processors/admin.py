@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from shoal.broker import limits
 from shoal.broker.remoting_server import ServerConnection
-from shoal.broker.topic_manager import is_system_topic, validate_topic_name
+from shoal.formats.topics import is_system_topic, validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,

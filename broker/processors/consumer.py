@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING
 from shoal.broker.processors.send import SEND_BACK_MIN_VERSION
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing
-from shoal.broker.topic_manager import PERM_READ, PERM_WRITE, dlq_topic, retry_topic, validate_group_name
+from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
+from shoal.formats.json_compat import dumps
+from shoal.formats.message_id import offset_msg_id
+from shoal.formats.properties import (
+    DELAY_TIME_LEVEL,
+    ORIGIN_MESSAGE_ID,
+    RETRY_TOPIC,
+    decode_properties,
+    encode_properties,
+)
+from shoal.formats.topics import dlq_topic, retry_topic, validate_group_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
     GetConsumerListByGroupResponseBody,
@@ -28,16 +38,7 @@ from shoal.protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from shoal.protocol.json_compat import dumps
 from shoal.store import MessageToStore
-from shoal.store.properties import (
-    DELAY_TIME_LEVEL,
-    ORIGIN_MESSAGE_ID,
-    RETRY_TOPIC,
-    decode_properties,
-    encode_properties,
-)
-from shoal.store.record import message_id
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController
@@ -198,7 +199,7 @@ class ConsumerProcessors:
             queue_id = random.randrange(group.retry_queue_nums)
             broker.topics.create_if_absent(target, group.retry_queue_nums, PERM_READ | PERM_WRITE)
         properties[RETRY_TOPIC] = original_topic
-        properties.setdefault(ORIGIN_MESSAGE_ID, message_id(record.store_host, record.physical_offset))
+        properties.setdefault(ORIGIN_MESSAGE_ID, offset_msg_id(record.store_host, record.physical_offset))
         properties.pop(DELAY_TIME_LEVEL, None)  # a leftover of an earlier delay (spec §16 gotcha 17)
         message = MessageToStore(
             target,

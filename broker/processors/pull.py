@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shoal.broker.remoting_server import ServerConnection
-from shoal.broker.topic_manager import PERM_READ, SCHEDULE_TOPIC
+from shoal.broker.topic_manager import PERM_READ
+from shoal.formats.java_hash import java_string_hash
+from shoal.formats.topics import SCHEDULE_TOPIC
 from shoal.protocol import PullSysFlag, RemotingCommand, ResponseCode, make_response
 from shoal.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from shoal.store import GetMessageStatus
-from shoal.store.java_hash import java_string_hash
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController

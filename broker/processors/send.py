@@ -17,28 +17,27 @@ from typing import TYPE_CHECKING
 from shoal.broker import limits
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing, may_be_timed, timing_of
-from shoal.broker.topic_manager import (
+from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
+from shoal.broker.transactions.half_message import half_properties, is_half_message_send
+from shoal.formats.properties import (
+    CLUSTER,
+    WAIT_STORE_MSG_OK,
+    decode_properties,
+)
+from shoal.formats.record import encode_host
+from shoal.formats.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, MULTI_TAGS_FLAG, gets_consume_queue_entry
+from shoal.formats.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
-    PERM_READ,
-    PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
     dlq_topic,
     validate_topic_name,
 )
-from shoal.broker.transactions.half_message import half_properties, is_half_message_send
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, send_message_request_header_of
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store.batch import decode_batch_body
 from shoal.store.errors import MessageIllegalError
-from shoal.store.properties import (
-    CLUSTER,
-    WAIT_STORE_MSG_OK,
-    decode_properties,
-)
-from shoal.store.record import encode_host
-from shoal.store.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, MULTI_TAGS_FLAG, gets_consume_queue_entry
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController

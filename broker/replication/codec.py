@@ -35,7 +35,7 @@ import struct
 from typing import NamedTuple
 
 from shoal.broker.replication.errors import HAProtocolError, OffsetMismatchError
-from shoal.store.record import (
+from shoal.formats.record import (
     BLANK_MAGIC_CODE,
     FIXED_LENGTH_V4,
     MESSAGE_MAGIC_CODE,

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shoal.broker.replication import limits
+from shoal.formats.store_layout import DELAY_OFFSET_FILE_NAME
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingError
 from shoal.store.metadata import (
-    DELAY_OFFSET_FILE_NAME,
     ConsumerOffsetTable,
     DataVersion,
     MetadataFormatError,

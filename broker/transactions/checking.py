@@ -21,11 +21,11 @@ import logging
 import time
 from dataclasses import dataclass
 
-from shoal.broker.topic_manager import TRANS_HALF_TOPIC
 from shoal.broker.transactions import limits
 from shoal.broker.transactions.half_message import HALF_QUEUE_ID, HalfRecord
 from shoal.broker.transactions.service import TransactionService
 from shoal.broker.transactions.transaction_table import CheckDecision, TransactionTable
+from shoal.formats.topics import TRANS_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 

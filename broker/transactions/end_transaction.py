@@ -18,10 +18,10 @@ from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.transactions.half_message import HalfRecord
 from shoal.broker.transactions.service import TransactionService
 from shoal.broker.transactions.transaction_table import TransactionTable
+from shoal.formats.sysflag import TransactionType
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.headers import EndTransactionRequestHeader
 from shoal.store import PutResult
-from shoal.store.sysflag import TransactionType
 
 log = logging.getLogger(__name__)
 

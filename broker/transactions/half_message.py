@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shoal.broker.topic_manager import RETRY_GROUP_TOPIC_PREFIX, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
-from shoal.store import MessageToStore
-from shoal.store.properties import (
+from shoal.formats.message_id import offset_msg_id
+from shoal.formats.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
     DELAY_TIME_LEVEL,
     NAME_VALUE_SEPARATOR,
@@ -35,8 +34,10 @@ from shoal.store.properties import (
     decode_properties,
     encode_properties,
 )
-from shoal.store.record import RecordHeader, encode_record_into, message_id, record_length
-from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+from shoal.formats.record import RecordHeader, encode_record_into, record_length
+from shoal.formats.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from shoal.store import MessageToStore
 
 HALF_QUEUE_ID = 0
 """The one half queue (and op queue) RocketMQ 4.x uses."""
@@ -131,7 +132,7 @@ class HalfRecord:
 
     @property
     def offset_msg_id(self) -> str:
-        return message_id(self.header.store_host, self.commitlog_offset)
+        return offset_msg_id(self.header.store_host, self.commitlog_offset)
 
     def real_destination(self) -> tuple[str, int] | None:
         """(REAL_TOPIC, REAL_QID), or None when the record lacks them (not written by a half send)."""

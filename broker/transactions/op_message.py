@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from shoal.broker.topic_manager import TRANS_OP_HALF_TOPIC
 from shoal.broker.transactions import limits
 from shoal.broker.transactions.half_message import HALF_QUEUE_ID
-from shoal.store import MessageToStore
-from shoal.store.properties import (
+from shoal.formats.properties import (
     TAGS,
     TRANSACTION_PREPARED_QUEUE_OFFSET,
     WAIT_STORE_MSG_OK,
     encode_properties,
 )
-from shoal.store.record import host_flags
+from shoal.formats.record import host_flags
+from shoal.formats.topics import TRANS_OP_HALF_TOPIC
+from shoal.store import MessageToStore
 
 REMOVE_TAG = "d"
 """TransactionalMessageUtil.REMOVETAG: the tag of every op message."""

@@ -17,14 +17,7 @@ from typing import NamedTuple, TypeVar
 
 from shoal.broker.client_manager import ProducerManager
 from shoal.broker.config import BrokerConfig
-from shoal.broker.topic_manager import (
-    PERM_READ,
-    PERM_WRITE,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    TopicManager,
-)
+from shoal.broker.topic_manager import PERM_READ, PERM_WRITE, TopicManager
 from shoal.broker.transactions import limits
 from shoal.broker.transactions.half_message import (
     HALF_QUEUE_ID,
@@ -37,13 +30,14 @@ from shoal.broker.transactions.half_message import (
 )
 from shoal.broker.transactions.op_message import OpEntry, op_message, parse_op
 from shoal.broker.transactions.transaction_table import CheckDecision, TransactionTable, check_decision
+from shoal.formats.properties import decode_properties
+from shoal.formats.record import RecordHeader, decode_header
+from shoal.formats.sysflag import TransactionType, transaction_type
+from shoal.formats.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from shoal.protocol import RequestCode, make_request
 from shoal.protocol.headers import CheckTransactionStateRequestHeader
 from shoal.store import GetMessageStatus, MessageStore, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store.metadata import ConsumerOffsetTable
-from shoal.store.properties import decode_properties
-from shoal.store.record import RecordHeader, decode_header
-from shoal.store.sysflag import TransactionType, transaction_type
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from shoal.formats.consumer_offsets import decode_offset_table
+from shoal.formats.errors import FormatError
+from shoal.formats.json_compat import parse_fastjson
+from shoal.formats.store_layout import BACKUP_SUFFIX, CONFIG_DIRECTORY_NAME, CONSUMER_OFFSET_FILE_NAME
 from shoal.spark.jobs.runner import JobContext, JobResult, parser, run_main
-from shoal.store.metadata import CONFIG_DIRECTORY_NAME, CONSUMER_OFFSET_FILE_NAME, ConsumerOffsetTable
 
 OFFSETS_SCHEMA = StructType(
     [
@@ -34,12 +38,28 @@ def build_parser() -> argparse.ArgumentParser:
     return result
 
 
+def read_offset_table(path: Path) -> dict[str, dict[int, int]]:
+    """The table of `path`, else of its `.bak` (as the broker's ConfigManager.load); empty when neither
+    is usable."""
+    for candidate in (path, path.with_name(path.name + BACKUP_SUFFIX)):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+            if not text.strip():
+                continue
+            document = parse_fastjson(text)
+            if isinstance(document, dict):
+                return decode_offset_table(document)
+        except (OSError, UnicodeDecodeError, FormatError):
+            continue
+    return {}
+
+
 def committed_offsets(context: JobContext) -> list[tuple[str, str, int, int]]:
     """(group, topic, queue id, offset) from consumerOffset.json (nothing when it is absent)."""
-    table = ConsumerOffsetTable(context.store_dir / CONFIG_DIRECTORY_NAME / CONSUMER_OFFSET_FILE_NAME)
-    table.load()
     rows: list[tuple[str, str, int, int]] = []
-    for key, offsets in table.all().items():
+    for key, offsets in read_offset_table(
+        context.store_dir / CONFIG_DIRECTORY_NAME / CONSUMER_OFFSET_FILE_NAME
+    ).items():
         topic, separator, group = key.partition("@")
         if not separator or (context.args.group and group not in context.args.group):
             continue

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pyspark.sql import Window
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
+from shoal.formats.properties import ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from shoal.spark.jobs.runner import SAMPLES_MAX_COUNT, JobContext, JobResult, parser, run_main
-from shoal.store.properties import ORIGIN_MESSAGE_ID, RETRY_TOPIC
 
 DLQ_TOPIC_PREFIX = "%DLQ%"
 UNKNOWN_ORIGINAL_TOPIC = ""

@@ -18,10 +18,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
+from shoal.formats import limits as formats_limits
+from shoal.formats.java_hash import index_key_hash
+from shoal.formats.properties import message_keys
 from shoal.spark.jobs.runner import SAMPLES_MAX_COUNT, JobContext, JobResult, parser, run_main
-from shoal.store import limits as store_limits
-from shoal.store.java_hash import index_key_hash
-from shoal.store.properties import message_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     result.add_argument(
         "--hash-slots",
         type=int,
-        default=store_limits.INDEX_HASH_SLOTS_DEFAULT,
+        default=formats_limits.INDEX_HASH_SLOTS_DEFAULT,
         help="maxHashSlotNum the index files were made with",
     )
     return result

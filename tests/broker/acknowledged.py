@@ -10,10 +10,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shoal.formats.message_id import offset_msg_id
+from shoal.formats.record import RecordKind, check_record
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.headers import PullMessageRequestHeader
 from shoal.remoting import RemotingClient
-from shoal.store.record import RecordKind, check_record, message_id
 
 CONSUMABLE_TIMEOUT_S = 30.0
 VERIFY_TIMEOUT_S = 120.0
@@ -89,7 +90,7 @@ def _offset_message_ids(body: bytes) -> dict[int, str]:
     while position < len(body):
         check = check_record(body, position, len(body), check_crc=True)
         assert check.kind is RecordKind.MESSAGE and check.header is not None, check.reason
-        found[check.header.queue_offset] = message_id(check.header.store_host, check.header.physical_offset)
+        found[check.header.queue_offset] = offset_msg_id(check.header.store_host, check.header.physical_offset)
         position += check.size
     return found
 

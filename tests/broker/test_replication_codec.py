@@ -34,7 +34,7 @@ from shoal.broker.replication.codec import (
     encode_state,
     encode_transfer_header,
 )
-from shoal.store.record import BLANK_MAGIC_CODE, encode_record_into, record_length
+from shoal.formats.record import BLANK_MAGIC_CODE, encode_record_into, record_length
 
 SEGMENT_BYTES = 4096
 PENDING_MAX_BYTES = 64 * 1024

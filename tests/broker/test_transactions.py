@@ -13,12 +13,7 @@ import pytest
 
 from shoal.broker.client_manager import ProducerManager
 from shoal.broker.config import BrokerConfig
-from shoal.broker.topic_manager import (
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    TopicManager,
-)
+from shoal.broker.topic_manager import TopicManager
 from shoal.broker.transactions.checking import TransactionCheckService
 from shoal.broker.transactions.end_transaction import end_refusal
 from shoal.broker.transactions.half_message import (
@@ -33,13 +28,14 @@ from shoal.broker.transactions.half_message import (
 from shoal.broker.transactions.op_message import REMOVE_TAG, OpEntry, op_body, op_message, parse_op
 from shoal.broker.transactions.service import TransactionService
 from shoal.broker.transactions.transaction_table import CheckDecision, TransactionTable, check_decision
+from shoal.formats.properties import decode_properties
+from shoal.formats.record import decode_header, encode_host, encode_record_into, record_length
+from shoal.formats.sysflag import TRANSACTION_TYPE_MASK, TransactionType
+from shoal.formats.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from shoal.protocol import RemotingCommand, RequestCode
 from shoal.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from shoal.store import MessageStore, MessageToStore, StoreSettings
 from shoal.store.metadata import ConsumerOffsetTable, TopicConfigTable
-from shoal.store.properties import decode_properties
-from shoal.store.record import decode_header, encode_host, encode_record_into, record_length
-from shoal.store.sysflag import TRANSACTION_TYPE_MASK, TransactionType
 
 GROUP = "PID_orders"
 STORE_HOST = encode_host("127.0.0.1", 10911)

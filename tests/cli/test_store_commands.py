@@ -9,8 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from shoal.cli.main import cli
+from shoal.formats.properties import encode_properties
 from shoal.store import MessageStore, MessageToStore, StoreSettings
-from shoal.store.properties import encode_properties
 
 HASH_SLOTS = "64"
 

@@ -24,6 +24,7 @@ import time
 import zlib
 from pathlib import Path
 
+from shoal.formats.properties import encode_properties
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -35,7 +36,6 @@ from shoal.store import (
     PutStatus,
     StoreSettings,
 )
-from shoal.store.properties import encode_properties
 
 TOPICS = ("CrashA", "CrashB", "CrashC")
 QUEUES_PER_TOPIC = 3

@@ -23,6 +23,9 @@ from typing import NamedTuple
 
 import pytest
 
+from shoal.formats.consume_queue_unit import UNIT
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import decode_header
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -35,9 +38,6 @@ from shoal.store import (
     StoreCorruptionError,
     StoreSettings,
 )
-from shoal.store.consume_queue import UNIT
-from shoal.store.properties import encode_properties
-from shoal.store.record import decode_header
 from shoal.store.recovery import LostMessage
 
 SEGMENT_BYTES = 64 * 1024
@@ -578,7 +578,7 @@ import os, sys
 from pathlib import Path
 from shoal.store import (CommitLogSettings, ConsumeQueueSettings, IndexSettings, MessageStore,
                          MessageToStore, PutStatus, StoreSettings)
-from shoal.store.properties import encode_properties
+from shoal.formats.properties import encode_properties
 settings = StoreSettings(
     root_dir=Path(sys.argv[1]),
     commitlog=CommitLogSettings(segment_size_bytes=64 * 1024, message_body_size_max_bytes=16 * 1024),

@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import pytest
 
+from shoal.formats.properties import decode_properties, encode_properties
 from shoal.store import GetMessageStatus, MessageStore, MessageToStore, PutStatus, RecoveryReport
-from shoal.store.properties import decode_properties, encode_properties
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 ROUNDS = 24

@@ -21,6 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from shoal.cli.main import cli
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import decode_header
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -33,8 +35,6 @@ from shoal.store import (
 )
 from shoal.store.damage import DAMAGED_DIRECTORY_NAME
 from shoal.store.inspection import verify_store
-from shoal.store.properties import encode_properties
-from shoal.store.record import decode_header
 from shoal.store.recovery import LostMessage
 
 SEGMENT_BYTES = 256 * 1024

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import decode_header
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -29,8 +31,6 @@ from shoal.store import (
     PutStatus,
     StoreSettings,
 )
-from shoal.store.properties import encode_properties
-from shoal.store.record import decode_header
 
 WaitUntil = Callable[..., None]
 TOPIC = "Full"

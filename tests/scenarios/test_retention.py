@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import pytest
 
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import decode_header
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -31,8 +33,6 @@ from shoal.store import (
     RetentionSettings,
     StoreSettings,
 )
-from shoal.store.properties import encode_properties
-from shoal.store.record import decode_header
 from tests.scenarios.conftest import run_command
 
 WaitUntil = Callable[..., None]

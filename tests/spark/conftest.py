@@ -34,9 +34,9 @@ from shoal.client import (
     MessageExt,
 )
 from shoal.client.push_consumer import ConsumeFromWhere
+from shoal.formats.record import PHYSICAL_OFFSET_OFFSET, TIMESTAMP, RecordHeader, RecordKind
 from shoal.spark.session import session
 from shoal.store.inspection import iter_commitlog, segment_paths
-from shoal.store.record import MSG_ID_OFFSET, PHYSICAL_OFFSET_OFFSET, RecordHeader, RecordKind
 from tests.conftest import Cluster, free_port, wait_until
 
 SEGMENT_BYTES = 64 * 1024
@@ -179,7 +179,9 @@ def _tear_tail(store_dir: Path) -> int:
         record = bytearray(file.read(last.check.size))
         torn_at = position + last.check.size
         assert torn_at + len(record) // 2 < SEGMENT_BYTES, "the torn half must fit the last segment"
-        record[PHYSICAL_OFFSET_OFFSET : PHYSICAL_OFFSET_OFFSET + 8] = MSG_ID_OFFSET.pack(base + torn_at)
+        record[PHYSICAL_OFFSET_OFFSET : PHYSICAL_OFFSET_OFFSET + 8] = TIMESTAMP.pack(
+            base + torn_at
+        )  # a long, as PHYSICALOFFSET is
         file.seek(torn_at)
         file.write(record[: len(record) // 2])
     return base + torn_at

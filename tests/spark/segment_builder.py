@@ -6,8 +6,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from shoal.store.properties import encode_properties
-from shoal.store.record import body_crc, encode_blank_into, encode_host, encode_record_into, host_flags
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import body_crc, encode_blank_into, encode_host, encode_record_into, host_flags
 
 SEGMENT_BYTES = 64 * 1024
 STORE_HOST = encode_host("127.0.0.1", 10911)

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from shoal.formats.record import MESSAGE_MAGIC_CODE, TAIL, RecordKind
 from shoal.spark.commitlog_reader import read_range
 from shoal.spark.errors import ReadOptionError
 from shoal.spark.planning import RangePlan, list_segments, plan_ranges, prune_by_time
 from shoal.spark.record_columns import RowFilter
 from shoal.spark.schema import MESSAGE_SCHEMA, arrow_schema, project
 from shoal.store.inspection import iter_commitlog
-from shoal.store.record import MESSAGE_MAGIC_CODE, TAIL, RecordKind
 from tests.spark.segment_builder import SEGMENT_BYTES, Written, write_segment
 
 PROJECTION = project(MESSAGE_SCHEMA, ("topic", "commitlog_offset", "size", "body", "store_host", "msg_id"))

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from shoal.formats.message_id import offset_msg_id
+from shoal.formats.record import decode_host
 from shoal.spark.datasource import MessageReader
 from shoal.spark.options import parse_options
 from shoal.spark.schema import MESSAGE_SCHEMA, project
 from shoal.store.inspection import consume_queue_dirs, iter_consume_queue
-from shoal.store.record import decode_host, message_id
 from tests.spark.conftest import BrokerStore, ReferenceRecord
 
 pytestmark = pytest.mark.slow  # a local Spark session and a real broker
@@ -48,7 +49,7 @@ def _expected_row(record: ReferenceRecord) -> dict[str, Any]:
         "keys": record.properties.get("KEYS"),
         "uniq_key": record.properties.get("UNIQ_KEY"),
         "properties": record.properties,
-        "msg_id": message_id(header.store_host, record.offset),
+        "msg_id": offset_msg_id(header.store_host, record.offset),
         "body_length": header.body_length,
         "body_crc": header.body_crc,
         "body_crc_ok": True,

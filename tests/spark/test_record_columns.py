@@ -1,14 +1,14 @@
-"""The store's layout-as-data helpers (shoal.store.record) and the bulk decoder built on them."""
+"""The store's layout-as-data helpers (shoal.formats.record) and the bulk decoder built on them."""
 
 from __future__ import annotations
 
 import array
 from pathlib import Path
 
+from shoal.formats.properties import decode_properties
+from shoal.formats.record import HEADERS, WalkStop, check_record, decode_header, header_layout, walk_records
 from shoal.spark.record_columns import Damage, Framing, RowFilter, decode_records
 from shoal.spark.schema import COLUMN_NAMES, MESSAGE_SCHEMA, arrow_schema
-from shoal.store.properties import decode_properties
-from shoal.store.record import HEADERS, WalkStop, check_record, decode_header, header_layout, walk_records
 from tests.spark.segment_builder import SEGMENT_BYTES, write_segment
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from shoal.formats.record import RecordKind, check_record, encode_host, encode_record_into, encoded_record_problem
+from shoal.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOSTADDRESS_V6_FLAG
 from shoal.store import BatchEntry, MessageStore, MessageToStore, PutStatus
 from shoal.store import commitlog as commitlog_module
-from shoal.store.record import RecordKind, check_record, encode_host, encode_record_into, encoded_record_problem
-from shoal.store.sysflag import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 IPV4_BORN_HOST = encode_host("10.0.0.7", 50123)
 IPV6_BORN_HOST = encode_host("2001:db8::7", 50123)

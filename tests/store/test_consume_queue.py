@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.store_layout import offset_to_file_name
 from shoal.store.consume_queue import (
     BLANK_UNIT,
     BLANK_UNIT_SIZE_FIELD,
@@ -20,7 +21,6 @@ from shoal.store.consume_queue import (
     is_blank_unit,
 )
 from shoal.store.consume_queue_table import ConsumeQueueTable
-from shoal.store.mapped_file import offset_to_file_name
 
 UNITS_PER_FILE = 8
 FILE_SIZE = UNITS_PER_FILE * UNIT_SIZE

@@ -6,9 +6,7 @@ import random
 
 import pytest
 
-from shoal.store import damage
-from shoal.store.damage import find_resync
-from shoal.store.record import (
+from shoal.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     TAIL,
@@ -16,6 +14,8 @@ from shoal.store.record import (
     encode_record_into,
     record_length,
 )
+from shoal.store import damage
+from shoal.store.damage import find_resync
 
 HOST = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
 

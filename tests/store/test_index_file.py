@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.index_entry import index_file_name
+from shoal.formats.java_hash import index_key_hash
 from shoal.store.errors import StoreCorruptionError
-from shoal.store.index_file import IndexFile, index_file_name
-from shoal.store.java_hash import index_key_hash
+from shoal.store.index_file import IndexFile
 
 HASH_SLOTS = 8
 ENTRIES = 6

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shoal.store.index_file import IndexFile, index_file_name
+from shoal.formats.index_entry import index_file_name
+from shoal.store.index_file import IndexFile
 from shoal.store.index_service import IndexService
 from shoal.store.settings import IndexSettings
 

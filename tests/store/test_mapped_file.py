@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.store_layout import offset_to_file_name
 from shoal.store import limits
 from shoal.store.errors import StoreCorruptionError
 from shoal.store.mapped_file import (
-    FILE_NAME_DIGITS,
     MappedFile,
-    is_segment_name,
-    offset_to_file_name,
 )
 
 PAGE = limits.OS_PAGE_SIZE_BYTES
@@ -48,26 +46,6 @@ def append(mapped: MappedFile, data: bytes) -> None:
 def file_bytes(mapped: MappedFile) -> bytes:
     """The file's contents read with plain I/O, not through the mapping."""
     return mapped.path.read_bytes()
-
-
-# --- names ---
-
-
-@pytest.mark.parametrize(
-    ("offset", "name"),
-    [(0, "00000000000000000000"), (1073741824, "00000000001073741824"), (2147483648, "00000000002147483648")],
-)
-def test_segment_names_are_20_digit_offsets(offset: int, name: str) -> None:
-    """UtilAll.offset2FileName: the start offset, zero-padded to 20 decimal digits."""
-    assert offset_to_file_name(offset) == name
-    assert len(name) == FILE_NAME_DIGITS == 20
-    assert is_segment_name(name)
-
-
-@pytest.mark.parametrize("name", ["0", "0000000000000000000a", "000000000000000000000", "00000000000000000000.tmp"])
-def test_other_names_are_not_segments(name: str) -> None:
-    """Short, long, non-digit and temporary names are not segment names."""
-    assert not is_segment_name(name)
 
 
 # --- creation and opening ---

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.store_layout import offset_to_file_name
 from shoal.store.errors import StoreCorruptionError
-from shoal.store.mapped_file import MappedFile, offset_to_file_name
+from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
 from shoal.store.transient_store_pool import TransientStorePool
 

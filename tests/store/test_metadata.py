@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shoal.formats.json_compat import ObjectKey
 from shoal.store import limits
 from shoal.store.metadata import (
     BUILTIN_SUBSCRIPTION_GROUPS,
@@ -22,7 +23,6 @@ from shoal.store.metadata import (
     DataVersion,
     DelayOffsetTable,
     MetadataFormatError,
-    ObjectKey,
     SubscriptionGroupConfig,
     SubscriptionGroupTable,
     TopicConfig,
@@ -144,19 +144,19 @@ def test_parse_reads_object_keys_as_order_independent_object_key() -> None:
     """Goal: Map<MessageQueue,..> keys become hashable ObjectKeys. Method: parse, compare, look up."""
     text = '{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{"maxOffset":10,"minOffset":0}}}'
     table = parse_fastjson(text)["offsetTable"]
-    key = ObjectKey.of({"topic": "t", "queueId": 0, "brokerName": "b"})
+    key = ObjectKey.from_dict({"topic": "t", "queueId": 0, "brokerName": "b"})
     assert table[key] == {"maxOffset": 10, "minOffset": 0}
     (parsed_key,) = table
     assert parsed_key.get("queueId") == 0
     assert parsed_key.get("missing", "default") == "default"
-    assert parsed_key.as_dict() == {"brokerName": "b", "queueId": 0, "topic": "t"}
+    assert parsed_key.to_dict() == {"brokerName": "b", "queueId": 0, "topic": "t"}
     assert [name for name, _ in parsed_key.items] == ["brokerName", "queueId", "topic"]
 
 
 def test_parse_freezes_nested_values_inside_object_keys() -> None:
     """Goal: object keys holding objects/arrays stay hashable. Method: parse nested key, hash it."""
     parsed = parse_fastjson('{{"a":{"b":[1,{"c":2}]}}:1, [1,2]:3}')
-    inner = ObjectKey.of({"c": 2})
+    inner = ObjectKey.from_dict({"c": 2})
     assert parsed[ObjectKey((("a", ObjectKey((("b", (1, inner)),))),))] == 1
     assert parsed[(1, 2)] == 3
 
@@ -196,6 +196,12 @@ def test_parse_reads_numbers_as_java_writes_them() -> None:
     assert [type(value) for value in parsed[:3]] == [int, int, int]
 
 
+def test_parse_accepts_trailing_commas_as_fastjson_does() -> None:
+    """Goal: `[1,]` and `{'a':1,}` read as fastjson reads them. Method: parse both."""
+    assert parse_fastjson("[1,]") == [1]
+    assert parse_fastjson("{'a':1,}") == {"a": 1}
+
+
 def test_parse_keeps_the_last_of_duplicate_keys() -> None:
     """Goal: duplicates behave like json.loads (last wins). Method: parse a repeated key."""
     assert parse_fastjson('{"a":1,"a":2}') == {"a": 2}
@@ -217,8 +223,8 @@ def test_parse_keeps_the_last_of_duplicate_keys() -> None:
         ("{,}", 1, 2, "an object key"),
         ("[-x]", 1, 2, "a number"),
         ('{"a":01}', 1, 7, "',' or '}' in an object"),
-        ("[1,]", 1, 4, "a value"),
-        ("{'a':1,}", 1, 8, "an object key"),
+        ("[1,,]", 1, 4, "a value"),
+        ("{'a':1,,}", 1, 8, "an object key"),
     ],
 )
 def test_parse_reports_line_column_and_expectation_of_malformed_input(

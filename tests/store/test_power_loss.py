@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from shoal.formats.properties import encode_properties
+from shoal.formats.record import RecordKind, check_record
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -42,8 +44,6 @@ from shoal.store.index_file import IndexFile
 from shoal.store.index_service import IndexService
 from shoal.store.inspection import verify_store
 from shoal.store.metadata import ConsumerOffsetTable, TopicConfig, TopicConfigTable
-from shoal.store.properties import encode_properties
-from shoal.store.record import RecordKind, check_record
 
 
 def _load_simulator() -> ModuleType:

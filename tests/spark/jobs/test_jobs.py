@@ -17,11 +17,11 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from shoal.cli.main import cli
+from shoal.formats.message_id import offset_msg_id
 from shoal.spark.jobs import consumer_lag, dlq_report, export, store_audit, topic_stats
 from shoal.spark.jobs.runner import SUMMARY_BYTES_MAX, TERMINATION_MESSAGE_ENV, write_summary
 from shoal.store.inspection import consume_queue_dirs, iter_commitlog, iter_consume_queue, verify_store
 from shoal.store.metadata import ConsumerOffsetTable
-from shoal.store.record import message_id
 from tests.spark.conftest import HASH_SLOTS, SEGMENT_BYTES, BrokerStore, ReferenceRecord, reference_records
 
 pytestmark = pytest.mark.slow  # a local Spark session and a real broker
@@ -81,7 +81,7 @@ def test_export_writes_the_filtered_messages_to_parquet(
     exported = spark.read.parquet(str(tmp_path / "messages.parquet")).collect()
     got = sorted((row["msg_id"], bytes(row["body"]), row["tags"]) for row in exported)
     expected = sorted(
-        (message_id(r.header.store_host, r.offset), r.body, "Tag1")
+        (offset_msg_id(r.header.store_host, r.offset), r.body, "Tag1")
         for r in broker_store.reference()
         if r.header.topic == "Orders" and r.properties.get("TAGS") == "Tag1"
     )
@@ -131,7 +131,7 @@ def test_dlq_report_equals_a_direct_scan(broker_store: BrokerStore, tmp_path: Pa
     assert report["newest_store_timestamp"] == max(r.header.store_timestamp for r in dead)
     assert report["original_topics"] == dict(Counter(r.properties.get("RETRY_TOPIC", "") for r in dead))
     assert [s["msg_id"] for s in report["samples"]] == [
-        message_id(r.header.store_host, r.offset) for r in sorted(dead, key=lambda r: r.offset)[:10]
+        offset_msg_id(r.header.store_host, r.offset) for r in sorted(dead, key=lambda r: r.offset)[:10]
     ]
     assert all(s["origin_message_id"] and s["original_topic"] == "Payments" for s in report["samples"])
 

@@ -12,7 +12,8 @@ UNIQ_KEY (`MessageClientIDSetter`), uppercase hex of:
 -> 32 hex characters (IPv4) or 56 (IPv6). The first three fields are a per-process prefix.
 
 Offset message id (`MessageDecoder.createMessageId`), uppercase hex of the store host's address
-(4/16 bytes), its port (int) and the record's CommitLog offset (long): 32 or 56 characters.
+(4/16 bytes), its port (int) and the record's CommitLog offset (long): 32 or 56 characters. The
+store names what it appended with it, the client decodes it for VIEW_MESSAGE_BY_ID.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from shoal.client.errors import InvalidMessageError
+from shoal.formats.errors import MessageIdError
 
 _PREFIX_TAIL = struct.Struct(">HI")  # pid, class-loader hash
 _SUFFIX = struct.Struct(">IH")  # ms since month start, counter
@@ -116,9 +117,9 @@ def _id_bytes(msg_id: str) -> bytes:
     try:
         raw = bytes.fromhex(msg_id)
     except ValueError:
-        raise InvalidMessageError(f"message id {msg_id[:64]!r} is not hex") from None
+        raise MessageIdError(f"message id {msg_id[:64]!r} is not hex") from None
     if len(raw) not in (_IPV4_ID_LENGTH_BYTES, _IPV6_ID_LENGTH_BYTES):
-        raise InvalidMessageError(f"message id {msg_id[:64]!r} is not 32 (IPv4) or 56 (IPv6) hex characters")
+        raise MessageIdError(f"message id {msg_id[:64]!r} is not 32 (IPv4) or 56 (IPv6) hex characters")
     return raw
 
 

@@ -1,4 +1,4 @@
-"""Tests of shoal.store.properties: the \\x01/\\x02 property string and Java's decoding quirks."""
+"""Tests of shoal.formats.properties: the \\x01/\\x02 property string and Java's decoding quirks."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.store import properties
-from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError
-from shoal.store.properties import (
+from shoal.formats import properties
+from shoal.formats.errors import PropertiesError, PropertiesTooLargeError
+from shoal.formats.properties import (
     check_properties_length,
     decode_properties,
     encode_properties,
@@ -52,15 +52,15 @@ def test_encoding_is_utf8() -> None:
     [{"A\x01B": "v"}, {"A\x02": "v"}, {"A": "v\x01w"}, {"A": "\x02"}],
 )
 def test_separators_inside_names_or_values_are_refused(bad: dict[str, str]) -> None:
-    """A \\x01 or \\x02 would corrupt the string: MessageIllegalError naming the separator."""
-    with pytest.raises(MessageIllegalError, match="separator"):
+    """A \\x01 or \\x02 would corrupt the string: PropertiesError naming the separator."""
+    with pytest.raises(PropertiesError, match="separator"):
         encode_properties(bad)
 
 
 @pytest.mark.parametrize("bad", [{"": "v"}, {"A": ""}])
 def test_empty_names_or_values_are_refused(bad: dict[str, str]) -> None:
-    """Java would silently drop them on decode, so the encoder refuses them: MessageIllegalError."""
-    with pytest.raises(MessageIllegalError, match="empty"):
+    """Java would silently drop them on decode, so the encoder refuses them: PropertiesError."""
+    with pytest.raises(PropertiesError, match="empty"):
         encode_properties(bad)
 
 
@@ -71,10 +71,10 @@ def test_properties_of_exactly_32767_bytes_are_accepted() -> None:
 
 
 def test_properties_of_32768_bytes_raise_properties_too_large() -> None:
-    """One byte more raises PropertiesTooLargeError, which is a MessageIllegalError."""
+    """One byte more raises PropertiesTooLargeError, which is a PropertiesError."""
     with pytest.raises(PropertiesTooLargeError, match="32768"):
         encode_properties({"K": "v" * (32768 - 2)})
-    assert issubclass(PropertiesTooLargeError, MessageIllegalError)
+    assert issubclass(PropertiesTooLargeError, PropertiesError)
 
 
 def test_the_limit_counts_utf8_bytes_not_characters() -> None:

@@ -1,4 +1,4 @@
-"""Tests of shoal.store.java_hash: Java's String.hashCode, tagsCode and the index key hash."""
+"""Tests of shoal.formats.java_hash: Java's String.hashCode, tagsCode and the index key hash."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.store.java_hash import index_key_hash, java_string_hash, tags_code
+from shoal.formats.java_hash import index_key_hash, java_string_hash, tags_code
 
 INT_MIN = -(2**31)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shoal.store import limits
-from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError
+from shoal.formats import limits
+from shoal.formats.errors import PropertiesError, PropertiesTooLargeError
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -41,25 +41,33 @@ CLUSTER = "CLUSTER"
 START_DELIVER_TIME = "__STARTDELIVERTIME"
 
 
-def encode_properties(properties: Mapping[str, str]) -> bytes:
-    """Encode a property map; raises MessageIllegalError on separators inside names or values."""
-    if not properties:
-        return b""
+def properties_to_string(properties: Mapping[str, str | None]) -> str:
+    """`messageProperties2String`: None values are skipped; PropertiesError when a name or value
+    is empty or holds a separator. The length is not checked (see `encode_properties`)."""
     parts = []
     for name, value in properties.items():
         if value is None:
             continue
         if not name or not value:
-            raise MessageIllegalError(f"property {name!r} has an empty name or value")
+            raise PropertiesError(f"property {name!r} has an empty name or value")
         if _has_separator(name) or _has_separator(value):
-            raise MessageIllegalError(f"property {name!r} contains a \\x01 or \\x02 separator")
+            raise PropertiesError(f"property {name!r} contains a \\x01 or \\x02 separator")
         parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}")
-    encoded = PROPERTY_SEPARATOR.join(parts).encode("utf-8")
+    return PROPERTY_SEPARATOR.join(parts)
+
+
+def encode_properties(properties: Mapping[str, str | None]) -> bytes:
+    """The UTF-8 property string of a record; PropertiesError as `properties_to_string`,
+    PropertiesTooLargeError above PROPERTIES_LENGTH_MAX_BYTES."""
+    if not properties:
+        return b""
+    encoded = properties_to_string(properties).encode("utf-8")
     check_properties_length(len(encoded))
     return encoded
 
 
 def check_properties_length(length_bytes: int) -> None:
+    """PropertiesTooLargeError when PROPERTIESLENGTH (a signed short) cannot say `length_bytes`."""
     if length_bytes > limits.PROPERTIES_LENGTH_MAX_BYTES:
         raise PropertiesTooLargeError(
             f"properties are {length_bytes} bytes, more than {limits.PROPERTIES_LENGTH_MAX_BYTES}"

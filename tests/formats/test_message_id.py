@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from shoal.client.errors import InvalidMessageError
-from shoal.client.message_id import (
+from shoal.formats.errors import MessageIdError
+from shoal.formats.message_id import (
     UniqueIdGenerator,
     create_uniq_id,
     decode_offset_msg_id,
@@ -96,7 +96,7 @@ def test_offset_msg_id_round_trips_ipv4_and_ipv6() -> None:
 @pytest.mark.parametrize("bad", ["", "XYZ", "00" * 15, "00" * 17])
 def test_malformed_message_ids_are_refused(bad: str) -> None:
     """Goal: only 32 or 56 hex characters are ids. Method: decode bad strings."""
-    with pytest.raises(InvalidMessageError):
+    with pytest.raises(MessageIdError):
         decode_offset_msg_id(bad)
 
 

@@ -1,4 +1,4 @@
-"""The CommitLog record: one declaration used by the encoder, the decoder, recovery and Spark.
+"""The CommitLog record: one declaration used by the encoder, the decoder, recovery, the client and Spark.
 
 Spec §1.2-§1.5. Big-endian. Offsets for IPv4 born and store hosts; an IPv6 host (sysflag bits
 0x10 / 0x20) is 20 bytes instead of 8 and shifts every later field by 12.
@@ -11,7 +11,7 @@ Spec §1.2-§1.5. Big-endian. Offsets for IPv4 born and store hosts; an IPv6 hos
     16      4     FLAG                 the producer's opaque int
     20      8     QUEUEOFFSET          logical ConsumeQueue index (0 for PREPARED/ROLLBACK)
     28      8     PHYSICALOFFSET       global CommitLog offset of this record
-    36      4     SYSFLAG              shoal.store.sysflag
+    36      4     SYSFLAG              shoal.formats.sysflag
     40      8     BORNTIMESTAMP        ms
     48      8/20  BORNHOST             address (4/16) + port (int)
     56      8     STORETIMESTAMP       ms, broker clock
@@ -23,7 +23,7 @@ Spec §1.2-§1.5. Big-endian. Offsets for IPv4 born and store hosts; an IPv6 hos
     88+B    1/2   TOPICLENGTH          signed byte (V1) / short (V2)
     89+B    T     TOPIC                UTF-8
     89+B+T  2     PROPERTIESLENGTH     signed short
-    91+B+T  P     PROPERTIES           shoal.store.properties
+    91+B+T  P     PROPERTIES           shoal.formats.properties
 
 The end-of-file blank record is 8 bytes: `int remaining_bytes, int BLANK_MAGIC_CODE`.
 """
@@ -38,10 +38,8 @@ import zlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from shoal.store import limits
-from shoal.store.errors import MessageIllegalError
-from shoal.store.properties import check_properties_length
-from shoal.store.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from shoal.formats import limits
+from shoal.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
@@ -80,9 +78,8 @@ TAIL = struct.Struct(">ii")
 TIMESTAMP = struct.Struct(">q")
 INT = struct.Struct(">i")
 SHORT = struct.Struct(">h")
-MSG_ID_OFFSET = struct.Struct(">q")
 BODY_OFFSET_WITHOUT_HOSTS = 72  # BODY starts at 72 + born host length + store host length
-FIXED_LENGTH_V4 = 91  # every byte of a V1 IPv4/IPv4 record that is not body, topic or properties
+FIXED_LENGTH_V4 = limits.RECORD_FIXED_LENGTH_V4_BYTES  # all of a V1 IPv4/IPv4 record but body, topic, properties
 
 
 def body_crc(body: bytes | memoryview) -> int:
@@ -121,15 +118,6 @@ def with_host_flags(sysflag: int, born_host: bytes, store_host: bytes) -> int:
     """`sysflag` with its v6 bits taken from the hosts actually written, whatever the caller set:
     those two bits decide where every later field lies, so only the hosts may decide them."""
     return sysflag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG) | host_flags(born_host, store_host)
-
-
-def validate_message(topic: bytes, body_len: int, properties_len: int, body_max_bytes: int) -> None:
-    """Refuse what the record format or the configured limits cannot hold (spec §1.9 step 1)."""
-    if not topic or len(topic) > limits.TOPIC_LENGTH_MAX_BYTES:
-        raise MessageIllegalError(f"topic is {len(topic)} bytes; it must be 1..{limits.TOPIC_LENGTH_MAX_BYTES} bytes")
-    if body_len > body_max_bytes:
-        raise MessageIllegalError(f"message body is {body_len} bytes, more than maxMessageSize={body_max_bytes}")
-    check_properties_length(properties_len)
 
 
 def encode_record_into(
@@ -394,20 +382,6 @@ def store_timestamp_at(buffer: bytes | bytearray | memoryview, position: int) ->
     sysflag = INT.unpack_from(buffer, position + SYSFLAG_OFFSET)[0]
     born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
     return int(TIMESTAMP.unpack_from(buffer, position + BORN_HOST_OFFSET + born_len)[0])
-
-
-def message_id(store_host: bytes, physical_offset: int) -> str:
-    """The offset message id: store address + port + CommitLog offset, uppercase hex (spec §1.8)."""
-    return (store_host + MSG_ID_OFFSET.pack(physical_offset)).hex().upper()
-
-
-def decode_message_id(msg_id: str) -> tuple[str, int, int]:
-    """(store address, store port, CommitLog offset) of an offset message id."""
-    if len(msg_id) not in (32, 56):
-        raise ValueError(f"message id {msg_id!r} is not 32 (IPv4) or 56 (IPv6) hex characters")
-    raw = bytes.fromhex(msg_id)
-    address, port = decode_host(raw[:-8])
-    return address, port, MSG_ID_OFFSET.unpack(raw[-8:])[0]
 
 
 # --- columnar readers (Spark): the same layout, exposed as data, and a framing-only walk ---

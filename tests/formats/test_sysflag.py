@@ -1,11 +1,11 @@
-"""Tests of shoal.store.sysflag: the SYSFLAG bits of a CommitLog record (spec §1.3)."""
+"""Tests of shoal.formats.sysflag: the SYSFLAG bits of a CommitLog record (spec §1.3)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shoal.store import sysflag
-from shoal.store.sysflag import (
+from shoal.formats import sysflag
+from shoal.formats.sysflag import (
     CompressionType,
     TransactionType,
     compression_type,

@@ -1,0 +1,58 @@
+"""shoal.formats: RocketMQ's vocabulary of bytes and JSON, as RocketMQ's `common` module holds it.
+
+Stdlib only, and nothing of Shoal: every other part may import it. Each layout is declared once:
+
+    record              the CommitLog record (encode, decode, body CRC, blank record, columnar walk)
+    properties          the message property string and MessageConst keys
+    sysflag             SYSFLAG bits (compression, transaction type, IPv6 hosts)
+    java_hash           Java's String.hashCode (ConsumeQueue tagsCode, IndexFile keys)
+    message_id          UNIQ_KEY and offset message ids
+    consume_queue_unit  the 20-byte ConsumeQueue unit
+    index_entry         IndexFile header, hash slot and entry
+    store_layout        segment and config file names of a store directory
+    consumer_offsets    config/consumerOffset.json's table
+    json_compat         one tolerant (fastjson) JSON parser and writer
+    topics              system topics, %RETRY% / %DLQ%, name validity (TopicValidator)
+    limits, errors      the bounds the formats set; ValueErrors callers translate at their boundary
+"""
+
+from shoal.formats.errors import (
+    FormatError,
+    JsonSyntaxError,
+    MessageIdError,
+    PropertiesError,
+    PropertiesTooLargeError,
+)
+from shoal.formats.json_compat import ObjectKey, dumps, dumps_fastjson, loads, parse_fastjson
+from shoal.formats.message_id import create_uniq_id, decode_offset_msg_id, offset_msg_id
+from shoal.formats.properties import decode_properties, encode_properties
+from shoal.formats.record import RecordCheck, RecordHeader, RecordKind, body_crc, check_record, decode_header
+from shoal.formats.topics import dlq_topic, retry_topic, validate_group_name, validate_topic_name
+
+__all__ = [
+    "FormatError",
+    "JsonSyntaxError",
+    "MessageIdError",
+    "ObjectKey",
+    "PropertiesError",
+    "PropertiesTooLargeError",
+    "RecordCheck",
+    "RecordHeader",
+    "RecordKind",
+    "body_crc",
+    "check_record",
+    "create_uniq_id",
+    "decode_header",
+    "decode_offset_msg_id",
+    "decode_properties",
+    "dlq_topic",
+    "dumps",
+    "dumps_fastjson",
+    "encode_properties",
+    "loads",
+    "offset_msg_id",
+    "parse_fastjson",
+    "retry_topic",
+    "validate_group_name",
+    "validate_topic_name",
+]

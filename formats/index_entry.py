@@ -1,0 +1,43 @@
+"""The IndexFile layout: header, hash slots and entries (spec §3).
+
+    header (40 bytes)
+    offset  size  field
+    0       8     beginTimestamp      store time of the first indexed message
+    8       8     endTimestamp        store time of the last indexed message
+    16      8     beginPhyOffset
+    24      8     endPhyOffset
+    32      4     hashSlotCount       slots that were empty when first used
+    36      4     indexCount          next entry number; starts at 1
+
+    slots: hash_slots ints at byte 40; each holds the newest entry number of its bucket (0 = empty)
+
+    entry k (k >= 1) at 40 + hash_slots*4 + k*20
+    0       4     keyHash             abs(String.hashCode(key)), MIN_VALUE -> 0
+    4       8     phyOffset
+    12      4     timeDiff            (storeTimestamp - beginTimestamp) / 1000, seconds
+    16      4     prevIndex           older entry in the same bucket, 0 = end of chain
+
+Files are named by their creation time, `yyyyMMddHHmmssSSS` in local time, and hold
+`entries - 1` keys. Keys are `topic#key` for each KEYS token and `topic#uniqKey`
+(`index_key`). The file class is `shoal.store.index_file.IndexFile`.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from shoal.formats import limits
+
+HEADER = struct.Struct(">qqqqii")
+assert HEADER.size == limits.INDEX_HEADER_SIZE_BYTES
+SLOT = struct.Struct(">i")
+assert SLOT.size == limits.INDEX_HASH_SLOT_SIZE_BYTES
+ENTRY = struct.Struct(">iqii")
+assert ENTRY.size == limits.INDEX_ENTRY_SIZE_BYTES
+
+
+def index_file_name(epoch_ms: int) -> str:
+    """`UtilAll.timeMillisToHumanString` in the local time zone."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
