@@ -1,7 +1,7 @@
 """`python -m shoal.operator [--liveness URL]`: run the operator with kopf.
 
 Watches the namespaces listed (comma-separated) in SHOAL_WATCH_NAMESPACES, or the whole cluster
-when it is empty or unset. SHOAL_ALLOWED_HOSTPATH_ROOTS (colon-separated) is read by handlers.py.
+when it is empty or unset. SHOAL_ALLOWED_HOSTPATH_ROOTS (colon-separated) is read by settings.py.
 """
 
 from __future__ import annotations

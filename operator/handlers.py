@@ -1,10 +1,12 @@
 """kopf handlers for Broker and Topic: the operator's one boundary with kopf.
 
-Every handler follows one path: parse the spec (spec.py; InvalidSpecError -> an InvalidSpec
-condition and kopf.PermanentError), compute what should exist (manifests.py), apply it (kube.py),
-gather observed facts, and write the status (status.py) with `observedGeneration`. Something not
-there yet (no eligible node for a hostPath volume, a cluster that does not answer) writes its
-condition and raises kopf.TemporaryError so kopf retries.
+Thin by design: each handler gathers facts through kube.py and the admin protocol, calls a pure
+decision, and carries out what it returns. Parsing is spec.py (InvalidSpecError -> an
+InvalidSpec condition and kopf.PermanentError), children manifests.py, observation observe.py
+and placement.py, the decisions rollout.py (roll), failover.py and drain.py (one steps.Step per
+group), topics.py for Topics, and the status status.py, written with `observedGeneration`.
+Something not there yet (no eligible node for a hostPath volume, a cluster that does not answer)
+writes its condition and raises kopf.TemporaryError so kopf retries.
 
 Brokers: on.create / on.update / on.resume and a timer (drift: a deleted child is recreated, the
 status follows pods becoming ready). Children carry ownerReferences, so the garbage collector
@@ -22,7 +24,6 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,12 +32,27 @@ import kopf
 from shoal.client import Admin, HaStatus
 from shoal.client.errors import MQBrokerError, MQClientError
 from shoal.client.route import master_address
-from shoal.operator import kube, limits, manifests, metrics, rollout, status, topics
+from shoal.operator import (
+    drain,
+    failover,
+    kube,
+    limits,
+    manifests,
+    metrics,
+    observe,
+    placement,
+    rollout,
+    status,
+    steps,
+    topics,
+)
 from shoal.operator.errors import InvalidSpecError, NotReadyError
+from shoal.operator.settings import allowed_host_roots, watched_namespaces
 from shoal.operator.spec import BrokerSpec, TopicSpec, broker_spec_from, topic_spec_from
 
+__all__ = ["allowed_host_roots", "broker_address", "reconcile_broker", "reconcile_topic", "watched_namespaces"]
+
 GROUP, VERSION = "shoal.io", "v1alpha1"
-DEFAULT_HOST_ROOTS = ("/var/lib/shoal",)
 ANNOTATION_PAUSE = "shoal.io/pause-reconciliation"
 ANNOTATION_MANUAL_ROLL = "shoal.io/manual-rolling-update"
 """On a Broker: "true" restarts every broker pod in the ordered way; on a pod: that pod only."""
@@ -47,33 +63,12 @@ ANNOTATION_SKIP_DRAIN = "shoal.io/skip-drain-check"
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 
-def watched_namespaces() -> list[str]:
-    """SHOAL_WATCH_NAMESPACES, comma-separated; empty: the whole cluster."""
-    return [n.strip() for n in os.environ.get("SHOAL_WATCH_NAMESPACES", "").split(",") if n.strip()]
-
-
-def allowed_host_roots() -> tuple[str, ...]:
-    """SHOAL_ALLOWED_HOSTPATH_ROOTS, colon-separated; unset: /var/lib/shoal (the chart's default)."""
-    raw = os.environ.get("SHOAL_ALLOWED_HOSTPATH_ROOTS")
-    if raw is None:
-        return DEFAULT_HOST_ROOTS
-    return tuple(root for root in raw.split(":") if root)
-
-
 def _clock() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
 def _now() -> str:
-    return _clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _seconds_since(stamp: str) -> float:
-    try:
-        then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return 0.0
-    return max((_clock() - then).total_seconds(), 0.0)
+    return status.timestamp(_clock())
 
 
 def broker_address(pod: Mapping[str, Any]) -> str:
@@ -94,6 +89,10 @@ def _set_status(patch: kopf.Patch, new_status: Mapping[str, Any]) -> None:
     patch.setdefault("status", {}).update(new_status)
 
 
+def _clear_annotation(patch: kopf.Patch, annotation: str) -> None:
+    patch.setdefault("metadata", {}).setdefault("annotations", {})[annotation] = None
+
+
 def _invalid(patch: kopf.Patch, body: Mapping[str, Any], error: InvalidSpecError) -> kopf.PermanentError:
     _set_status(patch, status.invalid_spec_status(_generation(body), str(error), _now(), _previous(body)))
     return kopf.PermanentError(f"invalid spec: {error}")
@@ -111,68 +110,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 def _storage_nodes(spec: BrokerSpec) -> dict[str, str]:
-    """Pod name -> node of its hostPath volume: read back from existing PVs, then chosen for the
-    rest among eligible nodes, spreading each group's members across nodes."""
+    """Pod name -> node of its hostPath volume (placement.storage_nodes)."""
     if spec.storage.type != "HostPath":
         return {}
-    chosen: dict[str, str] = {}
-    for volume in kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID):
-        meta = volume["metadata"]
-        pod = f"{meta['labels'].get(manifests.LABEL_GROUP)}-{meta['labels'].get(manifests.LABEL_ORDINAL)}"
-        node = (meta.get("annotations") or {}).get(manifests.ANNOTATION_STORAGE_NODE, "")
-        if node:
-            chosen[pod] = node
-    eligible = sorted(
-        node["metadata"]["name"]
-        for node in kube.nodes(spec.storage.host_node_selector)
-        if not (node.get("spec") or {}).get("unschedulable")
-    )
-    for group in range(spec.groups):
-        members = [manifests.pod_name(spec, group, ordinal) for ordinal in range(spec.replicas_per_group)]
-        used = {chosen[pod] for pod in members if pod in chosen}
-        for pod in members:
-            if pod in chosen or not eligible:
-                continue
-            free = [node for node in eligible if node not in used] or eligible
-            chosen[pod] = free[group % len(free)]
-            used.add(chosen[pod])
-    return chosen
-
-
-def _stateful_set_facts(body: Mapping[str, Any]) -> status.StatefulSetFacts:
-    observed = body.get("status") or {}
-    return status.StatefulSetFacts(
-        replicas=int((body.get("spec") or {}).get("replicas") or 0),
-        ready_replicas=int(observed.get("readyReplicas") or 0),
-        update_revision=str(observed.get("updateRevision") or ""),
-    )
-
-
-def _group_index(spec: BrokerSpec, pod: Mapping[str, Any]) -> int | None:
-    """The group a pod belongs to, including groups beyond spec.groups (being drained)."""
-    label = str((pod["metadata"].get("labels") or {}).get(manifests.LABEL_GROUP, ""))
-    prefix = f"{spec.name}-g"
-    suffix = label[len(prefix) :] if label.startswith(prefix) else ""
-    return int(suffix) if suffix.isdigit() else None
-
-
-def _pod_facts(spec: BrokerSpec, pod: Mapping[str, Any], ha: HaStatus | None = None) -> status.PodFacts | None:
-    meta = pod["metadata"]
-    group = _group_index(spec, pod)
-    ordinal_text = str(meta["name"]).rsplit("-", 1)[-1]
-    if group is None or not ordinal_text.isdigit():
-        return None
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return status.PodFacts(
-        name=str(meta["name"]),
-        group=group,
-        ordinal=int(ordinal_text),
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
-        node=str((pod.get("spec") or {}).get("nodeName") or ""),
-        revision=str((meta.get("labels") or {}).get("controller-revision-hash", "")),
-        ha_lag_bytes=None if ha is None or ha.is_master or ha.lag_bytes < 0 else ha.lag_bytes,
-        store_end=None if ha is None or ha.commitlog_max_offset < 0 else ha.commitlog_max_offset,
-    )
+    volumes = kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID)
+    return placement.storage_nodes(spec, volumes, kube.nodes(spec.storage.host_node_selector))
 
 
 def _pod_security_level(namespace: str, logger: Any) -> str:
@@ -204,13 +146,11 @@ async def _ha_of(addresses: Mapping[str, str]) -> dict[str, HaStatus | None]:
 
 def _observe_brokers(pods: Sequence[Mapping[str, Any]], logger: Any) -> dict[str, HaStatus | None]:
     """Ask every ready broker pod for its replication state (lag, CommitLog end, role)."""
-    addresses = {}
-    for pod in pods:
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        address = broker_address(pod)
-        if ready and address:
-            addresses[str(pod["metadata"]["name"])] = address
+    addresses = {
+        str(pod["metadata"]["name"]): address
+        for pod in pods
+        if observe.pod_ready(pod) and (address := broker_address(pod))
+    }
     try:
         return asyncio.run(_ha_of(addresses))
     except (MQClientError, OSError) as error:
@@ -219,84 +159,32 @@ def _observe_brokers(pods: Sequence[Mapping[str, Any]], logger: Any) -> dict[str
 
 
 def _cluster_facts(
-    spec: BrokerSpec,
-    storage_nodes: Mapping[str, str],
-    paused: bool,
-    logger: Any,
-    masters: Mapping[int, int],
-    previous_groups: Any,
-) -> tuple[status.ClusterFacts, list[dict[str, Any]], dict[str, HaStatus | None]]:
-    """Observed facts, plus the raw pods and each ready broker's replication state."""
-    stateful_sets = {
-        s["metadata"]["name"]: s for s in kube.cluster_stateful_sets(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
-    }
-    name_server = stateful_sets.get(manifests.name_server_name(spec))
-    groups = {
-        g: _stateful_set_facts(stateful_sets[manifests.group_name(spec, g)])
-        for g in range(spec.groups)
-        if manifests.group_name(spec, g) in stateful_sets
-    }
-    raw_pods = [
+    spec: BrokerSpec, observed: observe.Observed, logger: Any
+) -> tuple[status.ClusterFacts, observe.Observed]:
+    """Read the cluster's StatefulSets, pods, brokers and namespace into `observed`; its facts."""
+    stateful_sets = kube.cluster_stateful_sets(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
+    pods = [
         pod
         for pod in kube.cluster_pods(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
-        if _group_index(spec, pod) is not None
+        if observe.group_index(spec, pod) is not None
     ]
-    ha = _observe_brokers(raw_pods, logger)
-    pods = [
-        pod_facts
-        for pod in raw_pods
-        if (pod_facts := _pod_facts(spec, pod, ha.get(str(pod["metadata"]["name"])))) is not None
-        and pod_facts.group < spec.groups
-    ]
-    previous_since = {
-        str(detail.get("name")): str(detail["masterUnreadySince"])
-        for detail in (previous_groups if isinstance(previous_groups, list) else [])
-        if isinstance(detail, Mapping) and detail.get("masterUnreadySince")
-    }
-    previous_restart = {
-        str(detail.get("name")): str(detail["masterRestartedAt"])
-        for detail in (previous_groups if isinstance(previous_groups, list) else [])
-        if isinstance(detail, Mapping) and detail.get("masterRestartedAt")
-    }
-    unready_since, restarted_at = {}, {}
-    for group in range(spec.groups):
-        master = next((p for p in pods if p.group == group and p.ordinal == masters.get(group, 0)), None)
-        if group in groups and (master is None or not master.ready):
-            name = manifests.group_name(spec, group)
-            unready_since[group] = previous_since.get(name, _now())
-            if name in previous_restart:
-                restarted_at[group] = previous_restart[name]
-    host_path = spec.storage.type == "HostPath"
-    expected_pods = [manifests.pod_name(spec, g, n) for g in range(spec.groups) for n in range(spec.replicas_per_group)]
-    enforce = _pod_security_level(spec.namespace, logger) if host_path else ""
-    cluster = status.ClusterFacts(
-        name_server=_stateful_set_facts(name_server) if name_server else None,
-        groups=groups,
+    observed = dataclasses.replace(
+        observed,
+        stateful_sets={s["metadata"]["name"]: s for s in stateful_sets},
         pods=pods,
-        masters=dict(masters),
-        master_unready_since=unready_since,
-        master_restarted_at=restarted_at,
-        surplus_groups=[
-            g for g in range(spec.groups, limits.GROUPS_MAX) if manifests.group_name(spec, g) in stateful_sets
-        ],
-        volumes_bound=not host_path or all(pod in storage_nodes for pod in expected_pods),
-        pod_security_forbids_host_path=enforce in ("baseline", "restricted"),
-        paused=paused,
+        ha=_observe_brokers(pods, logger),
+        pod_security_level=_pod_security_level(spec.namespace, logger) if spec.storage.type == "HostPath" else "",
     )
-    return cluster, raw_pods, ha
+    return observe.cluster_facts(spec, observed), observed
 
 
 # ---------------------------------------------------------------- Broker: roll, failover, drain
 
 
-def _promote(
-    spec: BrokerSpec, group: int, step: rollout.Step, raw_pods: Sequence[Mapping[str, Any]], logger: Any
-) -> bool:
+def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logger: Any) -> bool:
     """PROMOTE_TO_MASTER on the chosen slave; True when the broker accepted."""
-    pod = next((p for p in raw_pods if p["metadata"]["name"] == step.pod), None)
-    address = broker_address(pod) if pod is not None else ""
     if not address:
-        logger.warning(f"cannot promote {step.pod}: no pod address")
+        logger.warning(f"cannot promote {promotion.pod}: no pod address")
         return False
     role = "SYNC_MASTER" if spec.replication_mode == "Sync" else "ASYNC_MASTER"
 
@@ -307,86 +195,64 @@ def _promote(
     try:
         asyncio.run(asyncio.wait_for(promote(), limits.ADMIN_TIMEOUT_S))
     except MQBrokerError as error:
-        logger.warning(f"promotion of {step.pod} refused by the broker: {error.remark}")
+        logger.warning(f"promotion of {promotion.pod} refused by the broker: {error.remark}")
         return False
     except (MQClientError, OSError, TimeoutError) as error:
-        logger.warning(f"promotion of {step.pod} failed: {error!r}")
+        logger.warning(f"promotion of {promotion.pod} failed: {error!r}")
         return False
-    logger.info(f"promoted {step.pod} to master of {manifests.group_name(spec, group)}: {step.reason}")
+    logger.info(
+        f"promoted {promotion.pod} to master of {manifests.group_name(spec, promotion.group)}: {promotion.reason}"
+    )
     return True
 
 
 def _fail_over(
     spec: BrokerSpec,
     facts: status.ClusterFacts,
-    raw_pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
     requested: str,
     patch: kopf.Patch,
     logger: Any,
 ) -> dict[int, int]:
-    """Promote where rollout.plan_failover says so; the groups' master ordinals afterwards."""
+    """Carry out failover.decide_failover; the groups' master ordinals afterwards."""
+    plan = failover.decide_failover(failover.FailoverFacts(spec, facts, _clock(), requested))
+    for waiting in plan.waiting:
+        logger.info(waiting)
+    if plan.request_done:
+        _clear_annotation(patch, ANNOTATION_PROMOTE)
     masters = dict(facts.masters)
-    for group in range(spec.groups):
-        since = facts.master_unready_since.get(group)
-        restarted = facts.master_restarted_at.get(group)
-        mine = requested if requested.startswith(manifests.group_name(spec, group) + "-") else ""
-        step = rollout.plan_failover(
-            spec,
-            facts,
-            group,
-            _seconds_since(since) if since else None,
-            mine,
-            _seconds_since(restarted) if restarted else None,
-        )
-        if step.action == rollout.WAIT and (mine or spec.failover == "Automatic"):
-            logger.info(f"failover of {manifests.group_name(spec, group)}: {step.reason}")
-        if step.action != rollout.PROMOTE:
-            if mine and step.action == rollout.NOTHING:
-                patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_PROMOTE] = None
+    for promotion in plan.promotions:
+        pod = next((p for p in pods if p["metadata"]["name"] == promotion.pod), None)
+        if not _promote(spec, promotion, broker_address(pod) if pod is not None else "", logger):
             continue
-        if _promote(spec, group, step, raw_pods, logger):
-            metrics.PROMOTIONS.labels(spec.namespace, spec.name, "annotation" if mine else "automatic").inc()
-            masters[group] = step.ordinal
-            kube.apply(manifests.group_config_map(spec, group, step.ordinal))
-            if mine:
-                patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_PROMOTE] = None
+        trigger = "annotation" if promotion.requested else "automatic"
+        metrics.PROMOTIONS.labels(spec.namespace, spec.name, trigger).inc()
+        masters[promotion.group] = promotion.ordinal
+        kube.apply(manifests.group_config_map(spec, promotion.group, promotion.ordinal))
+        if promotion.requested:
+            _clear_annotation(patch, ANNOTATION_PROMOTE)
     return masters
 
 
 def _roll(
-    spec: BrokerSpec, facts: status.ClusterFacts, raw_pods: Sequence[dict[str, Any]], manual: bool, logger: Any
-) -> tuple[list[str], set[int]]:
-    """One ordered-roll step per group (rollout.plan_roll): what each group waits for, and the
-    groups whose master it restarted.
+    spec: BrokerSpec, facts: status.ClusterFacts, pods: Sequence[Mapping[str, Any]], manual: bool, logger: Any
+) -> rollout.RollPlan:
+    """Carry out rollout.decide_roll: delete at most one pod per group.
 
     The Broker's manual-rolling-update annotation is handed down to every current pod (as
     Strimzi does): a pod restarted since comes back without it, so each is restarted once."""
-    notes = []
-    masters_restarted = set()
-    if manual:
-        for pod in raw_pods:
-            name = str(pod["metadata"]["name"])
-            changes = {"metadata": {"annotations": {ANNOTATION_MANUAL_ROLL: "true"}}}
-            if kube.patch("v1", "Pod", spec.namespace, name, changes) is not None:
-                pod.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_MANUAL_ROLL] = "true"
-    for group in range(spec.groups):
-        forced = {
-            str(p["metadata"]["name"])
-            for p in raw_pods
-            if _group_index(spec, p) == group
-            and (p["metadata"].get("annotations") or {}).get(ANNOTATION_MANUAL_ROLL) == "true"
-        }
-        step = rollout.plan_roll(spec, facts, group, forced)
-        if step.action == rollout.DELETE_POD:
-            kube.delete("v1", "Pod", spec.namespace, step.pod)
-            metrics.ROLL_RESTARTS.labels(spec.namespace, spec.name).inc()
-            logger.info(f"rolling {manifests.group_name(spec, group)}: deleted {step.pod}: {step.reason}")
-            notes.append(f"restarting {step.pod}")
-            if step.ordinal == facts.masters.get(group, 0):
-                masters_restarted.add(group)
-        elif step.action == rollout.WAIT:
-            notes.append(step.reason)
-    return notes, masters_restarted
+    forced = observe.annotated_pods(spec, pods, ANNOTATION_MANUAL_ROLL)
+    for pod in pods if manual else ():
+        name, group = str(pod["metadata"]["name"]), observe.group_index(spec, pod)
+        changes = {"metadata": {"annotations": {ANNOTATION_MANUAL_ROLL: "true"}}}
+        if kube.patch("v1", "Pod", spec.namespace, name, changes) is not None and group is not None:
+            forced.setdefault(group, set()).add(name)
+    plan = rollout.decide_roll(rollout.RollFacts(spec, facts, forced))
+    for restart in plan.restarts:
+        kube.delete("v1", "Pod", spec.namespace, restart.pod)
+        metrics.ROLL_RESTARTS.labels(spec.namespace, spec.name).inc()
+        logger.info(f"rolling {manifests.group_name(spec, restart.group)}: deleted {restart.pod}: {restart.reason}")
+    return plan
 
 
 def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: str, logger: Any) -> None:
@@ -402,51 +268,45 @@ def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: 
             logger.info(f"kept PersistentVolume {name} and its directory (reclaimPolicy Retain)")
 
 
+def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> int | None:
+    """Wipe the group's write permission on the NameServers and ask its master what is left to
+    consume; None when it has no master or does not answer."""
+    if not target.master_address:
+        return None
+
+    async def ask() -> int:
+        async with Admin(manifests.name_server_addresses(spec)) as admin:
+            await admin.set_write_permission(target.name, writable=False)
+            return await admin.broker_consumer_lag(target.master_address)
+
+    try:
+        return asyncio.run(asyncio.wait_for(ask(), limits.ADMIN_TIMEOUT_S))
+    except (MQClientError, OSError, TimeoutError) as error:
+        logger.warning(f"draining {target.name}: {error!r}")
+        return None
+
+
 def _drain(
-    spec: BrokerSpec,
-    facts: status.ClusterFacts,
-    body: Mapping[str, Any],
-    raw_pods: Sequence[Mapping[str, Any]],
-    ha: Mapping[str, HaStatus | None],
-    logger: Any,
+    spec: BrokerSpec, facts: status.ClusterFacts, skip: bool, observed: observe.Observed, logger: Any
 ) -> list[str]:
     """Groups beyond spec.groups: wipe their write permission, delete them once drained."""
-    skip = (body["metadata"].get("annotations") or {}).get(ANNOTATION_SKIP_DRAIN) == "true"
+    pod_groups = {
+        str(p["metadata"]["name"]): group for p in observed.pods if (group := observe.group_index(spec, p)) is not None
+    }
+    masters = [pod for pod, ha in observed.ha.items() if ha is not None and ha.is_master]  # in pod order
+    addresses = {str(p["metadata"]["name"]): broker_address(p) for p in observed.pods}
+    targets = drain.drain_targets(spec, facts.surplus_groups, pod_groups, masters, addresses)
     notes = []
-    for group in facts.surplus_groups:
-        name = manifests.group_name(spec, group)
-        masters = [
-            broker_address(p)
-            for p in raw_pods
-            if _group_index(spec, p) == group
-            and (state := ha.get(p["metadata"]["name"])) is not None
-            and state.is_master
-        ]
-        lag = None
-        if masters:
-
-            async def drain_facts(address: str = masters[0], broker_name: str = name) -> int:
-                async with Admin(manifests.name_server_addresses(spec)) as admin:
-                    await admin.set_write_permission(broker_name, writable=False)
-                    return await admin.broker_consumer_lag(address)
-
-            try:
-                lag = asyncio.run(asyncio.wait_for(drain_facts(), limits.ADMIN_TIMEOUT_S))
-            except (MQClientError, OSError, TimeoutError) as error:
-                logger.warning(f"draining {name}: {error!r}")
-        step = rollout.plan_drain(name, lag, skip)
-        if step.action != rollout.DELETE_GROUP:
+    for target in targets:
+        step = drain.plan_drain(drain.DrainFacts(target.name, _consumer_lag(spec, target, logger), skip))
+        if step.action != steps.DELETE_GROUP:
             notes.append(step.reason)
             continue
-        for api_version, kind, child in manifests.group_children(spec, group):
+        for api_version, kind, child in manifests.group_children(spec, target.group):
             kube.delete(api_version, kind, spec.namespace, child)
-        volumes = [
-            v
-            for v in kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID)
-            if (v["metadata"].get("labels") or {}).get(manifests.LABEL_GROUP) == name
-        ]
+        volumes = drain.group_volumes(kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID), target.name)
         _release_volumes(volumes, spec.image, spec.storage.reclaim_policy, logger)
-        logger.info(f"scale-down: {step.reason}; deleted group {name}")
+        logger.info(f"scale-down: {step.reason}; deleted group {target.name}")
     return notes
 
 
@@ -486,23 +346,26 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
             action, _ = kube.apply(child)
             actions[action] = actions.get(action, 0) + 1
         logger.info(f"Broker {spec.namespace}/{spec.name}: children {actions}")
-    facts, raw_pods, ha = _cluster_facts(spec, storage_nodes, paused, logger, masters, previous_groups)
+    observed = observe.Observed(
+        stateful_sets={},
+        pods=[],
+        now=_now(),
+        masters=masters,
+        previous_groups=previous_groups,
+        storage_nodes=storage_nodes,
+        paused=paused,
+    )
+    facts, observed = _cluster_facts(spec, observed, logger)
     if not paused:
-        masters = _fail_over(spec, facts, raw_pods, str(annotations.get(ANNOTATION_PROMOTE, "")), patch, logger)
+        masters = _fail_over(spec, facts, observed.pods, str(annotations.get(ANNOTATION_PROMOTE, "")), patch, logger)
         facts = dataclasses.replace(facts, masters=masters)
         manual_roll = annotations.get(ANNOTATION_MANUAL_ROLL) == "true"
-        roll_steps, masters_restarted = _roll(spec, facts, raw_pods, manual_roll, logger)
-        if masters_restarted:
-            now = _now()
-            facts = dataclasses.replace(
-                facts,
-                master_restarted_at={**facts.master_restarted_at, **dict.fromkeys(masters_restarted, now)},
-                master_unready_since={**dict.fromkeys(masters_restarted, now), **facts.master_unready_since},
-            )
+        facts = rollout.after_roll(facts, _roll(spec, facts, observed.pods, manual_roll, logger), _now())
         if manual_roll:
-            patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_MANUAL_ROLL] = None
-        draining = _drain(spec, facts, body, raw_pods, ha, logger)
-        facts = dataclasses.replace(facts, roll_steps=roll_steps, draining=draining)
+            _clear_annotation(patch, ANNOTATION_MANUAL_ROLL)
+        skip_drain = annotations.get(ANNOTATION_SKIP_DRAIN) == "true"
+        draining = _drain(spec, facts, skip_drain, observed, logger)
+        facts = dataclasses.replace(facts, draining=draining)
     _set_status(patch, status.broker_status(spec, _generation(body), facts, _now(), _previous(body)))
     if not facts.volumes_bound and not paused:
         raise kopf.TemporaryError(
@@ -512,17 +375,10 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
 
 
 @kopf.on.create(GROUP, VERSION, "brokers")
-def broker_created(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    reconcile_broker(body, patch, logger)
-
-
 @kopf.on.update(GROUP, VERSION, "brokers")
-def broker_updated(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    reconcile_broker(body, patch, logger)
-
-
 @kopf.on.resume(GROUP, VERSION, "brokers")
-def broker_resumed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+def broker_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+    """Create, update and resume (operator start) are one reconcile: kopf calls it once per event."""
     reconcile_broker(body, patch, logger)
 
 
@@ -599,18 +455,9 @@ def _topic_context(body: Mapping[str, Any], patch: kopf.Patch) -> tuple[TopicSpe
     return spec, cluster
 
 
-@dataclasses.dataclass
-class TopicOutcome:
-    """What one reconcile of a Topic did, per broker group (brokerName)."""
-
-    steps: dict[str, topics.TopicStep] = dataclasses.field(default_factory=dict)
-    missing: list[str] = dataclasses.field(default_factory=list)
-    """Placement groups not registered with the NameServers (not up yet)."""
-
-
-async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: TopicSpec) -> TopicOutcome:
+async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: TopicSpec) -> topics.TopicOutcome:
     """Bring the topic on each placement group's master to the spec (topics.plan_topic)."""
-    outcome = TopicOutcome()
+    outcome = topics.TopicOutcome()
     async with Admin(list(addresses)) as admin:
         info = await admin.cluster_info()
         registered = set(info.cluster_addr_table.get(cluster.cluster_name) or ())
@@ -670,53 +517,27 @@ def _reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) ->
     spec, cluster = _topic_context(body, patch)
     addresses = manifests.name_server_addresses(cluster)
     try:
-        outcome: TopicOutcome = _run_admin(_apply_topic(addresses, cluster, spec), f"apply {spec.topic_name}")
+        outcome: topics.TopicOutcome = _run_admin(_apply_topic(addresses, cluster, spec), f"apply {spec.topic_name}")
     except NotReadyError as error:
         _set_status(patch, _topic_status(body, False, "ClusterUnreachable", str(error)))
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
     for broker_name, step in outcome.steps.items():
         if step.action in (topics.CREATE, topics.UPDATE) or step.shrinking:
             logger.info(f"topic {spec.topic_name} {step.reason} on {broker_name}")
-    refused = {name: step for name, step in outcome.steps.items() if step.action == topics.REFUSED}
-    holders = sorted(outcome.steps)
-    new_status = {}
-    if refused:
-        name, step = next(iter(sorted(refused.items())))
-        new_status = _topic_status(body, False, "QueueShrinkRefused", f"{name}: {step.reason}")
-    elif outcome.missing:
-        message = f"groups not serving yet: {', '.join(outcome.missing)}"
-        new_status = _topic_status(body, False, "GroupNotServing", message)
-    else:
-        actions = {step.action for step in outcome.steps.values()}
-        reason = "Created" if actions == {topics.CREATE} else "Updated" if actions - {topics.UNCHANGED} else "InSync"
-        if not (body.get("status") or {}).get("conditions") and topics.CREATE not in actions:
-            reason = "Adopted"
-        message = f"topic {spec.topic_name} is on {', '.join(holders)} of cluster {cluster.name}"
-        shrinking = sorted(name for name, step in outcome.steps.items() if step.shrinking)
-        if shrinking:
-            reason = "ShrinkingQueues"
-            message += f"; read queues shrink on {', '.join(shrinking)} once consumers have emptied them"
-        new_status = _topic_status(body, True, reason, message)
-    new_status["brokers"] = holders
+    first_status = not (body.get("status") or {}).get("conditions")
+    report = topics.report_topic(spec, cluster.name, outcome, first_status)
+    new_status = _topic_status(body, report.ready, report.reason, report.message)
+    new_status["brokers"] = list(report.brokers)
     _set_status(patch, new_status)
-    if outcome.missing:
-        raise kopf.TemporaryError(f"topic {spec.topic_name}: groups not serving yet", delay=limits.RETRY_DELAY_S)
-    if any(step.shrinking for step in outcome.steps.values()):
-        raise kopf.TemporaryError(f"topic {spec.topic_name}: shrinking", delay=limits.TOPIC_SHRINK_RECHECK_S)
+    if report.retry:
+        raise kopf.TemporaryError(report.retry, delay=report.retry_delay_s)
 
 
 @kopf.on.create(GROUP, VERSION, "topics")
-def topic_created(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    reconcile_topic(body, patch, logger)
-
-
 @kopf.on.update(GROUP, VERSION, "topics")
-def topic_updated(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    reconcile_topic(body, patch, logger)
-
-
 @kopf.on.resume(GROUP, VERSION, "topics")
-def topic_resumed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+def topic_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+    """Create, update and resume (operator start) are one reconcile: kopf calls it once per event."""
     reconcile_topic(body, patch, logger)
 
 

@@ -21,10 +21,9 @@ from urllib.parse import urlencode
 
 import kubernetes
 
-Object = dict[str, Any]
+from shoal.operator import limits
 
-REQUEST_TIMEOUT_S = 30.0
-"""Bound on every API request (connect + read)."""
+Object = dict[str, Any]
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -58,7 +57,7 @@ class ApiError(Exception):
     """An API request failed with an HTTP status the caller did not expect."""
 
     def __init__(self, status: int, method: str, path: str, body: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status}: {body[:500]}")
+        super().__init__(f"{method} {path}: HTTP {status}: {body[: limits.API_ERROR_BODY_LENGTH_MAX]}")
         self.status = status
 
 
@@ -92,7 +91,9 @@ def _request(
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = client.call_api(method, url, header_params=headers, body=body, _request_timeout=REQUEST_TIMEOUT_S)
+        response = client.call_api(
+            method, url, header_params=headers, body=body, _request_timeout=limits.API_REQUEST_TIMEOUT_S
+        )
         raw = response.read()  # type: ignore[no-untyped-call]
     finally:
         client.close()  # type: ignore[no-untyped-call]

@@ -79,7 +79,23 @@ TOPIC_SHRINK_RECHECK_S = 5.0
 """A Topic whose read queues wait for consumers before shrinking is re-checked this often."""
 
 ADMIN_TIMEOUT_S = 10.0
-"""Bound on one Topic's admin-protocol conversation with its cluster."""
+"""Bound on one admin-protocol conversation with a cluster (a Topic's, a promotion, a drain check)."""
+
+API_REQUEST_TIMEOUT_S = 30.0
+"""Bound on every Kubernetes API request (connect + read)."""
+
+API_ERROR_BODY_LENGTH_MAX = 500
+"""Characters of an API server's error answer kept in kube.ApiError's message (and the logs)."""
+
+BROKER_TERMINATION_GRACE_S = 60
+"""terminationGracePeriodSeconds of a broker pod: how long its shutdown may take before the
+kubelet sends SIGKILL."""
+
+CLEANUP_JOB_TTL_S = 3600
+"""A finished cleanup Job (it has no owner: the Broker is gone) is removed after this long."""
+
+CLEANUP_JOB_RETRIES_MAX = 3
+"""backoffLimit of a cleanup Job (reclaimPolicy Delete)."""
 
 # ---------------------------------------------------------------- StoreAnalysis (scheduled Spark runs)
 
@@ -101,6 +117,12 @@ ANALYSIS_HISTORY_LIMIT_MAX = 20
 ANALYSIS_DEADLINE_S_MAX = 7 * 24 * 3600
 """startingDeadlineSeconds and activeDeadlineSeconds: a week."""
 
+ANALYSIS_EXECUTOR_INSTANCES_MAX = 64
+"""spark.executor.instances of a SparkSubmit run (the CRD's maximum too)."""
+
+ANALYSIS_ACTIVE_DEADLINE_S_DEFAULT = 3600
+"""activeDeadlineSeconds of each run's Jobs when the spec does not set it."""
+
 ANALYSIS_ARGS_MAX = 32
 """Extra job arguments (analysis.args)."""
 
@@ -116,3 +138,4 @@ assert (
     <= KUBERNETES_NAME_LENGTH_MAX
 )
 assert ANALYSIS_TICK_S < 60, "cron has minute resolution: tick more often than once a minute"
+assert 0 < ANALYSIS_ACTIVE_DEADLINE_S_DEFAULT <= ANALYSIS_DEADLINE_S_MAX

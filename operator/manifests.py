@@ -53,6 +53,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from shoal.operator import limits
 from shoal.operator.spec import BrokerSpec
 
 API_GROUP = "shoal.io"
@@ -469,7 +470,7 @@ def group_stateful_set(spec: BrokerSpec, group: int) -> Object:
                 "spec": {
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "affinity": _anti_affinity(selector),
-                    "terminationGracePeriodSeconds": 60,
+                    "terminationGracePeriodSeconds": limits.BROKER_TERMINATION_GRACE_S,
                     "initContainers": [_prepare_store_container(spec, group)],
                     "containers": [_broker_container(spec, group)],
                     "volumes": volumes,
@@ -574,8 +575,6 @@ def group_children(spec: BrokerSpec, group: int) -> list[tuple[str, str, str]]:
     ]
 
 
-CLEANUP_JOB_TTL_S = 3600
-"""A finished cleanup Job (it has no owner: the Broker is gone) is removed after this long."""
 CLEANUP_MOUNT_PATH = "/cluster"
 
 
@@ -608,8 +607,8 @@ def store_cleanup_job(volume: Mapping[str, Any], image: str) -> Object:
             },
         },
         "spec": {
-            "backoffLimit": 3,
-            "ttlSecondsAfterFinished": CLEANUP_JOB_TTL_S,
+            "backoffLimit": limits.CLEANUP_JOB_RETRIES_MAX,
+            "ttlSecondsAfterFinished": limits.CLEANUP_JOB_TTL_S,
             "template": {
                 "spec": {
                     "restartPolicy": "OnFailure",

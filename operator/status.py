@@ -23,6 +23,7 @@ Broker conditions and their reasons:
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,21 @@ from shoal.operator import limits, manifests
 from shoal.operator.spec import BrokerSpec
 
 CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "NameServerReady", "StorageReady", "ReplicationInSync")
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+"""RFC 3339 in UTC, whole seconds: every time stamp the operator writes into a status."""
+
+
+def timestamp(now: datetime.datetime) -> str:
+    return now.astimezone(datetime.UTC).strftime(TIME_FORMAT)
+
+
+def seconds_since(stamp: str, now: datetime.datetime) -> float:
+    """Seconds from a status time stamp to `now`; 0 for a stamp in the future or unreadable."""
+    try:
+        then = datetime.datetime.strptime(stamp, TIME_FORMAT).replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return max((now - then).total_seconds(), 0.0)
 
 
 @dataclass(frozen=True)

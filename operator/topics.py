@@ -13,8 +13,9 @@ in them (`removed_queue_lag` 0). Growing is always safe and immediate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from shoal.operator import limits
 from shoal.operator.spec import PERMISSION_BITS, TopicSpec
 
 CREATE = "create"
@@ -89,3 +90,54 @@ def plan_topic(spec: TopicSpec, live: LiveTopic | None, removed_queue_lag: int |
         reason = "read queues wait for consumers before they shrink" if shrinking else "in sync"
         return TopicStep(UNCHANGED, read, write, perm, spec.order, reason, shrinking)
     return step
+
+
+@dataclass
+class TopicOutcome:
+    """What one reconcile of a Topic did, per broker group (brokerName)."""
+
+    steps: dict[str, TopicStep] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    """Placement groups not registered with the NameServers (not up yet)."""
+
+
+@dataclass(frozen=True)
+class TopicReport:
+    """The Topic's Ready condition, where the topic is, and when to look again."""
+
+    ready: bool
+    reason: str
+    message: str
+    brokers: tuple[str, ...]
+    retry: str = ""
+    """Why the reconcile is retried ("": it is not), after `retry_delay_s`."""
+    retry_delay_s: float = 0.0
+
+
+def report_topic(spec: TopicSpec, cluster_name: str, outcome: TopicOutcome, first_status: bool) -> TopicReport:
+    """Ready, or why not, from one reconcile's outcome. `first_status`: the Topic has no
+    conditions yet, so a topic found unchanged on every group was adopted."""
+    refused = sorted((name, step) for name, step in outcome.steps.items() if step.action == REFUSED)
+    holders = tuple(sorted(outcome.steps))
+    shrinking = sorted(name for name, step in outcome.steps.items() if step.shrinking)
+    if outcome.missing:
+        retry, delay_s = f"topic {spec.topic_name}: groups not serving yet", limits.RETRY_DELAY_S
+    elif shrinking:
+        retry, delay_s = f"topic {spec.topic_name}: shrinking", limits.TOPIC_SHRINK_RECHECK_S
+    else:
+        retry, delay_s = "", 0.0
+    if refused:
+        name, step = refused[0]
+        return TopicReport(False, "QueueShrinkRefused", f"{name}: {step.reason}", holders, retry, delay_s)
+    if outcome.missing:
+        message = f"groups not serving yet: {', '.join(outcome.missing)}"
+        return TopicReport(False, "GroupNotServing", message, holders, retry, delay_s)
+    actions = {step.action for step in outcome.steps.values()}
+    reason = "Created" if actions == {CREATE} else "Updated" if actions - {UNCHANGED} else "InSync"
+    if first_status and CREATE not in actions:
+        reason = "Adopted"
+    message = f"topic {spec.topic_name} is on {', '.join(holders)} of cluster {cluster_name}"
+    if shrinking:
+        reason = "ShrinkingQueues"
+        message += f"; read queues shrink on {', '.join(shrinking)} once consumers have emptied them"
+    return TopicReport(True, reason, message, holders, retry, delay_s)

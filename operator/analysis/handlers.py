@@ -44,7 +44,7 @@ from shoal.operator.analysis.status import (
     skipped_record,
 )
 from shoal.operator.errors import InvalidSpecError
-from shoal.operator.handlers import allowed_host_roots
+from shoal.operator.settings import allowed_host_roots
 from shoal.operator.spec import BrokerSpec, broker_spec_from
 
 GROUP, VERSION, PLURAL = "shoal.io", "v1alpha1", "storeanalyses"

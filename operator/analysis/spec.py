@@ -98,7 +98,7 @@ class AnalysisSpec:
     suspend: bool = False
     concurrency_policy: str = "Forbid"
     starting_deadline_s: int | None = None
-    active_deadline_s: int = 3600
+    active_deadline_s: int = limits.ANALYSIS_ACTIVE_DEADLINE_S_DEFAULT
     successful_history_limit: int = 3
     failed_history_limit: int = 3
     target: TargetSpec = TargetSpec()
@@ -127,7 +127,9 @@ def _spark_from(raw: Mapping[str, Any]) -> SparkSpec:
         spark_conf=conf,
         driver_resources=dict((raw.get("driver") or {}).get("resources") or {}),
         executor_resources=dict(executor.get("resources") or {}),
-        executor_instances=int_in(executor.get("instances", 1), "spec.spark.executor.instances", 1, 64),
+        executor_instances=int_in(
+            executor.get("instances", 1), "spec.spark.executor.instances", 1, limits.ANALYSIS_EXECUTOR_INSTANCES_MAX
+        ),
         service_account_name=str(raw.get("serviceAccountName") or SparkSpec.service_account_name),
     )
 
@@ -180,7 +182,10 @@ def analysis_spec_from(body: Mapping[str, Any]) -> AnalysisSpec:
         if deadline is None
         else int_in(deadline, "spec.startingDeadlineSeconds", 0, limits.ANALYSIS_DEADLINE_S_MAX),
         active_deadline_s=int_in(
-            spec.get("activeDeadlineSeconds", 3600), "spec.activeDeadlineSeconds", 1, limits.ANALYSIS_DEADLINE_S_MAX
+            spec.get("activeDeadlineSeconds", limits.ANALYSIS_ACTIVE_DEADLINE_S_DEFAULT),
+            "spec.activeDeadlineSeconds",
+            1,
+            limits.ANALYSIS_DEADLINE_S_MAX,
         ),
         successful_history_limit=int_in(
             spec.get("successfulRunsHistoryLimit", 3),

@@ -170,13 +170,27 @@ def writes(api: km.KubernetesEmulator, action: km.action) -> list[tuple[str, str
     ]
 
 
+@contextlib.asynccontextmanager
+async def operator_with_broker(api: km.KubernetesEmulator, body: dict[str, Any] | None = None) -> AsyncIterator[None]:
+    """Two nodes, the operator running, and a Broker (examples/cluster.yaml unless `body`) whose
+    first status has been written."""
+    await seed_cluster(api)
+    async with running_operator(api):
+        await post(api, BROKER_PATH, body or broker_body())
+        await wait_until(lambda: "conditions" in broker_status(api))
+        yield
+
+
+async def reconcile_one_broker(api: km.KubernetesEmulator, body: dict[str, Any] | None = None) -> None:
+    """operator_with_broker, stopped again once the Broker has its first status."""
+    async with operator_with_broker(api, body):
+        pass
+
+
 @pytest.mark.asyncio
 async def test_create_broker_creates_children_and_sets_status(kube_api: km.KubernetesEmulator) -> None:
     """A new Broker gets every child and a status with observedGeneration and conditions."""
-    await seed_cluster(kube_api)
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, broker_body())
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    await reconcile_one_broker(kube_api)
     for resource, namespace, name in CHILDREN:
         assert get_object(kube_api, resource, namespace, name) is not None, (resource, name)
     status = broker_status(kube_api)
@@ -194,10 +208,7 @@ async def test_create_broker_creates_children_and_sets_status(kube_api: km.Kuber
 @pytest.mark.asyncio
 async def test_update_image_and_config_patches_children(kube_api: km.KubernetesEmulator) -> None:
     """Changing the image and a config key patches the StatefulSet and the ConfigMap."""
-    await seed_cluster(kube_api)
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, broker_body())
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    async with operator_with_broker(kube_api):
         change = {
             "metadata": {"generation": 2},
             "spec": {"image": "shoal:0.2.0", "config": {"autoCreateTopicEnable": "true"}},
@@ -215,11 +226,8 @@ async def test_update_image_and_config_patches_children(kube_api: km.KubernetesE
 @pytest.mark.asyncio
 async def test_invalid_spec_reports_condition_and_creates_nothing(kube_api: km.KubernetesEmulator) -> None:
     """A hostPath root outside the allow-list gives Ready=False InvalidSpec and no children."""
-    await seed_cluster(kube_api)
     body = broker_body(storage={"type": "HostPath", "hostPath": {"root": "/etc"}})
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, body)
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    await reconcile_one_broker(kube_api, body)
     ready = condition_of(broker_status(kube_api), "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
     assert "/etc is not under an allowed host root" in ready["message"]
@@ -231,10 +239,7 @@ async def test_invalid_spec_reports_condition_and_creates_nothing(kube_api: km.K
 @pytest.mark.asyncio
 async def test_restart_resumes_without_duplicates(kube_api: km.KubernetesEmulator) -> None:
     """A second operator run over an existing Broker re-applies without creating anything twice."""
-    await seed_cluster(kube_api)
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, broker_body())
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    await reconcile_one_broker(kube_api)
     creates_before = [w for w in writes(kube_api, km.action.CREATE) if w[0] != "v1/events"]
     resumed = len(list(kube_api[km.action.UPDATE, km.resource(BROKERS)]))
     async with running_operator(kube_api):
@@ -313,10 +318,7 @@ def _used(api: km.KubernetesEmulator) -> Iterator[tuple[str, str, str]]:
 @pytest.mark.asyncio
 async def test_rbac_grants_every_request_of_the_operator(kube_api: km.KubernetesEmulator) -> None:
     """Every verb/resource the operator sent while reconciling is granted by the chart's ClusterRole."""
-    await seed_cluster(kube_api)
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, broker_body())
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    await reconcile_one_broker(kube_api)
     seeded = {("shoal.io", "brokers", "create")}
     used = set(_used(kube_api)) - seeded
     assert used, "the request log is empty"
@@ -392,10 +394,7 @@ async def test_rbac_grants_nothing_the_operator_never_uses(kube_api: km.Kubernet
     manual annotation (patches and deletes pods), adds a Topic, scales to one group (drain check
     skipped: deletes the group's children), switches reclaimPolicy to Delete (patches PVs) and
     deletes the Broker (PVs and cleanup Jobs)."""
-    await seed_cluster(kube_api)
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, broker_body(groups=2, nameServer={"replicas": 1}))
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    async with operator_with_broker(kube_api, broker_body(groups=2, nameServer={"replicas": 1})):
         for resource, name in (
             ("v1/services", "orders-g0"),
             ("v1/configmaps", "orders-g0-config"),
@@ -444,10 +443,7 @@ async def test_rbac_grants_nothing_the_operator_never_uses(kube_api: km.Kubernet
 async def test_a_deleted_child_is_recreated(kube_api: km.KubernetesEmulator) -> None:
     """Goal: drift correction brings back a child deleted by hand. Method: delete the group's
     ConfigMap and StatefulSet through the API, touch the Broker; both come back."""
-    await seed_cluster(kube_api)
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, broker_body())
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    async with operator_with_broker(kube_api):
         for path in (
             f"/api/v1/namespaces/{NAMESPACE}/configmaps/orders-g0-config",
             f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/orders-g0",
@@ -470,11 +466,8 @@ async def test_a_deleted_child_is_recreated(kube_api: km.KubernetesEmulator) -> 
 async def test_deleting_a_broker_follows_the_reclaim_policy(kube_api: km.KubernetesEmulator, reclaim: str) -> None:
     """Goal: reclaimPolicy Delete removes the PVs and starts one marker-checked cleanup Job per
     directory, pinned to its node; Retain keeps both. Method: create, then delete the Broker."""
-    await seed_cluster(kube_api)
     body = broker_body(storage={"type": "HostPath", "hostPath": {"reclaimPolicy": reclaim}})
-    async with running_operator(kube_api):
-        await post(kube_api, BROKER_PATH, body)
-        await wait_until(lambda: "conditions" in broker_status(kube_api))
+    async with operator_with_broker(kube_api, body):
         response = await kube_api.delete(f"{BROKER_PATH}/orders", headers={"Connection": "close"})
         assert response.status < 300, await response.text()
         response.close()
@@ -516,10 +509,7 @@ async def test_reconciles_are_counted_and_served_as_prometheus_metrics(kube_api:
     server, thread = prometheus_client.start_http_server(port, addr="127.0.0.1")
     try:
         before = metrics.RECONCILES.labels("Broker", "ok")._value.get()
-        await seed_cluster(kube_api)
-        async with running_operator(kube_api):
-            await post(kube_api, BROKER_PATH, broker_body())
-            await wait_until(lambda: "conditions" in broker_status(kube_api))
+        await reconcile_one_broker(kube_api)
 
         def scrape() -> str:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:

@@ -5,31 +5,21 @@ Regenerate the goldens with SHOAL_UPDATE_GOLDEN=1 after a deliberate change and 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from shoal.operator import manifests
 from shoal.operator.spec import BrokerSpec, broker_spec_from
+from tests.operator.conftest import check_golden
 
 ALLOWED_ROOTS = ("/var/lib/shoal",)
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 KUBERNETES_VERSION = "1.30.0"
 NODES = {"orders-g0-0": "worker-a", "orders-g0-1": "worker-b"}
-
-
-def _check_golden(name: str, objects: list[dict[str, Any]]) -> None:
-    text = yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False)
-    path = GOLDEN_DIR / name
-    if os.environ.get("SHOAL_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.exists(), f"{path} missing: run with SHOAL_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} differs from the golden file (SHOAL_UPDATE_GOLDEN=1 to accept)"
 
 
 def _example_spec(body: dict[str, Any]) -> BrokerSpec:
@@ -51,13 +41,13 @@ def _claim_spec(body: dict[str, Any]) -> BrokerSpec:
 
 def test_hostpath_cluster_matches_golden(cluster_body: dict[str, Any]) -> None:
     """examples/cluster.yaml with both pods' nodes chosen renders exactly the golden objects."""
-    _check_golden("cluster-hostpath.yaml", manifests.desired_state(_example_spec(cluster_body), NODES))
+    check_golden(GOLDEN_DIR / "cluster-hostpath.yaml", manifests.desired_state(_example_spec(cluster_body), NODES))
 
 
 def test_claim_cluster_after_failover_matches_golden(cluster_body: dict[str, Any]) -> None:
     """Two PersistentClaim groups, external NameServers, group 1 promoted to ordinal 2: golden."""
     spec = _claim_spec(cluster_body)
-    _check_golden("cluster-claim-failover.yaml", manifests.desired_state(spec, masters={1: 2}))
+    check_golden(GOLDEN_DIR / "cluster-claim-failover.yaml", manifests.desired_state(spec, masters={1: 2}))
 
 
 def test_every_object_is_valid_kubernetes(cluster_body: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from shoal.operator import topics
+from shoal.operator import limits, topics
 from shoal.operator.spec import TopicSpec
 
 SPEC = TopicSpec(cluster="orders", topic_name="OrdersCreated", read_queue_nums=4, write_queue_nums=4)
@@ -44,3 +44,25 @@ def test_shrink_writes_first_then_reads_once_consumers_emptied_the_removed_queue
     done = topics.plan_topic(spec, first.as_live(), removed_queue_lag=0)
     assert (done.action, done.read_queue_nums, done.write_queue_nums, done.shrinking) == (topics.UPDATE, 4, 4, False)
     assert not topics.needs_removed_queue_lag(spec, live(read=8, write=8))
+
+
+def test_report_names_what_the_topic_waits_for() -> None:
+    """Goal: the Ready condition and the retry follow one reconcile's outcome. Method: created,
+    adopted, a missing group, a refused shrink and a shrink in progress."""
+    created = topics.TopicOutcome({"orders-g0": topics.plan_topic(SPEC, None)})
+    report = topics.report_topic(SPEC, "orders", created, first_status=True)
+    assert (report.ready, report.reason, report.brokers, report.retry) == (True, "Created", ("orders-g0",), "")
+    adopted = topics.TopicOutcome({"orders-g0": topics.plan_topic(SPEC, live())})
+    assert topics.report_topic(SPEC, "orders", adopted, first_status=True).reason == "Adopted"
+    assert topics.report_topic(SPEC, "orders", adopted, first_status=False).reason == "InSync"
+    missing = topics.TopicOutcome(adopted.steps, ["orders-g1"])
+    report = topics.report_topic(SPEC, "orders", missing, first_status=False)
+    assert (report.ready, report.reason, report.retry_delay_s) == (False, "GroupNotServing", limits.RETRY_DELAY_S)
+    refused = topics.TopicOutcome({"orders-g0": topics.plan_topic(SPEC, live(read=8, write=8))})
+    report = topics.report_topic(SPEC, "orders", refused, first_status=False)
+    assert (report.ready, report.reason, report.retry) == (False, "QueueShrinkRefused", "")
+    shrink = dataclasses.replace(SPEC, allow_shrink=True)
+    shrinking = topics.TopicOutcome({"orders-g0": topics.plan_topic(shrink, live(read=8, write=4), 3)})
+    report = topics.report_topic(shrink, "orders", shrinking, first_status=False)
+    assert (report.ready, report.reason) == (True, "ShrinkingQueues")
+    assert report.retry_delay_s == limits.TOPIC_SHRINK_RECHECK_S

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from shoal.operator.analysis import manifests as analysis_manifests
 from shoal.operator.analysis import status as analysis_status
@@ -21,21 +19,12 @@ from shoal.operator.analysis.manifests import Target, UnresolvedTargetError, res
 from shoal.operator.analysis.spec import AnalysisSpec, analysis_spec_from
 from shoal.operator.errors import InvalidSpecError
 from shoal.operator.spec import BrokerSpec, broker_spec_from
-from tests.operator.conftest import REPO_ROOT, load_yaml
+from tests.operator.conftest import REPO_ROOT, check_golden, load_yaml
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 KUBERNETES_VERSION = "1.30.0"
 RUN = "nightly-topic-stats-29453765"
 SCHEDULED = "2026-01-01T00:05:00Z"
-
-
-def _check_golden(name: str, objects: list[dict[str, Any]]) -> None:
-    text = yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False)
-    path = GOLDEN_DIR / name
-    if os.environ.get("SHOAL_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.exists(), f"{path} missing: run with SHOAL_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} differs from the golden file (SHOAL_UPDATE_GOLDEN=1 to accept)"
 
 
 def _analysis_body() -> dict[str, Any]:
@@ -174,7 +163,7 @@ def _spark_submit(analysis_changes: dict[str, Any] | None = None) -> AnalysisSpe
 
 def test_local_run_matches_golden(cluster: BrokerSpec) -> None:
     """runner Local: one Job per slave, pinned, read-only store, summary as termination message."""
-    _check_golden("analysis-local.yaml", _jobs(_analysis(), cluster))
+    check_golden(GOLDEN_DIR / "analysis-local.yaml", _jobs(_analysis(), cluster))
 
 
 def test_spark_submit_run_matches_golden(cluster: BrokerSpec) -> None:
@@ -185,7 +174,7 @@ def test_spark_submit_run_matches_golden(cluster: BrokerSpec) -> None:
             "output": {"persistentVolumeClaim": {"claimName": "exports", "subPath": "orders"}},
         }
     )
-    _check_golden("analysis-spark-submit.yaml", _jobs(analysis, cluster))
+    check_golden(GOLDEN_DIR / "analysis-spark-submit.yaml", _jobs(analysis, cluster))
 
 
 def test_every_run_object_is_valid_kubernetes(cluster: BrokerSpec) -> None:
