@@ -184,7 +184,7 @@ async def send(namesrv_addr: str, topic: str, count: int) -> None:
 
 
 async def commit(broker_addr: str, topic: str, group: str, offsets: dict[int, int]) -> None:
-    from shoal.client.remoting import RemotingClient
+    from shoal.remoting import RemotingClient
 
     client = RemotingClient()
     try:
