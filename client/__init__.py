@@ -30,7 +30,7 @@ from shoal.client.errors import (
     RemotingTimeoutError,
     UnsupportedCompressionError,
 )
-from shoal.client.message import Message, MessageExt, decode_messages, encode_batch, retry_topic
+from shoal.client.message import Message, MessageExt, decode_messages, encode_batch
 from shoal.client.producer import (
     MessageQueueSelector,
     Producer,
@@ -59,6 +59,7 @@ from shoal.formats.message_id import (
     uniq_id_ip,
     uniq_id_nearly_time_ms,
 )
+from shoal.formats.topics import retry_topic
 from shoal.protocol import ConsumeFromWhere, MessageModel, MessageQueue
 
 __all__ = [

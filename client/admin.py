@@ -18,22 +18,17 @@ from typing import Self
 from shoal.client import limits
 from shoal.client.broker_api import check_response, protocol_failure
 from shoal.client.client_instance import ClientInstance
-from shoal.client.errors import ClientStateError, MQBrokerError, NoRouteError
-from shoal.client.message import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    Message,
-    MessageExt,
-    check_topic,
-    decode_messages,
-    retry_topic,
-)
+from shoal.client.errors import ClientStateError, InvalidMessageError, MQBrokerError, NoRouteError
+from shoal.client.message import Message, MessageExt, check_topic, decode_messages
 from shoal.client.producer import Producer, SendResult
 from shoal.client.pull import PullStatus, pull_request_fields, pull_result_of
 from shoal.client.route import master_address
 from shoal.client.settings import ClientSettings
 from shoal.client.subscription import Subscription
+from shoal.formats.errors import MessageIdError
 from shoal.formats.limits import LONG_MAX
 from shoal.formats.message_id import decode_offset_msg_id, uniq_id_nearly_time_ms, wall_clock_ms
+from shoal.formats.topics import DLQ_GROUP_TOPIC_PREFIX, retry_topic
 from shoal.protocol import (
     ClusterInfo,
     ConsumerOffsetSerializeWrapper,
@@ -463,7 +458,10 @@ class Admin:
     async def view_message(self, offset_msg_id: str) -> MessageExt:
         """VIEW_MESSAGE_BY_ID: the record an offset message id names, from its store host."""
         self._check_running()
-        address, offset = decode_offset_msg_id(offset_msg_id)
+        try:
+            address, offset = decode_offset_msg_id(offset_msg_id)
+        except MessageIdError as error:
+            raise InvalidMessageError(str(error)) from None
         fields = ViewMessageRequestHeader(offset=offset).to_ext_fields()
         response = await self._instance.api.call(address, RequestCode.VIEW_MESSAGE_BY_ID, fields)
         messages = decode_messages(response.body or b"")

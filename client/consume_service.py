@@ -25,12 +25,13 @@ from typing import Any
 
 from shoal.client.client_instance import ClientInstance
 from shoal.client.errors import MQBrokerError, RemotingError
-from shoal.client.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt, retry_topic
+from shoal.client.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt
 from shoal.client.offset_store import OffsetStore
 from shoal.client.process_queue import ProcessQueue
 from shoal.client.rebalance import Rebalancer
 from shoal.client.settings import ConsumerSettings
 from shoal.formats.message_id import wall_clock_ms
+from shoal.formats.topics import retry_topic
 from shoal.protocol import ConsumerSendMsgBackRequestHeader, MessageModel, MessageQueue
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,11 @@ asserts at the bottom state how the limits relate.
 
 from __future__ import annotations
 
+from shoal.formats import limits as formats_limits
+
 # --- messages (spec §1.2, §1.6, §1.9) ---
-TOPIC_LENGTH_MAX_CHARS = 127  # TOPICLENGTH is a signed byte; Java checks String.length()
-PROPERTIES_LENGTH_MAX_BYTES = 32767  # PROPERTIESLENGTH is a signed short
+TOPIC_LENGTH_MAX_CHARS = formats_limits.TOPIC_NAME_MAX_CHARS  # TOPICLENGTH is a signed byte; Java checks length()
+PROPERTIES_LENGTH_MAX_BYTES = formats_limits.PROPERTIES_LENGTH_MAX_BYTES  # PROPERTIESLENGTH is a signed short
 MESSAGE_BODY_SIZE_MAX_BYTES = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize (body, or a batch body)
 COMPRESS_BODY_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch: bodies this large or larger are zlib'd
 ZLIB_COMPRESSION_LEVEL = 5  # DefaultMQProducer.compressLevel

@@ -2,30 +2,9 @@
 
 `Message` is what a producer sends; `MessageExt` is a decoded CommitLog record (spec §1.2) as
 pulls, VIEW_MESSAGE_BY_ID and QUERY_MESSAGE return them; `decode_messages` reads a body of
-concatenated records. The record layout is declared once, below; offsets for IPv4 born and store
-hosts, each IPv6 host (sysflag 0x10 / 0x20) is 20 bytes instead of 8 and shifts later fields:
-
-    offset  size  field
-    0       4     TOTALSIZE            whole record, this field included
-    4       4     MAGICCODE            0xDAA320A7 (V1); 0xDAA320AB (V2, 5.x: TOPICLENGTH is a short)
-    8       4     BODYCRC              CRC-32 of the stored body & 0x7FFFFFFF (not checked here)
-    12      4     QUEUEID
-    16      4     FLAG
-    20      8     QUEUEOFFSET          logical offset in the ConsumeQueue
-    28      8     PHYSICALOFFSET       CommitLog offset
-    36      4     SYSFLAG              bit 0 compressed, bits 8-10 compression type
-    40      8     BORNTIMESTAMP        ms
-    48      8/20  BORNHOST             address (4/16) + int port
-    56      8     STORETIMESTAMP       ms
-    64      8/20  STOREHOST            address (4/16) + int port
-    72      4     RECONSUMETIMES
-    76      8     PREPARED_TX_OFFSET
-    84      4     BODYLENGTH
-    88      B     BODY                 possibly compressed (SYSFLAG bit 0)
-    88+B    1/2   TOPICLENGTH          byte (V1) / short (V2)
-    89+B    T     TOPIC                UTF-8
-    89+B+T  2     PROPERTIESLENGTH     short
-    91+B+T  P     PROPERTIES           `name \\x01 value` joined by `\\x02` (spec §1.6)
+concatenated records. The record layout, the property string, the sysflag bits and the topic
+rules are RocketMQ's formats, declared once in `shoal.formats` (record, properties, sysflag,
+topics); this module checks and decodes with them and raises the client's errors.
 
 A batch body (SEND_BATCH_MESSAGE, spec §1.10) is a run of blocks, each:
 
@@ -43,7 +22,6 @@ A batch body (SEND_BATCH_MESSAGE, spec §1.10) is a run of blocks, each:
 from __future__ import annotations
 
 import io
-import re
 import struct
 import zlib
 from collections.abc import Mapping, Sequence
@@ -51,111 +29,64 @@ from dataclasses import dataclass, field
 
 from shoal.client import limits
 from shoal.client.errors import InvalidMessageError, MessageDecodeError, UnsupportedCompressionError
+from shoal.formats import limits as formats_limits
+from shoal.formats import properties as property_string
+from shoal.formats import record, topics
+from shoal.formats.errors import PropertiesError
 from shoal.formats.message_id import format_host, offset_msg_id
-
-# --- property keys (MessageConst, spec §1.7) ---
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_MIN_OFFSET = "MIN_OFFSET"
-PROPERTY_MAX_OFFSET = "MAX_OFFSET"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
-PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
-PROPERTY_CLUSTER = "CLUSTER"
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-KEY_SEPARATOR = " "
-
-# --- sysflag bits (spec §1.3) ---
-COMPRESSED_FLAG = 0x1
-BORNHOST_V6_FLAG = 0x10
-STOREHOSTADDRESS_V6_FLAG = 0x20
-COMPRESSION_TYPE_MASK = 0x700
-COMPRESSION_LZ4 = 1
-COMPRESSION_ZSTD = 2
-COMPRESSION_ZLIB = 3  # 0 also means zlib (before 4.9.4 there was no type)
-
-MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
-MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
-
-# --- topics (spec §1.9, Validators / TopicValidator) ---
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "TBW102",
-    }
+from shoal.formats.sysflag import (
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    CompressionType,
+    compression_type,
 )
 
+# --- property keys (MessageConst, spec §1.7): shoal.formats.properties' under the client's names ---
+PROPERTY_KEYS = property_string.KEYS
+PROPERTY_TAGS = property_string.TAGS
+PROPERTY_WAIT_STORE_MSG_OK = property_string.WAIT_STORE_MSG_OK
+PROPERTY_DELAY_TIME_LEVEL = property_string.DELAY_TIME_LEVEL
+PROPERTY_RETRY_TOPIC = property_string.RETRY_TOPIC
+PROPERTY_REAL_TOPIC = property_string.REAL_TOPIC
+PROPERTY_REAL_QUEUE_ID = property_string.REAL_QUEUE_ID
+PROPERTY_TRANSACTION_PREPARED = property_string.TRANSACTION_PREPARED
+PROPERTY_PRODUCER_GROUP = property_string.PRODUCER_GROUP
+PROPERTY_MIN_OFFSET = property_string.MIN_OFFSET
+PROPERTY_MAX_OFFSET = property_string.MAX_OFFSET
+PROPERTY_ORIGIN_MESSAGE_ID = property_string.ORIGIN_MESSAGE_ID
+PROPERTY_RECONSUME_TIME = property_string.RECONSUME_TIME
+PROPERTY_MAX_RECONSUME_TIMES = property_string.MAX_RECONSUME_TIMES
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = property_string.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+PROPERTY_CONSUME_START_TIMESTAMP = property_string.CONSUME_START_TIMESTAMP
+PROPERTY_CLUSTER = property_string.CLUSTER
+KEY_SEPARATOR = property_string.KEY_SEPARATOR
 
-def retry_topic(group: str) -> str:
-    """`%RETRY%<group>`: where a group's failed messages come back."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
 
-
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """`messageProperties2String`; names and values must be non-empty and free of separators."""
-    parts = []
-    for name, value in properties.items():
-        if not name or not value:
-            raise InvalidMessageError(f"property {name!r} has an empty name or value")
-        if _has_separator(name) or _has_separator(value):
-            raise InvalidMessageError(f"property {name!r} contains a \\x01 or \\x02 separator")
-        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}")
-    return PROPERTY_SEPARATOR.join(parts)
-
-
-def _has_separator(text: str) -> bool:
-    return NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text
-
-
-def decode_properties(text: str) -> dict[str, str]:
-    """`string2messageProperties`: segments without a key, a value or a separator are dropped."""
-    result: dict[str, str] = {}
-    if not text:
-        return result
-    for segment in text.split(PROPERTY_SEPARATOR):
-        name, separator, value = segment.partition(NAME_VALUE_SEPARATOR)
-        if separator and name and value:
-            result[name] = value
-    return result
+def encode_properties(message_properties: Mapping[str, str]) -> str:
+    """`messageProperties2String` (shoal.formats.properties); InvalidMessageError for an empty
+    name or value, or one holding a separator."""
+    try:
+        return property_string.properties_to_string(message_properties)
+    except PropertiesError as error:
+        raise InvalidMessageError(str(error)) from None
 
 
 def check_topic(topic: str, *, for_send: bool = True) -> None:
-    """Validators.checkTopic; for a send, also the topics no client may send to."""
-    if not topic:
-        raise InvalidMessageError("the topic is empty")
-    if len(topic) > limits.TOPIC_LENGTH_MAX_CHARS:
-        raise InvalidMessageError(f"topic {topic[:40]!r}... is longer than {limits.TOPIC_LENGTH_MAX_CHARS} characters")
-    if _TOPIC_PATTERN.fullmatch(topic) is None:
-        raise InvalidMessageError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-    if for_send and topic in NOT_ALLOWED_SEND_TOPICS:
+    """Validators.checkTopic (TopicValidator's rules); for a send, also the topics no client may
+    send to (the broker's own, and TBW102)."""
+    problem = topics.validate_topic_name(topic)
+    if problem is not None:
+        raise InvalidMessageError(f"topic {topic[:40]!r}: {problem}")
+    if for_send and (topic in topics.NOT_ALLOWED_SEND_TOPICS or topic == topics.TBW102):
         raise InvalidMessageError(f"sending to topic {topic!r} is forbidden")
 
 
-GROUP_NAME_MAX_CHARS = 255  # Validators.CHARACTER_MAX_LENGTH
-
-
 def check_group(group: str) -> None:
-    """Validators.checkGroup: a producer or consumer group name."""
-    if not group or len(group) > GROUP_NAME_MAX_CHARS or _TOPIC_PATTERN.fullmatch(group) is None:
-        raise ValueError(f"group {group!r} must be 1..{GROUP_NAME_MAX_CHARS} characters of [%|a-zA-Z0-9_-]")
+    """Validators.checkGroup: a producer or consumer group name (1..255 characters)."""
+    problem = topics.validate_group_name(group, formats_limits.GROUP_NAME_MAX_CHARS)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 @dataclass(slots=True)
@@ -236,29 +167,11 @@ class MessageExt(Message):
         return self.properties.get(PROPERTY_RETRY_TOPIC)
 
 
-# --- record decoding ---
+# --- record decoding (the layout: shoal.formats.record) ---
 
-_TOTAL_AND_MAGIC = struct.Struct(">ii")
-_SYSFLAG = struct.Struct(">i")
-_SHORT = struct.Struct(">h")
-_SYSFLAG_OFFSET = 36
-_HOST_LENGTHS = {False: 4, True: 16}
-
-
-def _header_struct(born_address_length: int, store_address_length: int) -> struct.Struct:
-    """TOTALSIZE .. BODYLENGTH with hosts split into address bytes and port."""
-    return struct.Struct(f">iiiiiqqiq{born_address_length}siq{store_address_length}siiqi")
-
-
-HEADERS: dict[tuple[bool, bool], struct.Struct] = {
-    (born_v6, store_v6): _header_struct(_HOST_LENGTHS[born_v6], _HOST_LENGTHS[store_v6])
-    for born_v6 in (False, True)
-    for store_v6 in (False, True)
-}
-"""Record header structs keyed by (born host is IPv6, store host is IPv6)."""
-assert HEADERS[(False, False)].size == 88
-assert HEADERS[(True, True)].size == 88 + 24
-RECORD_SIZE_MIN_BYTES = 91  # V1, IPv4 hosts, empty body, topic and properties
+_unpack_total_and_magic = record.TAIL.unpack_from
+_unpack_int = record.INT.unpack_from
+_unpack_short = record.SHORT.unpack_from
 
 
 def decode_messages(body: bytes | bytearray | memoryview, *, broker_name: str = "") -> list[MessageExt]:
@@ -279,16 +192,16 @@ def decode_messages(body: bytes | bytearray | memoryview, *, broker_name: str = 
 
 def decode_message(view: memoryview, position: int, end: int) -> tuple[MessageExt, int]:
     """The record at `position` (readable up to `end`) and the position after it."""
-    if end - position < RECORD_SIZE_MIN_BYTES:
+    if end - position < record.FIXED_LENGTH_V4:
         raise MessageDecodeError(f"only {end - position} bytes left at position {position}, not a record")
-    total, magic = _TOTAL_AND_MAGIC.unpack_from(view, position)
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+    total, magic = _unpack_total_and_magic(view, position)
+    if magic != record.MESSAGE_MAGIC_CODE and magic != record.MESSAGE_MAGIC_CODE_V2:  # noqa: PLR1714 (hot path)
         raise MessageDecodeError(f"magic 0x{magic & 0xFFFFFFFF:08X} at position {position} is not a message")
     record_end = position + total
-    if total < RECORD_SIZE_MIN_BYTES or record_end > end:
+    if total < record.FIXED_LENGTH_V4 or record_end > end:
         raise MessageDecodeError(f"TOTALSIZE {total} at position {position} does not fit {end - position} bytes")
-    sysflag = _SYSFLAG.unpack_from(view, position + _SYSFLAG_OFFSET)[0]
-    header = HEADERS[(bool(sysflag & BORNHOST_V6_FLAG), bool(sysflag & STOREHOSTADDRESS_V6_FLAG))]
+    sysflag = _unpack_int(view, position + record.SYSFLAG_OFFSET)[0]
+    header = record.HEADERS[(20 if sysflag & BORNHOST_V6_FLAG else 8, 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)]
     (
         _total,
         _magic,
@@ -299,27 +212,23 @@ def decode_message(view: memoryview, position: int, end: int) -> tuple[MessageEx
         commitlog_offset,
         _sysflag,
         born_timestamp_ms,
-        born_address,
-        born_port,
+        born_host_bytes,
         store_timestamp_ms,
-        store_address,
-        store_port,
+        store_host_bytes,
         reconsume_times,
         prepared_transaction_offset,
         body_length,
     ) = header.unpack_from(view, position)
     raw_body, topic, properties = _variable_part(
-        view, position, header.size, body_length, magic == MESSAGE_MAGIC_CODE_V2, record_end
+        view, position, header.size, body_length, magic == record.MESSAGE_MAGIC_CODE_V2, record_end
     )
-    store_key = (store_address, store_port)
-    store_host = _HOSTS.get(store_key)
+    store_host = _HOSTS.get(store_host_bytes)
     if store_host is None:
-        store_host = _remember_host(store_key)
+        store_host = _remember_host(store_host_bytes)
     own_id = store_host[1] + f"{commitlog_offset & 0xFFFFFFFFFFFFFFFF:016X}"
-    born_key = (born_address, born_port)
-    born_host = _HOSTS.get(born_key)
+    born_host = _HOSTS.get(born_host_bytes)
     if born_host is None:
-        born_host = _remember_host(born_key)
+        born_host = _remember_host(born_host_bytes)
     keys = properties.get(PROPERTY_KEYS)
     message = MessageExt(
         topic=topic,
@@ -348,14 +257,13 @@ def decode_message(view: memoryview, position: int, end: int) -> tuple[MessageEx
     return message, record_end
 
 
-_HOSTS: dict[tuple[bytes, int], tuple[str, str]] = {}
-"""(address, port) -> ("ip:port", uppercase-hex id prefix): a pull brings many records from few hosts."""
+_HOSTS: dict[bytes, tuple[str, str]] = {}
+"""BORNHOST/STOREHOST bytes -> ("ip:port", uppercase-hex id prefix): a pull brings many records from few hosts."""
 _HOSTS_MAX_COUNT = 4096
 
 
-def _remember_host(key: tuple[bytes, int]) -> tuple[str, str]:
-    address, port = key
-    entry = (format_host(address, port), offset_msg_id(address + port.to_bytes(4, "big", signed=True), 0)[:-16])
+def _remember_host(key: bytes) -> tuple[str, str]:
+    entry = (format_host(key[:-4], int.from_bytes(key[-4:], "big", signed=True)), offset_msg_id(key, 0)[:-16])
     if len(_HOSTS) >= _HOSTS_MAX_COUNT:
         _HOSTS.clear()
     _HOSTS[key] = entry
@@ -372,7 +280,7 @@ def _variable_part(
     raw_body = bytes(view[at : at + body_length])
     at += body_length
     if v2:
-        topic_length = _SHORT.unpack_from(view, at)[0]
+        topic_length = _unpack_short(view, at)[0]
         at += 2
     else:
         topic_length = view[at]
@@ -381,14 +289,14 @@ def _variable_part(
         raise MessageDecodeError(f"TOPICLENGTH {topic_length} is invalid in the record at position {position}")
     topic = _utf8(view[at : at + topic_length], position)
     at += topic_length
-    properties_length = _SHORT.unpack_from(view, at)[0]
+    properties_length = _unpack_short(view, at)[0]
     at += 2
     if properties_length < 0 or at + properties_length != record_end:
         raise MessageDecodeError(
             f"PROPERTIESLENGTH {properties_length} does not end the record of TOTALSIZE "
             f"{record_end - position} at position {position}"
         )
-    return raw_body, topic, decode_properties(_utf8(view[at:record_end], position))
+    return raw_body, topic, property_string.decode_properties(_utf8(view[at:record_end], position))
 
 
 def _utf8(data: memoryview, position: int) -> str:
@@ -415,14 +323,15 @@ def compress_body(body: bytes) -> bytes:
 
 def decompress_body(data: bytes, sysflag: int) -> bytes:
     """Inflate a body by the compression type in `sysflag`, at most INFLATED_BODY_SIZE_MAX_BYTES."""
-    kind = (sysflag & COMPRESSION_TYPE_MASK) >> 8
-    if kind in (0, COMPRESSION_ZLIB):
+    try:
+        kind = compression_type(sysflag | COMPRESSED_FLAG)
+    except ValueError:
+        raise MessageDecodeError(f"unknown compression type in sysflag 0x{sysflag:X}") from None
+    if kind == CompressionType.ZLIB:
         return _inflate_zlib(data)
-    if kind == COMPRESSION_LZ4:
+    if kind == CompressionType.LZ4:
         return _inflate_lz4(data)
-    if kind == COMPRESSION_ZSTD:
-        return _inflate_zstd(data)
-    raise MessageDecodeError(f"unknown compression type {kind} in sysflag 0x{sysflag:X}")
+    return _inflate_zstd(data)
 
 
 def _inflate_zlib(data: bytes) -> bytes:
@@ -515,7 +424,7 @@ def check_batch(messages: Sequence[Message]) -> None:
             raise InvalidMessageError("every message of a batch must have the same wait_store_msg_ok")
         if message.delay_time_level > 0:
             raise InvalidMessageError("delayed messages cannot be sent in a batch")
-        if message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if message.topic.startswith(topics.RETRY_GROUP_TOPIC_PREFIX):
             raise InvalidMessageError("retry-topic messages cannot be sent in a batch")
 
 
@@ -529,6 +438,6 @@ def encode_batch(messages: Sequence[Message], uniq_keys: Sequence[str]) -> bytes
         total = _BATCH_BLOCK_HEADER.size + len(body) + 2 + len(properties)
         parts.append(_BATCH_BLOCK_HEADER.pack(total, 0, 0, message.flag, len(body)))
         parts.append(body)
-        parts.append(_SHORT.pack(len(properties)))
+        parts.append(record.SHORT.pack(len(properties)))
         parts.append(properties)
     return b"".join(parts)

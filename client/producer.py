@@ -36,11 +36,9 @@ from shoal.client.errors import (
 )
 from shoal.client.fault import LatencyFaultTolerance
 from shoal.client.message import (
-    COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
     PROPERTY_WAIT_STORE_MSG_OK,
-    RETRY_GROUP_TOPIC_PREFIX,
     Message,
     check_batch,
     check_group,
@@ -52,8 +50,10 @@ from shoal.client.message import (
 )
 from shoal.client.route import TopicPublishInfo
 from shoal.client.settings import ClientSettings, ProducerSettings
-from shoal.client.subscription import java_string_hash
+from shoal.formats.java_hash import java_string_hash
 from shoal.formats.message_id import create_uniq_id, wall_clock_ms
+from shoal.formats.sysflag import COMPRESSED_FLAG
+from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX
 from shoal.protocol import (
     HeartbeatData,
     MessageQueue,

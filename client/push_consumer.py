@@ -34,7 +34,7 @@ from shoal.client.errors import (
     NoRouteError,
     RemotingError,
 )
-from shoal.client.message import RETRY_GROUP_TOPIC_PREFIX, check_group, retry_topic
+from shoal.client.message import check_group
 from shoal.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -49,6 +49,7 @@ from shoal.client.service import PeriodicService
 from shoal.client.settings import ClientSettings, ConsumerSettings
 from shoal.client.subscription import Subscription
 from shoal.formats.message_id import local_ip, wall_clock_ms
+from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from shoal.protocol import (
     ConsumeFromWhere,
     ConsumerData,

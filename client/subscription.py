@@ -12,24 +12,11 @@ from dataclasses import dataclass
 
 from shoal.client.errors import InvalidSubscriptionError
 from shoal.client.message import MessageExt
+from shoal.formats.java_hash import java_string_hash
 from shoal.protocol import SubscriptionData
 
 SUB_ALL = "*"
 EXPRESSION_TYPE_TAG = "TAG"
-_MASK_32 = 0xFFFFFFFF
-
-
-def java_string_hash(text: str) -> int:
-    """Java `String.hashCode()` over UTF-16 code units, as a signed 32-bit int (spec gotcha 1)."""
-    h = 0
-    if text.isascii():
-        for code in text.encode("ascii"):
-            h = (31 * h + code) & _MASK_32
-    else:
-        units = text.encode("utf-16-be")
-        for index in range(0, len(units), 2):
-            h = (31 * h + ((units[index] << 8) | units[index + 1])) & _MASK_32
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
 
 
 def parse_tags(expression: str | None) -> tuple[str, ...]:

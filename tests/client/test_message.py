@@ -18,11 +18,11 @@ from shoal.client.message import (
     check_message,
     check_topic,
     decode_messages,
-    decode_properties,
     encode_batch,
     encode_properties,
     encode_wire_properties,
 )
+from shoal.formats.properties import decode_properties
 
 SPEC_A1_RECORD = bytes.fromhex(
     "0000009cdaa320a777d18982000000000000000000000000000000000000000000000000000000000000018bcfe56800"

@@ -9,7 +9,7 @@ import pytest
 
 from shoal.client.errors import ClientStateError, InvalidMessageError, MQBrokerError, NoWritableQueueError
 from shoal.client.fault import LatencyFaultTolerance, not_available_duration_ms
-from shoal.client.message import Message, decode_properties
+from shoal.client.message import Message
 from shoal.client.producer import (
     Producer,
     QueueRotation,
@@ -24,6 +24,7 @@ from shoal.client.producer import (
 )
 from shoal.client.route import TopicPublishInfo
 from shoal.client.settings import ProducerSettings
+from shoal.formats.properties import decode_properties
 from shoal.protocol import MessageQueue, RequestCode, ResponseCode, SendMessageRequestHeaderV2, make_request
 from shoal.protocol.command import RemotingCommand
 

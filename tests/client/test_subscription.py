@@ -6,7 +6,8 @@ import pytest
 
 from shoal.client.errors import InvalidSubscriptionError
 from shoal.client.message import MessageExt
-from shoal.client.subscription import Subscription, java_string_hash, parse_tags
+from shoal.client.subscription import Subscription, parse_tags
+from shoal.formats.java_hash import java_string_hash
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ from shoal.client import (
     retry_topic,
     select_by_hash,
 )
-from shoal.client.message import COMPRESSED_FLAG
+from shoal.formats.sysflag import COMPRESSED_FLAG
 from shoal.protocol import ResponseCode
 from tests.conftest import async_wait_until, wait_until
 
