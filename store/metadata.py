@@ -79,25 +79,12 @@ _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-class MetadataFormatError(StoreError):
+class MetadataFormatError(StoreError, JsonSyntaxError):
     """A metadata document cannot be read (syntax, shape, size or depth) or written (size).
 
     `line` and `column` (1-based) locate a syntax error; they are None for whole-document
     problems (too large, wrong shape). `expected` says what the reader wanted there.
     """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        line: int | None = None,
-        column: int | None = None,
-        expected: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.line = line
-        self.column = column
-        self.expected = expected
 
 
 # --- The tolerant reader ---
