@@ -18,7 +18,6 @@ def read_back(java: Any, shoal: Any, topic: str, count: int, timeout_ms: int) ->
             "group": f"{topic}_reader",
             "topic": topic,
             "mode": "assign",
-            "seekToBegin": "true",
             "count": count,
             "timeoutMs": timeout_ms,
         },
