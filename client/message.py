@@ -2,27 +2,15 @@
 
 `Message` is what a producer sends; `MessageExt` is a decoded CommitLog record (spec §1.2) as
 pulls, VIEW_MESSAGE_BY_ID and QUERY_MESSAGE return them; `decode_messages` reads a body of
-concatenated records. The record layout, the property string, the sysflag bits and the topic
-rules are RocketMQ's formats, declared once in `shoal.formats` (record, properties, sysflag,
-topics); this module checks and decodes with them and raises the client's errors.
-
-A batch body (SEND_BATCH_MESSAGE, spec §1.10) is a run of blocks, each:
-
-    offset  size  field
-    0       4     TOTALSIZE            this block
-    4       4     MAGICCODE            0 (ignored)
-    8       4     BODYCRC              0 (ignored)
-    12      4     FLAG
-    16      4     BODYLENGTH
-    20      B     BODY
-    20+B    2     PROPERTIESLENGTH
-    22+B    P     PROPERTIES
+concatenated records; `encode_batch` writes a SEND_BATCH_MESSAGE body (spec §1.10). The record
+layout, the batch body, the property string, the sysflag bits and the topic rules are RocketMQ's
+formats, declared once in `shoal.formats` (record, batch, properties, sysflag, topics); this module
+checks and decodes with them and raises the client's errors.
 """
 
 from __future__ import annotations
 
 import io
-import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +20,7 @@ from shoal.client.errors import InvalidMessageError, MessageDecodeError, Unsuppo
 from shoal.formats import limits as formats_limits
 from shoal.formats import properties as property_string
 from shoal.formats import record, topics
+from shoal.formats.batch import encode_batch_body
 from shoal.formats.errors import PropertiesError
 from shoal.formats.message_id import format_host, offset_msg_id
 from shoal.formats.sysflag import (
@@ -406,10 +395,6 @@ def encode_wire_properties(properties: Mapping[str, str]) -> str:
     return text
 
 
-_BATCH_BLOCK_HEADER = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODYLENGTH
-assert _BATCH_BLOCK_HEADER.size == 20
-
-
 def check_batch(messages: Sequence[Message]) -> None:
     """DefaultMQProducer.batch's rules: one topic, one WAIT value, no delay, no retry topic."""
     if not messages:
@@ -431,13 +416,7 @@ def check_batch(messages: Sequence[Message]) -> None:
 def encode_batch(messages: Sequence[Message], uniq_keys: Sequence[str]) -> bytes:
     """The SEND_BATCH_MESSAGE body: one block per message, its own properties with its UNIQ_KEY."""
     assert len(messages) == len(uniq_keys)
-    parts: list[bytes] = []
-    for message, uniq_key in zip(messages, uniq_keys, strict=True):
-        properties = encode_wire_properties(message.wire_properties(uniq_key)).encode("utf-8")
-        body = message.body
-        total = _BATCH_BLOCK_HEADER.size + len(body) + 2 + len(properties)
-        parts.append(_BATCH_BLOCK_HEADER.pack(total, 0, 0, message.flag, len(body)))
-        parts.append(body)
-        parts.append(record.SHORT.pack(len(properties)))
-        parts.append(properties)
-    return b"".join(parts)
+    return encode_batch_body(
+        (message.flag, message.body, encode_wire_properties(message.wire_properties(uniq_key)).encode("utf-8"))
+        for message, uniq_key in zip(messages, uniq_keys, strict=True)
+    )

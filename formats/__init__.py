@@ -2,6 +2,7 @@
 
 Stdlib only, and nothing of Shoal: every other part may import it. Each layout is declared once:
 
+    batch               the SEND_BATCH_MESSAGE body (blocks of flag, body, properties)
     record              the CommitLog record (encode, decode, body CRC, blank record, columnar walk)
     properties          the message property string and MessageConst keys
     sysflag             SYSFLAG bits (compression, transaction type, IPv6 hosts)
@@ -16,7 +17,9 @@ Stdlib only, and nothing of Shoal: every other part may import it. Each layout i
     limits, errors      the bounds the formats set; ValueErrors callers translate at their boundary
 """
 
+from shoal.formats.batch import BatchItem, decode_batch_body, encode_batch_body
 from shoal.formats.errors import (
+    BatchBodyError,
     FormatError,
     JsonSyntaxError,
     MessageIdError,
@@ -30,6 +33,8 @@ from shoal.formats.record import RecordCheck, RecordHeader, RecordKind, body_crc
 from shoal.formats.topics import dlq_topic, retry_topic, validate_group_name, validate_topic_name
 
 __all__ = [
+    "BatchBodyError",
+    "BatchItem",
     "FormatError",
     "JsonSyntaxError",
     "MessageIdError",
@@ -42,12 +47,14 @@ __all__ = [
     "body_crc",
     "check_record",
     "create_uniq_id",
+    "decode_batch_body",
     "decode_header",
     "decode_offset_msg_id",
     "decode_properties",
     "dlq_topic",
     "dumps",
     "dumps_fastjson",
+    "encode_batch_body",
     "encode_properties",
     "loads",
     "offset_msg_id",

@@ -7,6 +7,7 @@ InvalidMessageError).
           +-- PropertiesError        a property name or value the property string cannot hold
           |    +-- PropertiesTooLargeError   above PROPERTIES_LENGTH_MAX_BYTES
           +-- MessageIdError         not a 32/56 hex character message id
+          +-- BatchBodyError         a SEND_BATCH_MESSAGE body whose blocks do not add up
           +-- JsonSyntaxError        not JSON, not even as fastjson writes it (line, column)
 """
 
@@ -27,6 +28,10 @@ class PropertiesTooLargeError(PropertiesError):
 
 class MessageIdError(FormatError):
     """A message id that is not hex, or not 32 (IPv4) / 56 (IPv6) characters."""
+
+
+class BatchBodyError(FormatError):
+    """A SEND_BATCH_MESSAGE body that is empty, too long, or whose block fields disagree."""
 
 
 class JsonSyntaxError(FormatError):

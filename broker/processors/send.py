@@ -19,6 +19,8 @@ from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
+from shoal.formats.batch import decode_batch_body
+from shoal.formats.errors import BatchBodyError
 from shoal.formats.properties import (
     CLUSTER,
     WAIT_STORE_MSG_OK,
@@ -36,8 +38,7 @@ from shoal.formats.topics import (
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, send_message_request_header_of
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
-from shoal.store.batch import decode_batch_body
-from shoal.store.errors import MessageIllegalError
+from shoal.store import limits as store_limits
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController
@@ -269,8 +270,8 @@ class SendProcessor:
 
     def _append_batch(self, message: MessageToStore) -> PutResult:
         try:
-            items = decode_batch_body(message.body)
-        except MessageIllegalError as error:
+            items = decode_batch_body(message.body, count_max=store_limits.BATCH_MESSAGES_MAX_COUNT)
+        except BatchBodyError as error:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(error))
         shared = message.properties
         entries = []

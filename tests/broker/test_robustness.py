@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from shoal.formats.batch import encode_batch_body
 from shoal.protocol import (
     FrameDecoder,
     RemotingCommand,
@@ -22,7 +23,6 @@ from shoal.protocol import (
 from shoal.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, SubscriptionData
 from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2
 from shoal.remoting import RemotingClient
-from shoal.store.batch import encode_batch_body
 from tests.broker.acknowledged import Acknowledged, assert_consumable, assert_store_verifies
 
 pytestmark = pytest.mark.slow

@@ -8,11 +8,11 @@ import time
 import pytest
 
 from shoal.client.message import decode_messages
+from shoal.formats.batch import encode_batch_body
 from shoal.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSION_TYPE_MASK, STOREHOSTADDRESS_V6_FLAG
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from shoal.remoting import RemotingClient
-from shoal.store.batch import encode_batch_body
 from tests.broker.acknowledged import Acknowledged, assert_consumable, assert_store_verifies
 
 TOPIC = "SysFlagTopic"

@@ -1,4 +1,4 @@
-"""Tests of shoal.store.batch: the client's SEND_BATCH_MESSAGE body (spec §1.10)."""
+"""Tests of shoal.formats.batch: the SEND_BATCH_MESSAGE body (spec §1.10)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.store import limits
-from shoal.store.batch import BLOCK_HEADER, decode_batch_body, encode_batch_body
-from shoal.store.errors import MessageIllegalError
+from shoal.formats.batch import BLOCK_HEADER, BatchItem, encode_batch_body
+from shoal.formats.batch import decode_batch_body as decode_with_count_max
+from shoal.formats.errors import BatchBodyError
+
+COUNT_MAX = 1024
+"""The bound these tests decode with (the store and the client each choose their own)."""
+
+
+def decode_batch_body(data: bytes | memoryview) -> list[BatchItem]:
+    return decode_with_count_max(data, count_max=COUNT_MAX)
 
 
 def block(
@@ -76,9 +83,9 @@ def test_empty_body_and_empty_properties_are_allowed() -> None:
 
 
 def test_exactly_the_maximum_message_count_is_accepted() -> None:
-    """BATCH_MESSAGES_MAX_COUNT minimal blocks decode."""
-    data = block(b"", b"") * limits.BATCH_MESSAGES_MAX_COUNT
-    assert len(decode_batch_body(data)) == limits.BATCH_MESSAGES_MAX_COUNT
+    """COUNT_MAX minimal blocks decode."""
+    data = block(b"", b"") * COUNT_MAX
+    assert len(decode_batch_body(data)) == COUNT_MAX
 
 
 @settings(deadline=None)
@@ -94,56 +101,56 @@ def test_encode_then_decode_round_trips(items: list[tuple[int, bytes, bytes]]) -
     assert items_of(encode_batch_body(items)) == items
 
 
-# --- malformed bodies: each raises MessageIllegalError ---
+# --- malformed bodies: each raises BatchBodyError ---
 
 
 def test_empty_batch_body_is_illegal() -> None:
     """A batch must hold at least one message."""
-    with pytest.raises(MessageIllegalError, match="no message"):
+    with pytest.raises(BatchBodyError, match="no message"):
         decode_batch_body(b"")
 
 
 def test_more_than_the_maximum_message_count_is_illegal() -> None:
-    """One block over BATCH_MESSAGES_MAX_COUNT is refused."""
-    data = block(b"", b"") * (limits.BATCH_MESSAGES_MAX_COUNT + 1)
-    with pytest.raises(MessageIllegalError, match=str(limits.BATCH_MESSAGES_MAX_COUNT)):
+    """One block over COUNT_MAX is refused."""
+    data = block(b"", b"") * (COUNT_MAX + 1)
+    with pytest.raises(BatchBodyError, match=str(COUNT_MAX)):
         decode_batch_body(data)
 
 
 @pytest.mark.parametrize("length", [1, 4, 20, 21])
 def test_a_block_shorter_than_its_fixed_fields_is_illegal(length: int) -> None:
     """Fewer than 22 bytes cannot hold a block header and properties length: truncated."""
-    with pytest.raises(MessageIllegalError, match="truncated"):
+    with pytest.raises(BatchBodyError, match="truncated"):
         decode_batch_body(block(b"", b"")[:length])
 
 
 def test_trailing_bytes_after_a_valid_block_are_illegal() -> None:
     """A valid block followed by 5 stray bytes names the second block as truncated."""
-    with pytest.raises(MessageIllegalError, match="block 1 is truncated"):
+    with pytest.raises(BatchBodyError, match="block 1 is truncated"):
         decode_batch_body(block(b"ok", b"") + b"\x00" * 5)
 
 
 def test_negative_body_length_is_illegal() -> None:
     """BODYLENGTH -1 raises, naming BODYLENGTH."""
-    with pytest.raises(MessageIllegalError, match="BODYLENGTH -1"):
+    with pytest.raises(BatchBodyError, match="BODYLENGTH -1"):
         decode_batch_body(block(b"abc", b"", body_length=-1))
 
 
 def test_body_length_beyond_the_data_is_illegal() -> None:
     """BODYLENGTH larger than the remaining bytes raises."""
-    with pytest.raises(MessageIllegalError, match="BODYLENGTH"):
+    with pytest.raises(BatchBodyError, match="BODYLENGTH"):
         decode_batch_body(block(b"abc", b"", body_length=1000))
 
 
 def test_negative_properties_length_is_illegal() -> None:
     """PROPERTIESLENGTH -1 raises."""
-    with pytest.raises(MessageIllegalError):
+    with pytest.raises(BatchBodyError):
         decode_batch_body(block(b"abc", b"p\x01v", properties_length=-1))
 
 
 def test_properties_length_beyond_the_data_is_illegal() -> None:
     """PROPERTIESLENGTH longer than the remaining bytes raises."""
-    with pytest.raises(MessageIllegalError):
+    with pytest.raises(BatchBodyError):
         decode_batch_body(block(b"abc", b"p\x01v", properties_length=100))
 
 
@@ -151,24 +158,24 @@ def test_properties_length_beyond_the_data_is_illegal() -> None:
 def test_totalsize_that_disagrees_with_the_fields_is_illegal(delta: int) -> None:
     """TOTALSIZE must equal the block's span; off by any amount raises naming TOTALSIZE."""
     good = 20 + 3 + 2 + 3
-    with pytest.raises(MessageIllegalError, match="TOTALSIZE"):
+    with pytest.raises(BatchBodyError, match="TOTALSIZE"):
         decode_batch_body(block(b"abc", b"p\x01v", total=good + delta) + bytes(max(delta, 0)))
 
 
 def test_the_error_names_the_failing_block() -> None:
     """The third block is broken: the message says 'block 2'."""
     data = block(b"a", b"") + block(b"b", b"") + block(b"c", b"", total=3)
-    with pytest.raises(MessageIllegalError, match="block 2"):
+    with pytest.raises(BatchBodyError, match="block 2"):
         decode_batch_body(data)
 
 
 @settings(deadline=None, max_examples=300)
 @given(st.binary(max_size=200))
-def test_arbitrary_bytes_decode_or_raise_message_illegal(data: bytes) -> None:
-    """Garbage never raises anything but MessageIllegalError, and decoded items fit in the data."""
+def test_arbitrary_bytes_decode_or_raise_batch_body_error(data: bytes) -> None:
+    """Garbage never raises anything but BatchBodyError, and decoded items fit in the data."""
     try:
         items = decode_batch_body(data)
-    except MessageIllegalError:
+    except BatchBodyError:
         return
     assert sum(BLOCK_HEADER.size + len(i.body) + 2 + len(i.properties) for i in items) == len(data)
 
@@ -182,11 +189,11 @@ def test_arbitrary_bytes_decode_or_raise_message_illegal(data: bytes) -> None:
 def test_one_corrupted_byte_decodes_or_raises_message_illegal(
     items: list[tuple[int, bytes, bytes]], where: int, value: int
 ) -> None:
-    """Overwrite one byte of a valid batch: the decoder either succeeds or raises MessageIllegalError."""
+    """Overwrite one byte of a valid batch: the decoder either succeeds or raises BatchBodyError."""
     data = bytearray(encode_batch_body(items))
     data[where % len(data)] = value
     try:
         decoded = decode_batch_body(bytes(data))
-    except MessageIllegalError:
+    except BatchBodyError:
         return
     assert decoded
