@@ -30,6 +30,7 @@ TOPIC_NAME_MAX_LENGTH = limits.TOPIC_NAME_MAX_CHARS
 GROUP_NAME_MAX_LENGTH = TOPIC_NAME_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
 """120, RocketMQ 5's TopicValidator.GROUP_MAX_LENGTH: a consumer group's %RETRY% topic must fit."""
 VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+"""Used with `fullmatch`, as Java's `Matcher.matches`: `re.match` would let a trailing newline through."""
 
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
@@ -50,7 +51,7 @@ def validate_topic_name(topic: str) -> str | None:
     (a send answers them with SYSTEM_ERROR)."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not VALID_NAME.match(topic):
+    if not VALID_NAME.fullmatch(topic):
         return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > TOPIC_NAME_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
@@ -63,7 +64,7 @@ def validate_group_name(group: str, length_max: int = GROUP_NAME_MAX_LENGTH) -> 
     if not group or not group.strip():
         return "The specified group is blank."
     shown = group[:length_max]
-    if not VALID_NAME.match(group):
+    if not VALID_NAME.fullmatch(group):
         return f"The specified group: {shown}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(group) > length_max:
         return f"The specified group: {shown}..., is longer than group max length: {length_max}"
