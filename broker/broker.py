@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from shoal.broker import limits
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
-from shoal.broker.config import BrokerRole, BrokerSettings
+from shoal.broker.config import BrokerSettings
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from shoal.broker.preflight import check_port_free, check_store_dir
@@ -32,6 +32,7 @@ from shoal.broker.processors.pull import PullProcessor
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicationService
+from shoal.broker.replication.role import RoleHooks
 from shoal.broker.schedule import ScheduleMessageService, install_tags_code_hook
 from shoal.broker.topic_manager import TopicManager
 from shoal.broker.transactions.checking import TransactionCheckService
@@ -97,6 +98,8 @@ class BrokerController:
         if settings.store.commitlog_dir_override is not None:
             check_store_dir(settings.store.commitlog_dir_override)
         self.replication = ReplicationService(self)  # may switch role/id from config/epoch.json
+        self.role = self.replication.role
+        """Master or slave now, and the brokerId (replication changes it; `config` keeps broker.conf's)."""
 
     # --- lifecycle ---
     async def start(self, *, host: str | None = None, port: int | None = None) -> None:
@@ -161,7 +164,8 @@ class BrokerController:
         self.server.on_close.extend(
             [self.consumers.connection_closed, self.producers.connection_closed, self.hold.connection_closed]
         )
-        await self.replication.start()  # HA port; a fenced master turns slave before serving
+        hooks = RoleHooks(self._became_master, self.schedule.stop, self._delay_offsets)
+        await self.replication.start(hooks)  # HA port; a fenced master turns slave before serving
         await self.server.start(host or config.listen_host, self.port, sock=sock)
         self.registry.register(BrokerCollector(self))
         if config.metrics_port >= 0:
@@ -173,13 +177,13 @@ class BrokerController:
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
         ]
-        log.info(  # self.config, not `config`: fencing at start may have made this broker a slave
+        log.info(  # self.role, not broker.conf's: fencing at start may have made this broker a slave
             "broker %s[%d] of %s serving on port %d (%s, %s)",
-            self.config.broker_name,
-            self.config.broker_id,
-            self.config.broker_cluster_name,
+            config.broker_name,
+            self.role.broker_id,
+            config.broker_cluster_name,
             self.port,
-            self.config.broker_role.value,
+            self.role.role.value,
             self.settings.store.flush.flush_disk_type.value,
         )
 
@@ -263,7 +267,14 @@ class BrokerController:
     # --- state used by processors ---
     @property
     def is_master(self) -> bool:
-        return self.config.broker_role is not BrokerRole.SLAVE
+        return self.role.is_master
+
+    def _became_master(self) -> None:
+        if not self.schedule.running:
+            self.schedule.start(asyncio.get_running_loop())
+
+    def _delay_offsets(self) -> bytes:
+        return self.schedule.offsets_table.encode().encode("utf-8")
 
     @property
     def advertised_address(self) -> str:
@@ -314,7 +325,7 @@ class BrokerController:
             return False, "disk full: writes refused"
         if self._stopping:
             return False, "stopping"
-        return True, f"ok: {self.config.broker_name}[{self.config.broker_id}] {self.config.broker_role.value}"
+        return True, f"ok: {self.config.broker_name}[{self.role.broker_id}] {self.role.role.value}"
 
     # --- periodic work ---
     async def _every(self, interval_s: float, action: object, *, now: bool = False) -> None:
@@ -399,7 +410,7 @@ class BrokerController:
             broker_addr=self.advertised_address,
             cluster_name=self.config.broker_cluster_name,
             ha_server_addr=self.replication.ha_address,
-            broker_id=self.config.broker_id,
+            broker_id=self.role.broker_id,
             compressed=False,
             body_crc32=register_body_crc32(body),
         ).to_ext_fields()
@@ -428,7 +439,7 @@ class BrokerController:
             broker_name=self.config.broker_name,
             broker_addr=self.advertised_address,
             cluster_name=self.config.broker_cluster_name,
-            broker_id=self.config.broker_id,
+            broker_id=self.role.broker_id,
         ).to_ext_fields()
         for address in self.config.namesrv_addresses:
             with contextlib.suppress(RemotingError):

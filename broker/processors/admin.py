@@ -242,7 +242,7 @@ class AdminProcessors:
             "dispatchBehindBytes": str(stats["dispatch_behind_bytes"]),
             "bootTimestamp": str(broker.boot_timestamp_ms),
             "runtime": f"{int(time.time() - broker.boot_timestamp_ms / 1000)} s",
-            "brokerRole": broker.config.broker_role.value,
+            "brokerRole": broker.role.role.value,
             **broker.replication.runtime_fields(),
         }
         return make_response(request, ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode("utf-8"))

@@ -184,7 +184,7 @@ class SendProcessor:
         broker.metrics.sends(topic, result)
         if result.append is not None:
             broker.dispatch.schedule()
-        if result.append is not None and wait and (broker.store.sync_flush or broker.replication.sync_master):
+        if result.append is not None and wait and (broker.store.sync_flush or broker.role.sync_master):
             return self._respond_when_durable(request, result, queue_id)
         return self.response(request, result, queue_id)
 

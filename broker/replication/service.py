@@ -12,7 +12,10 @@ The HA port listens in every role (a slave refuses connections while it is one),
 needs no new socket. Role changes are serialized by one lock and persisted in config/epoch.json
 before they take effect. Everything runs on the broker's event loop.
 
-Hooks the broker calls: `start()` before serving, `stop()`, `before_register()` /
+The role itself is a `BrokerRoleState` (role.py) this service owns and alone changes; the broker
+passes `RoleHooks` at start for what must follow a role change.
+
+Hooks the broker calls: `start(hooks)` before serving, `stop()`, `before_register()` /
 `on_registered(response)` around NameServer registration, `wait_replicated(result)` for sends,
 `runtime_fields()` and `stats()` for admin and metrics.
 """
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -35,6 +37,7 @@ from shoal.broker.replication.ha_master import HAServer, MasterHooks
 from shoal.broker.replication.ha_slave import HAClient, SlaveHooks
 from shoal.broker.replication.promotion import NewerLeader, PromoteProcessor, find_newer_leader
 from shoal.broker.replication.replica_waiter import ReplicaWaiter
+from shoal.broker.replication.role import BrokerRoleState, RoleHooks
 from shoal.broker.replication.settings import HASettings
 from shoal.broker.replication.slave_sync import MetadataSync
 from shoal.broker.replication.truncation import TruncationReport, rebuild_topic_queue_table, truncate_store
@@ -61,6 +64,9 @@ class ReplicationService:
         self.epoch_file = EpochFile(broker.settings.store.config_dir)
         self.epochs: EpochState = self.epoch_file.load()
         self.settings = HASettings.from_broker_config(broker.config)
+        self.role = BrokerRoleState(broker.config.broker_role, broker.config.broker_id)
+        """The role and brokerId now: broker.conf's, then epoch.json's, then promotion's or fencing's."""
+        self._hooks: RoleHooks | None = None
         self.remoting = RemotingClient()
         self.server: HAServer | None = None
         self.client: HAClient | None = None
@@ -98,28 +104,31 @@ class ReplicationService:
 
     def _check_role_and_id(self) -> None:
         """RocketMQ's BrokerStartup rules: a master is brokerId 0, a slave's brokerId is above 0."""
-        config = self.broker.config
-        if config.broker_role is BrokerRole.SLAVE and config.broker_id <= 0:
-            raise ValueError(f"brokerRole=SLAVE needs brokerId > 0 (it is {config.broker_id})")
-        if config.broker_role is not BrokerRole.SLAVE and config.broker_id != 0:
-            log.warning("brokerRole=%s: brokerId %d becomes 0", config.broker_role.value, config.broker_id)
-            self._switch_role(config.broker_role, 0)
+        role = self.role
+        if not role.is_master and role.broker_id <= 0:
+            raise ValueError(f"brokerRole=SLAVE needs brokerId > 0 (it is {role.broker_id})")
+        if role.is_master and role.broker_id != 0:
+            log.warning("brokerRole=%s: brokerId %d becomes 0", role.role.value, role.broker_id)
+            self._switch_role(role.role, 0)
 
     # --- lifecycle ---
-    async def start(self) -> None:
+    async def start(self, hooks: RoleHooks) -> None:
         """Listen on the HA port, register the admin requests, then lead or follow."""
         broker = self.broker
+        self._hooks = hooks
         loop = asyncio.get_running_loop()
         self.waiter = ReplicaWaiter(loop, self.settings.slave_timeout_s, self._slave_ok)
-        hooks = MasterHooks(lambda: broker.is_master, self.master_state, self.waiter.on_ack, self._on_newer_epoch)
-        self.server = HAServer(broker.store.commitlog, self.settings, hooks)
+        master_hooks = MasterHooks(
+            lambda: self.role.is_master, self.master_state, self.waiter.on_ack, self._on_newer_epoch
+        )
+        self.server = HAServer(broker.store.commitlog, self.settings, master_hooks)
         self.ha_port = await self._bind(self.server)
         broker.store.dispatcher.listeners.append(self._on_dispatch)
         broker.server.register(ShoalRequestCode.PROMOTE_TO_MASTER, PromoteProcessor(self))
         if RequestCode.GET_ALL_DELAY_OFFSET not in broker.server.processors:
             broker.server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._all_delay_offsets)
         self._tasks.append(loop.create_task(self._persist_confirmed_loop(), name="ha-confirmed-persist"))
-        if broker.is_master:
+        if self.role.is_master:
             await self.before_register()  # fenced: demote() already follows the new master
         elif self.client is None:
             self._start_following()
@@ -176,26 +185,20 @@ class ReplicationService:
         if server is not None and server.new_data.waiting:
             server.notify_new_data()
 
-    @property
-    def sync_master(self) -> bool:
-        return self.broker.config.broker_role is BrokerRole.SYNC_MASTER
-
     def wait_replicated(self, result: PutResult) -> asyncio.Future[PutStatus] | None:
         """SYNC_MASTER: a future answering once a slave has the put's bytes (started now, so the
         slave timeout runs alongside the flush); None when this broker does not wait for slaves."""
         append = result.append
-        if not self.sync_master or append is None or self.waiter is None or self.server is None:
+        if not self.role.sync_master or append is None or self.waiter is None or self.server is None:
             return None
         self.server.notify_new_data()
         return self.waiter.wait(append.next_offset)
 
     def _all_delay_offsets(self, _connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET (45) for our slaves, when nobody else answers it."""
-        schedule = getattr(self.broker, "schedule", None)
-        table = getattr(schedule, "offsets_table", None)
-        if table is None:
+        if self._hooks is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "no delay offsets on this broker")
-        return make_response(request, ResponseCode.SUCCESS, body=table.encode().encode("utf-8"))
+        return make_response(request, ResponseCode.SUCCESS, body=self._hooks.delay_offsets())
 
     # --- slave side ---
     def _master_ha_address(self) -> str | None:
@@ -259,7 +262,7 @@ class ReplicationService:
 
     def on_registered(self, response: RemotingCommand) -> None:
         """REGISTER_BROKER answered: a slave learns its master's HA and remoting addresses (spec §8.10)."""
-        if self.broker.is_master:
+        if self.role.is_master:
             return
         header = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields or {})
         if header.ha_server_addr and header.ha_server_addr != self.learned_ha_address:
@@ -297,7 +300,7 @@ class ReplicationService:
 
     async def _promote_locked(self, epoch: int, role: BrokerRole, force: bool) -> EpochEntry:
         broker = self.broker
-        if broker.is_master:
+        if self.role.is_master:
             if epoch == self.epochs.epoch:
                 return self.epochs.history[-1]
             raise PromotionRefusedError(f"already a master, at epoch {self.epochs.epoch}")
@@ -331,9 +334,8 @@ class ReplicationService:
             self._followed_before_promotion = frozenset({self.master_address})
         self.learned_ha_address = self.master_address = None
         self.promotions_total += 1
-        schedule = getattr(broker, "schedule", None)
-        if schedule is not None and getattr(schedule, "_task", None) is None:
-            schedule.start(asyncio.get_running_loop())
+        if self._hooks is not None:
+            self._hooks.became_master()
         log.warning("promoted to %s (brokerId 0) at epoch %d; the epoch starts at offset %d", role.value, epoch, end)
         return EpochEntry(epoch, end)
 
@@ -341,7 +343,7 @@ class ReplicationService:
         """A master checks it has not been replaced by a newer epoch before telling the NameServers
         it is the master (fencing); if it has, it turns into a slave of the new master."""
         broker = self.broker
-        if not broker.is_master or self._stopping:
+        if not self.role.is_master or self._stopping:
             return
         known_older, self._followed_before_promotion = self._followed_before_promotion, frozenset()
         leader = await find_newer_leader(
@@ -358,9 +360,8 @@ class ReplicationService:
     async def demote(self, leader: NewerLeader) -> None:
         """Fenced: become a slave of `leader`. What we wrote after the group moved on is cut when
         the HA client first hears the new master's epoch history (`_reconcile`)."""
-        broker = self.broker
         async with self._transition:
-            if not broker.is_master:
+            if not self.role.is_master:
                 return
             log.warning(
                 "fenced: %s leads epoch %d (ours is %d); this broker becomes its slave with brokerId %d",
@@ -374,9 +375,8 @@ class ReplicationService:
                 self.waiter.fail_all(PutStatus.SLAVE_NOT_AVAILABLE)
             if self.server is not None:
                 self.server.close_all()
-            schedule = getattr(broker, "schedule", None)
-            if schedule is not None:
-                await schedule.stop()
+            if self._hooks is not None:
+                await self._hooks.became_slave()
             self.epochs.broker_role, self.epochs.broker_id = BrokerRole.SLAVE.value, leader.broker_id_for_us
             self.epoch_file.save(self.epochs)
             self.learned_ha_address = leader.ha_address or None
@@ -407,25 +407,18 @@ class ReplicationService:
             log.exception("fencing check failed")
 
     def _switch_role(self, role: BrokerRole, broker_id: int) -> None:
-        broker = self.broker
-        config = dataclasses.replace(broker.config, broker_role=role, broker_id=broker_id)
-        broker.config = config
-        broker.settings = dataclasses.replace(broker.settings, broker=config)
-        topics = getattr(broker, "topics", None)
-        if topics is not None:
-            topics.config = config
+        self.role.switch(role, broker_id)
 
     # --- status ---
     def runtime_fields(self) -> dict[str, str]:
         """HA fields added to GET_BROKER_RUNTIME_INFO (`shoal admin ha-status`, fencing checks)."""
-        broker = self.broker
         fields = {
-            "brokerId": str(broker.config.broker_id),
+            "brokerId": str(self.role.broker_id),
             "haEpoch": str(self.epochs.epoch),
             "haListenAddr": self.ha_address,
             "haEpochStartOffset": str(self.epochs.history[-1].start_offset),
         }
-        if broker.is_master:
+        if self.role.is_master:
             slaves = self.slave_status()
             fields["haSlaveConnections"] = str(len(slaves))
             fields["haConfirmedOffset"] = str(self.waiter.acked_offset if self.waiter is not None else 0)
@@ -484,8 +477,7 @@ class ReplicationService:
 
     def stats(self) -> dict[str, float]:
         """Figures for Prometheus (shoal_ha_*)."""
-        broker = self.broker
-        is_master = broker.is_master
+        is_master = self.role.is_master
         fields = self.runtime_fields()
         waiter = self.waiter
         return {
