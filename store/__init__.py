@@ -5,7 +5,7 @@ Byte-compatible with RocketMQ 4.9's store directory (docs/formats.md); stdlib pl
 """
 
 from shoal.store.clock import SYSTEM_CLOCK, Clock, SystemClock
-from shoal.store.commitlog import AppendResult, BatchEntry, CommitLog
+from shoal.store.commitlog import CommitLog
 from shoal.store.errors import (
     MessageIllegalError,
     PropertiesTooLargeError,
@@ -15,7 +15,7 @@ from shoal.store.errors import (
     StoreLockedError,
     StoreUnavailableError,
 )
-from shoal.store.message import GetMessageStatus, GetResult, MessageToStore, PutResult
+from shoal.store.message import AppendResult, BatchEntry, GetMessageStatus, GetResult, MessageToStore, PutResult
 from shoal.store.message_store import MessageStore
 from shoal.store.recovery import RecoveryReport
 from shoal.store.settings import (

@@ -13,9 +13,8 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, NoReturn
+from typing import NoReturn
 
-from shoal.formats.message_id import offset_msg_id
 from shoal.formats.record import (
     END_OF_FILE_MIN_BLANK_LENGTH,
     FIXED_LENGTH_V4,
@@ -42,44 +41,13 @@ from shoal.store.clock import Clock
 from shoal.store.errors import PutStatus, RecordEncodingError
 from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
+from shoal.store.message import AppendResult, BatchEntry
 
 log = logging.getLogger(__name__)
 
 _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _NO_QUEUE_OFFSET = frozenset({int(TransactionType.PREPARED_TYPE), int(TransactionType.ROLLBACK_TYPE)})
 DEFAULT_STORE_HOST = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
-
-
-class AppendResult(NamedTuple):
-    """Where a put landed (RocketMQ's AppendMessageResult)."""
-
-    status: PutStatus
-    wrote_offset: int
-    wrote_bytes: int
-    store_timestamp: int
-    queue_offset: int
-    message_count: int
-    store_host: bytes
-
-    @property
-    def next_offset(self) -> int:
-        return self.wrote_offset + self.wrote_bytes
-
-    def message_ids(self, sizes: list[int] | None = None) -> list[str]:
-        """Offset message ids; for a batch pass each record's size."""
-        if sizes is None:
-            return [offset_msg_id(self.store_host, self.wrote_offset)]
-        ids, at = [], self.wrote_offset
-        for size in sizes:
-            ids.append(offset_msg_id(self.store_host, at))
-            at += size
-        return ids
-
-
-class BatchEntry(NamedTuple):
-    flag: int
-    body: bytes | memoryview
-    properties: bytes
 
 
 @dataclass

@@ -1,12 +1,14 @@
-"""What callers hand the store to write, and what reads give back."""
+"""What callers hand the store to write (MessageToStore, BatchEntry), what a write gives back
+(AppendResult, PutResult) and what reads give back (GetResult)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from shoal.formats.message_id import offset_msg_id
 from shoal.store import limits
-from shoal.store.commitlog import AppendResult
 from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError, PutStatus
 
 DEFAULT_BORN_HOST = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
@@ -22,6 +24,40 @@ def validate_message(topic: bytes, body_len: int, properties_len: int, body_max_
         raise PropertiesTooLargeError(
             f"properties are {properties_len} bytes, more than {limits.PROPERTIES_LENGTH_MAX_BYTES}"
         )
+
+
+class AppendResult(NamedTuple):
+    """Where a put landed (RocketMQ's AppendMessageResult)."""
+
+    status: PutStatus
+    wrote_offset: int
+    wrote_bytes: int
+    store_timestamp: int
+    queue_offset: int
+    message_count: int
+    store_host: bytes
+
+    @property
+    def next_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+    def message_ids(self, sizes: list[int] | None = None) -> list[str]:
+        """Offset message ids; for a batch pass each record's size."""
+        if sizes is None:
+            return [offset_msg_id(self.store_host, self.wrote_offset)]
+        ids, at = [], self.wrote_offset
+        for size in sizes:
+            ids.append(offset_msg_id(self.store_host, at))
+            at += size
+        return ids
+
+
+class BatchEntry(NamedTuple):
+    """One message of a batch (SEND_BATCH_MESSAGE): its flag, body and whole property string."""
+
+    flag: int
+    body: bytes | memoryview
+    properties: bytes
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from shoal.store import durability, limits
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.cleaning import CleaningService, DiskUsage, disk_usage_ratio
 from shoal.store.clock import SYSTEM_CLOCK, Clock
-from shoal.store.commitlog import DEFAULT_STORE_HOST, BatchEntry, CommitLog
+from shoal.store.commitlog import DEFAULT_STORE_HOST, CommitLog
 from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DAMAGED_DIRECTORY_NAME
@@ -49,7 +49,7 @@ from shoal.store.flushing import (
 )
 from shoal.store.index_service import IndexService
 from shoal.store.mapped_file_queue import MappedFileQueue
-from shoal.store.message import GetMessageStatus, GetResult, MessageToStore, PutResult, validate_message
+from shoal.store.message import BatchEntry, GetMessageStatus, GetResult, MessageToStore, PutResult, validate_message
 from shoal.store.recovery import RecoveryReport, blank_units_in_damage, recover_commitlog, save_damage_aside
 from shoal.store.settings import FlushDiskType, StoreSettings
 from shoal.store.store_lock import AbortMarker, StoreLock
