@@ -309,39 +309,6 @@ def test_bad_requests_get_rocketmq_codes_and_readable_remarks(cluster) -> None: 
     asyncio.run(run())
 
 
-def test_unknown_topic_is_refused_when_auto_create_is_off(cluster_factory) -> None:  # type: ignore[no-untyped-def]
-    """Goal: TOPIC_NOT_EXIST with a remark when auto-creation is off.
-    Method: a broker with autoCreateTopicEnable=false."""
-    running = cluster_factory({"autoCreateTopicEnable": "false"})
-
-    async def run() -> None:
-        client = RemotingClient()
-        response = await _call(client, running.broker_addr, RequestCode.SEND_MESSAGE_V2, _send_header("NewTopic"), b"x")
-        assert response.code == ResponseCode.TOPIC_NOT_EXIST
-        assert "topic[NewTopic] not exist" in (response.remark or "")
-        route = await _call(client, running.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "NewTopic"})
-        assert route.code == ResponseCode.TOPIC_NOT_EXIST
-        await client.close()
-
-    asyncio.run(run())
-
-
-def test_slave_refuses_writes(cluster_factory) -> None:  # type: ignore[no-untyped-def]
-    """Goal: a SLAVE answers sends with SERVICE_NOT_AVAILABLE. Method: a broker with brokerRole=SLAVE, brokerId=1."""
-    running = cluster_factory({"brokerRole": "SLAVE", "brokerId": "1"})
-
-    async def run() -> None:
-        client = RemotingClient()
-        response = await _call(
-            client, running.broker_addr, RequestCode.SEND_MESSAGE_V2, _send_header("GoodTopic"), b"x"
-        )
-        assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE
-        assert "slave" in (response.remark or "")
-        await client.close()
-
-    asyncio.run(run())
-
-
 def test_500_long_polling_connections_keep_the_broker_responsive(cluster) -> None:  # type: ignore[no-untyped-def]
     """Goal: 500 held pulls do not slow other clients, and one message wakes them all.
     Method: 500 connections each park a PULL (suspend 15 s) on an empty queue; time a request on

@@ -22,10 +22,10 @@ POISON_SYSFLAGS = [BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, V6_BITS, ALL_BUT_
 LATER_MESSAGES_PER_POISON = 5
 
 
-def _header(sys_flag: int, *, batch: bool = False) -> SendMessageRequestHeader:
+def _header(sys_flag: int, *, batch: bool = False, topic: str = TOPIC) -> SendMessageRequestHeader:
     return SendMessageRequestHeader(
         producer_group="PID_sysflag",
-        topic=TOPIC,
+        topic=topic,
         default_topic="TBW102",
         default_topic_queue_nums=4,
         queue_id=0,
@@ -95,3 +95,46 @@ def test_client_sysflag_bits_never_make_a_record_unreadable(cluster) -> None:  #
     cluster.start_broker()
     asyncio.run(assert_consumable(cluster.broker_addr, acknowledged))
     assert "undecodable" not in cluster.log("broker")
+
+
+async def _send_v2(address: str, topic: str) -> RemotingCommand:
+    """One SEND_MESSAGE_V2 of b"x" to `topic`."""
+    client = RemotingClient()
+    try:
+        ext = _header(0, topic=topic).to_v2().to_ext_fields()
+        return await client.invoke(address, RequestCode.SEND_MESSAGE_V2, ext, b"x", timeout_s=10.0)
+    finally:
+        await client.close()
+
+
+@pytest.mark.slow
+def test_unknown_topic_is_refused_when_auto_create_is_off(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Goal: TOPIC_NOT_EXIST with a remark when auto-creation is off.
+    Method: a broker with autoCreateTopicEnable=false."""
+    running = cluster_factory({"autoCreateTopicEnable": "false"})
+
+    async def run() -> None:
+        response = await _send_v2(running.broker_addr, "NewTopic")
+        assert response.code == ResponseCode.TOPIC_NOT_EXIST
+        assert "topic[NewTopic] not exist" in (response.remark or "")
+        client = RemotingClient()
+        route = await client.invoke(
+            running.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "NewTopic"}, None, timeout_s=10.0
+        )
+        assert route.code == ResponseCode.TOPIC_NOT_EXIST
+        await client.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_slave_refuses_writes(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Goal: a SLAVE answers sends with SERVICE_NOT_AVAILABLE. Method: a broker with brokerRole=SLAVE, brokerId=1."""
+    running = cluster_factory({"brokerRole": "SLAVE", "brokerId": "1"})
+
+    async def run() -> None:
+        response = await _send_v2(running.broker_addr, "GoodTopic")
+        assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "slave" in (response.remark or "")
+
+    asyncio.run(run())

@@ -1,4 +1,5 @@
-"""A master tells a lagging consumer to read from its slave (suggestWhichBrokerId, spec §8.8 step 6)."""
+"""The pull processor: a master tells a lagging consumer to read from its slave (suggestWhichBrokerId,
+spec §8.8 step 6)."""
 
 from __future__ import annotations
 
