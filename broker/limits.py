@@ -22,6 +22,18 @@ REGISTER_PERIOD_MAX_MS = 60_000  # .. 60 s, as RocketMQ does
 assert GATHER_WRITE_MIN_BYTES < CONNECTION_WRITE_BUFFER_HIGH_BYTES
 assert 0 < REGISTER_PERIOD_MIN_MS < REGISTER_PERIOD_MAX_MS
 
+# --- delivery of delayed and timed messages (shoal.broker.schedule) ---
+SCHEDULE_ROUND_DELIVERIES_MAX_COUNT = 1024  # messages delivered per round (~25 ms of work); requests run between rounds
+SCHEDULE_ROUND_INDEXED_MAX_COUNT = 16_384  # timer units indexed per round (about 1 us each)
+SCHEDULE_READ_UNITS_MAX_COUNT = 1024  # ConsumeQueue units read at once from one delay level or the timer topic
+SCHEDULE_IDLE_WAIT_MAX_S = 1.0  # even with nothing due, look again this often (a wall-clock jump, a missed wake-up)
+SCHEDULE_PUT_RETRY_DELAY_S = 0.1  # RocketMQ retries a failed put (disk full, busy page cache) after 100 ms
+SCHEDULE_ERROR_RETRY_DELAY_S = 1.0  # a round that raised is retried after this
+SCHEDULE_SNAPSHOTS_MAX_COUNT = 4096  # recent rounds' progress kept until the CommitLog is flushed past them
+
+assert 0 < SCHEDULE_READ_UNITS_MAX_COUNT <= SCHEDULE_ROUND_DELIVERIES_MAX_COUNT <= SCHEDULE_ROUND_INDEXED_MAX_COUNT
+assert 0 < SCHEDULE_PUT_RETRY_DELAY_S <= SCHEDULE_ERROR_RETRY_DELAY_S <= SCHEDULE_IDLE_WAIT_MAX_S
+
 # --- connections of the remoting servers (Broker and NameServer) ---
 SERVER_CHANNEL_MAX_IDLE_DEFAULT_S = 120  # serverChannelMaxIdleTimeSeconds: no read or write this long closes
 PARTIAL_FRAME_TIMEOUT_DEFAULT_S = 60  # a request frame still incomplete after this closes (slowloris)

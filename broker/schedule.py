@@ -14,11 +14,11 @@ delivery time as tagsCode, and indexed in memory by `shoal.broker.timer.TimerInd
 progress is `config/timerOffset.json`.
 
 One task on the broker's event loop does all deliveries, in rounds of at most
-ROUND_DELIVERIES_MAX_COUNT messages: read due units, copy each record to its real topic and queue
-(DELAY removed, everything else as stored: body, flag, sysflag, born time and host, reconsume
-times), then let the Dispatcher index the new records. Between rounds the loop serves requests;
-when nothing is due the task sleeps until the earliest delivery time, and a newly dispatched
-delayed message that is due earlier wakes it.
+`SCHEDULE_ROUND_DELIVERIES_MAX_COUNT` messages (its bounds live in broker/limits.py): read due
+units, copy each record to its real topic and queue (DELAY removed, everything else as stored: body,
+flag, sysflag, born time and host, reconsume times), then let the Dispatcher index the new records.
+Between rounds the loop serves requests; when nothing is due the task sleeps until the earliest
+delivery time, and a newly dispatched delayed message that is due earlier wakes it.
 
 Restarts: progress is persisted every `flushDelayOffsetInterval` and at shutdown, but only up to a
 round whose delivered records the flusher had already made durable, so a crash (even a power
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from shoal.broker import limits
 from shoal.broker.timer import (
     TIMER_PROGRESS_FILE_NAME,
     TimerIndex,
@@ -74,18 +75,6 @@ TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_REQUEST_PROPERTIES = (TIMER_DELAY_SEC, TIMER_DELAY_MS, START_DELIVER_TIME)
 """Turned into TIMER_DELIVER_MS when a message is parked, so a re-sent copy is not delayed again."""
 
-ROUND_DELIVERIES_MAX_COUNT = 1024
-"""Messages delivered per round (~25 ms of work); the loop serves requests between rounds."""
-ROUND_INDEXED_MAX_COUNT = 16_384
-"""Timer units indexed per round (about 1 us each)."""
-READ_UNITS_MAX_COUNT = 1024
-IDLE_WAIT_MAX_S = 1.0
-"""Even with nothing due, look again this often (a wall-clock jump, a missed wake-up)."""
-PUT_RETRY_DELAY_S = 0.1
-"""RocketMQ retries a failed put (disk full, busy page cache) after 100 ms."""
-ERROR_RETRY_DELAY_S = 1.0
-SNAPSHOTS_MAX_COUNT = 4096
-"""Recent rounds' progress kept until the CommitLog is flushed past them (a few seconds' worth)."""
 UNKNOWN_LEVEL_DELAY_MS = 1000
 """computeDeliverTimestamp: a DELAY value outside the level table waits 1 s."""
 _PARKING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
@@ -268,7 +257,7 @@ class ScheduleMessageService:
         delivered, at the time it was stored with (if within the longest delay), else at once."""
         self.delivered_count = 0
         self.skipped_count = 0
-        self._snapshots: collections.deque[Snapshot] = collections.deque(maxlen=SNAPSHOTS_MAX_COUNT)
+        self._snapshots: collections.deque[Snapshot] = collections.deque(maxlen=limits.SCHEDULE_SNAPSHOTS_MAX_COUNT)
         self._first_level = 0
         self._wake = asyncio.Event()
         self._wake_at_ms = 0
@@ -301,7 +290,7 @@ class ScheduleMessageService:
         progress = load_timer_progress(self.timer_progress_path)
         timer_queue = self._queue(TIMER_TOPIC, 0)
         self.timer.restore(progress, timer_queue.min_offset if timer_queue is not None else 0)
-        while self._index_timers(ROUND_INDEXED_MAX_COUNT):
+        while self._index_timers(limits.SCHEDULE_ROUND_INDEXED_MAX_COUNT):
             pass
         log.info(
             "schedule: %d levels, offsets %s; %d timer messages pending",
@@ -385,7 +374,7 @@ class ScheduleMessageService:
             try:
                 delivered, busy, refused = self._round(now_ms)
             except Exception:
-                log.exception("schedule round failed; retrying in %.0f s", ERROR_RETRY_DELAY_S)
+                log.exception("schedule round failed; retrying in %.0f s", limits.SCHEDULE_ERROR_RETRY_DELAY_S)
                 delivered, busy, refused, failed = 0, False, False, True
             if delivered:
                 self.schedule_dispatch()
@@ -397,7 +386,13 @@ class ScheduleMessageService:
             if busy and not refused:
                 await asyncio.sleep(0)
                 continue
-            wait_s = ERROR_RETRY_DELAY_S if failed else PUT_RETRY_DELAY_S if refused else self._idle_wait_s(now_ms)
+            wait_s = (
+                limits.SCHEDULE_ERROR_RETRY_DELAY_S
+                if failed
+                else limits.SCHEDULE_PUT_RETRY_DELAY_S
+                if refused
+                else self._idle_wait_s(now_ms)
+            )
             if wait_s > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait_s):
@@ -405,8 +400,8 @@ class ScheduleMessageService:
 
     def _round(self, now_ms: int) -> tuple[int, bool, bool]:
         """One round: (messages delivered, budget used up, a put was refused)."""
-        indexed = self._index_timers(ROUND_INDEXED_MAX_COUNT)
-        budget = ROUND_DELIVERIES_MAX_COUNT
+        indexed = self._index_timers(limits.SCHEDULE_ROUND_INDEXED_MAX_COUNT)
+        budget = limits.SCHEDULE_ROUND_DELIVERIES_MAX_COUNT
         delivered = 0
         refused = False
         levels = list(self.offsets)
@@ -421,7 +416,7 @@ class ScheduleMessageService:
             delivered += done
         if delivered or indexed:
             self._snapshot(self.store.commitlog.max_offset)
-        busy = delivered >= budget or indexed >= ROUND_INDEXED_MAX_COUNT
+        busy = delivered >= budget or indexed >= limits.SCHEDULE_ROUND_INDEXED_MAX_COUNT
         return delivered, busy, refused
 
     def _deliver_level(self, level: int, now_ms: int, budget: int) -> tuple[int, bool]:
@@ -434,7 +429,7 @@ class ScheduleMessageService:
         passed = 0
         try:
             while passed < budget and offset < queue.max_offset:
-                units = read_units(queue, offset, min(budget - passed, READ_UNITS_MAX_COUNT))
+                units = read_units(queue, offset, min(budget - passed, limits.SCHEDULE_READ_UNITS_MAX_COUNT))
                 if not units:
                     clamped = min(max(offset, queue.min_offset), queue.max_offset)
                     if clamped == offset:
@@ -465,7 +460,7 @@ class ScheduleMessageService:
         offset = max(timer.indexed_offset, queue.min_offset)
         read = 0
         while read < count_max and offset < queue.max_offset and timer.room > 0:
-            units = read_units(queue, offset, min(count_max - read, READ_UNITS_MAX_COUNT, timer.room))
+            units = read_units(queue, offset, min(count_max - read, limits.SCHEDULE_READ_UNITS_MAX_COUNT, timer.room))
             if not units:
                 break
             for _physical, size, deliver_ms in units:
@@ -544,7 +539,7 @@ class ScheduleMessageService:
 
     def _idle_wait_s(self, now_ms: int) -> float:
         """Seconds until the earliest delivery; the dispatch listener wakes us for earlier ones."""
-        due_ms = now_ms + int(IDLE_WAIT_MAX_S * 1000)
+        due_ms = now_ms + int(limits.SCHEDULE_IDLE_WAIT_MAX_S * 1000)
         for level, offset in self.offsets.items():
             queue = self._queue(SCHEDULE_TOPIC, level - 1)
             if queue is None or offset >= queue.max_offset:
