@@ -1,0 +1,40 @@
+"""shoal.broker.filter: RocketMQ 4.9.7's SQL92 property filter (`MessageSelector.bySql`,
+broker.conf `enablePropertyFilter`), pure: an expression compiles once into a `Sql92Filter` whose
+`matches(properties)` says whether a message is delivered. `check_subscription` gives the processors
+the ResponseCode for a subscription's expression.
+"""
+
+from shoal.broker.filter.errors import (
+    RESPONSE_CODE_OF_ERROR,
+    FilterError,
+    FilterEvaluationError,
+    FilterSyntaxError,
+    FilterTooComplexError,
+    UnsupportedExpressionTypeError,
+)
+from shoal.broker.filter.sql92 import Sql92Filter, compile_sql92
+from shoal.broker.filter.subscription import (
+    EXPRESSION_TYPE_SQL92,
+    EXPRESSION_TYPE_TAG,
+    SubscriptionCheck,
+    check_subscription,
+    compile_filter,
+    is_tag_type,
+)
+
+__all__ = [
+    "EXPRESSION_TYPE_SQL92",
+    "EXPRESSION_TYPE_TAG",
+    "RESPONSE_CODE_OF_ERROR",
+    "FilterError",
+    "FilterEvaluationError",
+    "FilterSyntaxError",
+    "FilterTooComplexError",
+    "Sql92Filter",
+    "SubscriptionCheck",
+    "UnsupportedExpressionTypeError",
+    "check_subscription",
+    "compile_filter",
+    "compile_sql92",
+    "is_tag_type",
+]
