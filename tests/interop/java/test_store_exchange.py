@@ -1,0 +1,353 @@
+"""Stores exchanged with RocketMQ 4.9.7's own broker (issue 16): each broker recovers and serves what the other wrote.
+
+Shoal -> RocketMQ: a shoal broker (tests/conftest.py's Cluster) takes messages from the Java client (tags, keys,
+user properties, batch, ordered, a delay level still due, an open transaction) and a group's committed offsets,
+then stops (SIGTERM, or SIGKILL); RocketMQ's BrokerStartup (rocketmq_broker.py) starts on that store directory and
+the Java client must read the same messages, resume the group, find keys and ids, get the delayed message on time
+and be asked about the open transaction.
+RocketMQ -> Shoal: the same in reverse, plus shoal.client reading and `shoal store verify` on RocketMQ's files.
+
+Both brokers get the same store geometry (STORE_SETTINGS). Messages are compared field by field, as the Java
+client's LitePull (assign + seek 0) describes them on each broker.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from shoal.client import BlockingPullConsumer
+
+
+def _load_launcher() -> ModuleType:
+    path = Path(__file__).resolve().parent / "rocketmq_broker.py"
+    spec = importlib.util.spec_from_file_location("shoal_tests_rocketmq_broker", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+launcher = _load_launcher()
+
+pytestmark = pytest.mark.slow
+
+HASH_SLOTS = 50_000
+STORE_SETTINGS = {
+    "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
+    "mappedFileSizeConsumeQueue": str(300_000 * 20),
+    "maxHashSlotNum": str(HASH_SLOTS),
+    "maxIndexNum": str(200_000),
+    "flushDiskType": "ASYNC_FLUSH",
+    "brokerName": "broker-a",
+}
+"""The same store geometry on both brokers (RocketMQ's defaults except a 64 MiB CommitLog and a small index)."""
+OPEN_TRANSACTIONS = {"transactionTimeOut": "600000", "transactionCheckInterval": "600000"}
+"""The writing broker leaves a half message alone (checks after 10 minutes)."""
+QUICK_CHECKS = {"transactionTimeOut": "1000", "transactionCheckInterval": "1000", "transactionCheckMax": "90"}
+"""The broker taking over checks it back every second, for 90 s before it gives up (default: 15 checks)."""
+DELAY_LEVEL = 3
+DELAY_MS = 10_000
+"""Level 3 of the default messageDelayLevel (1s 5s 10s ...): still due when the other broker has started."""
+DELAY_LATE_MAX_MS = 5_000
+"""How late a delayed message may arrive (RocketMQ's ScheduleMessageService polls every 100 ms)."""
+COMPARED_FIELDS = (
+    "topic",
+    "queueId",
+    "queueOffset",
+    "msgId",
+    "offsetMsgId",
+    "tags",
+    "keys",
+    "bodySha256",
+    "bodyLength",
+    "properties",
+    "bornTimestamp",
+    "storeTimestamp",
+    "sysFlag",
+    "storeHost",
+    "reconsumeTimes",
+)
+GROUP = "xchg_group"
+TOPICS = {"XchgPlain": 24, "XchgBatch": 10, "XchgOrdered": 16}
+LATE_COUNT = 6
+SHOAL_STOP_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
+
+
+def _root_conftest() -> ModuleType:
+    """tests/conftest.py as pytest loaded it (Cluster, free_port): importlib mode gives it no fixed name."""
+    path = (Path(__file__).resolve().parents[2] / "conftest.py").resolve()
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+            return module
+    raise AssertionError(f"{path} is not loaded")
+
+
+@dataclass
+class Brokers:
+    """Starts shoal (tests/conftest.py's Cluster) and RocketMQ 4.9.7 on one broker port, one after the other.
+
+    One port for both: offset message ids hold the store host's ip:port, and viewMessage(offsetMsgId) connects
+    there, so a store moved to a broker on another port keeps ids that point nowhere (on RocketMQ as well)."""
+
+    lib: Path
+    root: Path
+    port: int = field(default_factory=launcher.free_broker_port)
+    started: list[Any] = field(default_factory=list)
+
+    def shoal(self, conf: dict[str, str]) -> Any:
+        conftest = _root_conftest()
+        cluster = conftest.Cluster(
+            self.root / f"shoal{len(self.started)}", conftest.free_port(), self.port, conftest.free_port()
+        )
+        cluster.root.mkdir()
+        self.started.append(cluster)
+        cluster.start_namesrv()
+        cluster.start_broker(conf)
+        return cluster
+
+    def rocketmq(self, store_dir: Path, settings: dict[str, str]) -> Any:
+        root = self.root / f"rocketmq{len(self.started)}"
+        namesrv = launcher.RocketMQNamesrv(self.lib, root / "namesrv")
+        self.started.append(namesrv)
+        namesrv.start()
+        broker = launcher.RocketMQBroker(
+            self.lib, root / "broker", namesrv_addr=namesrv.addr, store_dir=store_dir, settings=settings, port=self.port
+        )
+        self.started.append(broker)
+        broker.start()
+        return broker
+
+    def stop_all(self) -> None:
+        for server in reversed(self.started):
+            if isinstance(server, launcher.JavaServer):
+                server.stop()
+            else:
+                server.stop_all()
+
+
+@pytest.fixture
+def brokers(rocketmq_lib: Path, tmp_path: Path) -> Iterator[Brokers]:
+    """Shoal and RocketMQ brokers for one test, on one port; everything still running is stopped after it."""
+    started = Brokers(rocketmq_lib, tmp_path)
+    yield started
+    started.stop_all()
+
+
+def produce(java: Any, namesrv: str, topic: str, mode: str, count: int, **extra: object) -> list[dict[str, Any]]:
+    args = {"namesrv": namesrv, "topic": topic, "mode": mode, "count": count, **extra}
+    result = java.run("Produce", args)
+    assert not result.of("error"), result.events
+    sent: list[dict[str, Any]] = result.of("sent")
+    return sent
+
+
+def write_everything(java: Any, namesrv: str) -> dict[str, Any]:
+    """Tags, keys, properties, batch, ordered; a group commits the first 24 of XchgPlain, then 6 more arrive."""
+    sent = {
+        "XchgPlain": produce(java, namesrv, "XchgPlain", "sync", 24, tags="TagA,TagB,TagC", keys="plain", prop="c:r"),
+        "XchgBatch": produce(java, namesrv, "XchgBatch", "batch", 10, tags="TagB", keys="batch"),
+        "XchgOrdered": produce(java, namesrv, "XchgOrdered", "ordered", 16, tags="TagO", orderKeys=4),
+    }
+    args = {"namesrv": namesrv, "group": GROUP, "topic": "XchgPlain", "mode": "subscribe", "commit": "true"}
+    committed = java.run("LitePull", {**args, "count": 24})
+    assert committed.of("committed") and len(committed.of("received")) == 24, committed.events
+    late = produce(java, namesrv, "XchgPlain", "sync", LATE_COUNT, tags="TagL", keys="late")
+    return {"sent": sent, "late": late}
+
+
+def read_all(java: Any, namesrv: str, topic: str, count: int, timeout_ms: int = 30_000) -> dict[tuple[int, int], Any]:
+    """Every message of `topic` from queue offset 0 (LitePull assign + seek 0), by (queueId, queueOffset)."""
+    args = {"namesrv": namesrv, "group": f"read_{topic}_{time.monotonic_ns()}", "topic": topic, "mode": "assign"}
+    result = java.run("LitePull", {**args, "seek": 0, "count": count, "timeoutMs": timeout_ms})
+    assert not result.of("error"), result.events
+    by_position = {(line["queueId"], line["queueOffset"]): line for line in result.of("received")}
+    assert len(by_position) == count, f"{topic}: {len(by_position)} of {count} read: {sorted(by_position)}"
+    return by_position
+
+
+def compared(lines: dict[tuple[int, int], Any]) -> dict[tuple[int, int], dict[str, Any]]:
+    # fastjson leaves null fields out of the line: .get
+    return {position: {name: line.get(name) for name in COMPARED_FIELDS} for position, line in lines.items()}
+
+
+def assert_same_messages(before: dict[str, Any], after: dict[str, Any]) -> None:
+    for topic, lines in before.items():
+        old, new = compared(lines), compared(after[topic])
+        differing = {
+            position: (old[position], new.get(position)) for position in old if old[position] != new.get(position)
+        }
+        assert not differing, f"{topic}: {len(differing)} messages differ, e.g. {next(iter(differing.items()))}"
+
+
+def read_everything(java: Any, namesrv: str) -> dict[str, Any]:
+    counts = {**TOPICS, "XchgPlain": TOPICS["XchgPlain"] + LATE_COUNT}
+    return {topic: read_all(java, namesrv, topic, count) for topic, count in counts.items()}
+
+
+def assert_group_resumes(java: Any, namesrv: str, late: list[dict[str, Any]]) -> None:
+    """The committed group gets exactly the messages sent after its commit."""
+    args = {"namesrv": namesrv, "group": GROUP, "topic": "XchgPlain", "mode": "subscribe", "commit": "true"}
+    result = java.run("LitePull", {**args, "count": 30, "timeoutMs": 8_000})
+    assert not result.of("error"), result.events
+    assert sorted(line["msgId"] for line in result.of("received")) == sorted(line["msgId"] for line in late)
+
+
+def assert_key_and_ids_found(java: Any, namesrv: str, target: dict[str, Any]) -> None:
+    """queryMessage by key (the IndexFile), viewMessage by UNIQ_KEY and by offset msg id."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = java.run("Admin", {"namesrv": namesrv, "op": "queryByKey", "topic": "XchgPlain", "key": target["keys"]})
+        bodies = [line["body"] for line in found.of("found") if line["keys"] == target["keys"]]
+        if bodies or time.monotonic() > deadline:
+            break
+    assert bodies == [target["body"]], found.events
+    for message_id in (target["msgId"], target["offsetMsgId"]):
+        viewed = java.run("Admin", {"namesrv": namesrv, "op": "viewById", "topic": "XchgPlain", "msgId": message_id})
+        assert not viewed.of("error"), viewed.events
+        ((message,),) = (viewed.of("found"),)
+        assert (message["body"], message["queueId"], message["queueOffset"]) == (
+            target["body"],
+            target["queueId"],
+            target["queueOffset"],
+        )
+
+
+def send_delayed_and_open_transaction(java: Any, namesrv: str) -> dict[str, Any]:
+    """One message at delay level 3 and one transaction the producer answers UNKNOW to (left open)."""
+    delayed = produce(java, namesrv, "XchgDelay", "sync", 1, delayLevel=DELAY_LEVEL, keys="delay")
+    tx = java.run("Transaction", {"namesrv": namesrv, "group": "xchg_tx", "topic": "XchgTx", "actions": "UNKNOW"})
+    assert not tx.of("error") and tx.of("sent")[0]["status"] == "SEND_OK", tx.events
+    return {"delayed": delayed[0], "tx": tx.of("sent")[0]}
+
+
+def start_checker(java: Any, namesrv: str) -> Any:
+    """A producer of the open transaction's group, to answer the new broker's checks (COMMIT_MESSAGE)."""
+    args = {"namesrv": namesrv, "group": "xchg_tx", "topic": "XchgTx", "waitChecks": 1, "timeoutMs": 90_000}
+    return java.spawn("Transaction", args)
+
+
+def assert_delayed_on_time_and_transaction_checked(
+    java: Any, namesrv: str, pending: dict[str, Any], checker: Any
+) -> None:
+    """The new broker asks a producer of the group about the open transaction and delivers the delayed message."""
+    (delivered,) = read_all(java, namesrv, "XchgDelay", 1, timeout_ms=DELAY_MS + 20_000).values()
+    born_ms = delivered["bornTimestamp"]
+    assert born_ms + DELAY_MS <= delivered["storeTimestamp"] <= born_ms + DELAY_MS + DELAY_LATE_MAX_MS, delivered
+    assert delivered["keys"] == "delay-0" and delivered["msgId"] == pending["delayed"]["msgId"]
+    checker.wait_for(lambda process: bool(process.of("checked")), 60, "a transaction check")
+    (checked,) = checker.of("checked")
+    assert checked["msgId"] == pending["tx"]["msgId"]
+    checker.stop()
+    (committed,) = read_all(java, namesrv, "XchgTx", 1).values()
+    assert committed["msgId"] == pending["tx"]["msgId"]
+
+
+@pytest.mark.parametrize("stop", sorted(SHOAL_STOP_SIGNALS))
+def test_rocketmq_recovers_a_store_shoal_wrote_and_serves_every_message(java: Any, brokers: Brokers, stop: str) -> None:
+    """Shoal writes and stops (SIGTERM / SIGKILL); RocketMQ 4.9.7 starts on its store: same messages, offsets, index."""
+    shoal = brokers.shoal({**STORE_SETTINGS, **OPEN_TRANSACTIONS})
+    written = write_everything(java, shoal.namesrv_addr)
+    before = read_everything(java, shoal.namesrv_addr)
+    pending = send_delayed_and_open_transaction(java, shoal.namesrv_addr)
+    offsets = shoal.store_dir / "config" / "consumerOffset.json"
+    if stop == "sigkill":  # offsets are persisted every 5 s (flushConsumerOffsetInterval), as RocketMQ does
+        deadline = time.monotonic() + 15
+        while not (offsets.is_file() and GROUP in offsets.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    shoal.stop("broker", SHOAL_STOP_SIGNALS[stop])
+    shoal.stop("namesrv")
+    broker = brokers.rocketmq(shoal.store_dir, {**STORE_SETTINGS, **QUICK_CHECKS})
+    namesrv = broker.namesrv_addr
+    checker = start_checker(java, namesrv)
+    assert_same_messages(before, read_everything(java, namesrv))
+    assert_group_resumes(java, namesrv, written["late"])
+    target = before["XchgPlain"][next(iter(before["XchgPlain"]))]
+    assert_key_and_ids_found(java, namesrv, target)
+    assert_delayed_on_time_and_transaction_checked(java, namesrv, pending, checker)
+
+
+def shoal_client_reads(namesrv: str, topic: str) -> dict[tuple[int, int], Any]:
+    """Every message of `topic` through shoal.client's pull consumer."""
+    found: dict[tuple[int, int], Any] = {}
+    consumer = BlockingPullConsumer("xchg_shoal_client", namesrv)
+    consumer.start()
+    try:
+        for queue in consumer.fetch_message_queues(topic):
+            offset = 0
+            while True:
+                result = consumer.pull(queue, "*", offset)
+                if not result.messages:
+                    break
+                for message in result.messages:
+                    found[(message.queue_id, message.queue_offset)] = message
+                offset = result.next_begin_offset
+    finally:
+        consumer.shutdown()
+    return found
+
+
+def verify_store(store_dir: Path) -> subprocess.CompletedProcess[str]:
+    shoal_cli = Path(sys.executable).parent / "shoal"
+    command = [str(shoal_cli), "store", "verify", str(store_dir), "--hash-slots", str(HASH_SLOTS)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
+    java: Any, brokers: Brokers, tmp_path: Path
+) -> None:
+    """RocketMQ 4.9.7 writes and stops; `shoal store verify` is clean; Shoal starts on it and serves the same."""
+    store_dir = tmp_path / "rocketmq-store"
+    broker = brokers.rocketmq(store_dir, {**STORE_SETTINGS, **OPEN_TRANSACTIONS})
+    written = write_everything(java, broker.namesrv_addr)
+    committed_tx = java.run(
+        "Transaction",
+        {
+            "namesrv": broker.namesrv_addr,
+            "group": "xchg_tx_done",
+            "topic": "XchgTxDone",
+            "actions": "COMMIT_MESSAGE,ROLLBACK_MESSAGE",
+        },
+    )
+    assert [line["status"] for line in committed_tx.of("sent")] == ["SEND_OK", "SEND_OK"], committed_tx.events
+    before = read_everything(java, broker.namesrv_addr)
+    pending = send_delayed_and_open_transaction(java, broker.namesrv_addr)
+    broker.stop()
+    config = store_dir / "config"
+    assert GROUP in (config / "consumerOffset.json").read_text()
+    verified = verify_store(store_dir)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    shoal = brokers.shoal({**STORE_SETTINGS, **QUICK_CHECKS, "storePathRootDir": str(store_dir)})
+    namesrv = shoal.namesrv_addr
+    checker = start_checker(java, namesrv)
+    assert_same_messages(before, read_everything(java, namesrv))
+    for topic, lines in before.items():
+        by_shoal_client = shoal_client_reads(namesrv, topic)
+        assert {position: line["msgId"] for position, line in lines.items()} == {
+            position: message.msg_id for position, message in by_shoal_client.items()
+        }
+        for position, line in lines.items():
+            message = by_shoal_client[position]
+            assert (message.tags, " ".join(message.keys) or None) == (line.get("tags"), line.get("keys"))
+    (txt_done,) = read_all(java, namesrv, "XchgTxDone", 1).values()
+    assert txt_done["body"] == "tx-0-COMMIT_MESSAGE"
+    assert_group_resumes(java, namesrv, written["late"])
+    target = before["XchgPlain"][next(iter(before["XchgPlain"]))]
+    assert_key_and_ids_found(java, namesrv, target)
+    assert_delayed_on_time_and_transaction_checked(java, namesrv, pending, checker)
+    shoal.stop("broker")
+    verified = verify_store(store_dir)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    json.loads((config / "topics.json").read_text())
