@@ -47,7 +47,7 @@ def _park_all(store: MessageStore, service: ScheduleMessageService, count: int, 
     assert callable(timing_of)
     for index in range(count):
         properties = encode_properties({"TAGS": "TagA", "KEYS": f"key-{index}", "UNIQ_KEY": f"U{index:020d}"})
-        message = MessageToStore(REAL_TOPIC, index % REAL_QUEUES, body, properties, born_timestamp=1)
+        message = MessageToStore(REAL_TOPIC, index % REAL_QUEUES, body, properties, born_timestamp_ms=1)
         result = store.append_message(service.park(message, timing_of(index)))
         assert result.append is not None, result.status
     store.dispatch_now()

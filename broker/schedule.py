@@ -179,16 +179,16 @@ def unpark(record: RecordHeader, body: bytes, properties: dict[str, str]) -> Mes
         return None
     properties.pop(DELAY_TIME_LEVEL, None)
     return MessageToStore(
-        real_topic,
-        int(real_queue),
-        body,
-        encode_properties(properties),
-        record.flag,
-        record.sysflag,
-        record.born_timestamp,
-        record.born_host,
-        record.reconsume_times,
-        record.prepared_transaction_offset,
+        topic=real_topic,
+        queue_id=int(real_queue),
+        body=body,
+        properties=encode_properties(properties),
+        flag=record.flag,
+        sysflag=record.sysflag,
+        born_timestamp_ms=record.born_timestamp,
+        born_host=record.born_host,
+        reconsume_times=record.reconsume_times,
+        prepared_transaction_offset=record.prepared_transaction_offset,
     )
 
 

@@ -41,7 +41,7 @@ from shoal.store.clock import Clock
 from shoal.store.errors import PutStatus, RecordEncodingError
 from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
-from shoal.store.message import AppendResult, BatchEntry
+from shoal.store.message import AppendResult, BatchEntry, MessageToStore
 
 log = logging.getLogger(__name__)
 
@@ -99,29 +99,23 @@ class CommitLog:
         return cached
 
     # --- appends ---
-    def append(
-        self,
-        topic: bytes,
-        topic_name: str,
-        queue_id: int,
-        body: bytes | memoryview,
-        properties: bytes,
-        flag: int,
-        sysflag: int,
-        born_timestamp: int,
-        born_host: bytes,
-        reconsume_times: int = 0,
-        prepared_transaction_offset: int = 0,
-    ) -> AppendResult:
-        """Append one record (limits already checked by the caller). The v6 bits of `sysflag` are
-        set from the hosts written, whatever the caller passed. Raises RecordEncodingError when the
-        record would not decode (nothing becomes visible), OSError on I/O failure."""
+    def append(self, message: MessageToStore, *, topic: bytes) -> AppendResult:
+        """Append `message` as one record; `topic` is its topic's UTF-8 (`topic_bytes`), limits
+        already checked by the caller. The v6 bits of its sysflag are set from the hosts written,
+        whatever the caller passed. Raises RecordEncodingError when the record would not decode
+        (nothing becomes visible), OSError on I/O failure."""
+        body = message.body
+        properties = message.properties
+        born_host = message.born_host
+        queue_id = message.queue_id
         crc = body_crc(body)
-        sysflag = sysflag & ~_V6_FLAGS | (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | self._store_host_flag
+        sysflag = (
+            message.sysflag & ~_V6_FLAGS | (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | self._store_host_flag
+        )
         length = (
             FIXED_LENGTH_V4 + len(body) + len(topic) + len(properties) + len(born_host) - 8 + self._store_host_extra
         )
-        key = (topic_name, queue_id)
+        key = (message.topic, queue_id)
         takes_offset = (sysflag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
         with self.put_lock:
             self.lock_stats.begin_monotonic_s = time.monotonic()
@@ -133,7 +127,7 @@ class CommitLog:
                 physical = mapped.file_from_offset + position
                 queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
                 store_timestamp = self._now_ms()
-                try:
+                try:  # positional: matching 17 keywords would cost ~0.7 us per record, the encoder ~1.3 us
                     encode_record_into(
                         mapped.target,
                         position,
@@ -141,16 +135,16 @@ class CommitLog:
                         topic,
                         properties,
                         queue_id,
-                        flag,
+                        message.flag,
                         queue_offset,
                         physical,
                         sysflag,
-                        born_timestamp,
+                        message.born_timestamp_ms,
                         born_host,
                         store_timestamp,
                         self.store_host,
-                        reconsume_times,
-                        prepared_transaction_offset,
+                        message.reconsume_times,
+                        message.prepared_transaction_offset,
                         crc,
                     )
                     problem = encoded_record_problem(mapped.target, position, length, physical)
@@ -167,26 +161,23 @@ class CommitLog:
         return AppendResult(PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host)
 
     def append_batch(
-        self,
-        topic: bytes,
-        topic_name: str,
-        queue_id: int,
-        entries: list[BatchEntry],
-        sysflag: int,
-        born_timestamp: int,
-        born_host: bytes,
-        reconsume_times: int = 0,
+        self, template: MessageToStore, entries: list[BatchEntry], *, topic: bytes
     ) -> tuple[AppendResult, list[int]]:
-        """Append a batch atomically into one segment with consecutive queue offsets.
-        Returns the result and each record's size (for the message ids). Every record is checked
-        as `append` checks one; if any fails, none becomes visible."""
+        """Append a batch atomically into one segment with consecutive queue offsets: each entry's
+        flag, body and properties with the rest of `template` (topic, queue, sysflag, born host and
+        time, reconsume times). Returns the result and each record's size (for the message ids).
+        Every record is checked as `append` checks one; if any fails, none becomes visible."""
         assert entries and len(entries) <= limits.BATCH_MESSAGES_MAX_COUNT
-        sysflag = with_host_flags(sysflag, born_host, self.store_host)
+        queue_id = template.queue_id
+        born_host = template.born_host
+        born_timestamp_ms = template.born_timestamp_ms
+        reconsume_times = template.reconsume_times
+        sysflag = with_host_flags(template.sysflag, born_host, self.store_host)
         store_len = len(self.store_host)
         sizes = [record_length(len(e.body), len(topic), len(e.properties), len(born_host), store_len) for e in entries]
         crcs = [body_crc(e.body) for e in entries]
         total = sum(sizes)
-        key = (topic_name, queue_id)
+        key = (template.topic, queue_id)
         with self.put_lock:
             self.lock_stats.begin_monotonic_s = time.monotonic()
             try:
@@ -210,7 +201,7 @@ class CommitLog:
                             first_queue_offset + index,
                             mapped.file_from_offset + at,
                             sysflag,
-                            born_timestamp,
+                            born_timestamp_ms,
                             born_host,
                             store_timestamp,
                             self.store_host,

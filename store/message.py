@@ -70,7 +70,8 @@ class MessageToStore:
     properties: bytes = b""
     flag: int = 0
     sysflag: int = 0
-    born_timestamp: int = 0
+    born_timestamp_ms: int = 0
+    """When the producer made the message (ms since the epoch), as its client stamped it."""
     born_host: bytes = DEFAULT_BORN_HOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0

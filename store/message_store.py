@@ -289,19 +289,7 @@ class MessageStore:
                 len(message.properties),
                 self.settings.commitlog.message_body_size_max_bytes,
             )
-            append = self.commitlog.append(
-                topic,
-                message.topic,
-                message.queue_id,
-                message.body,
-                message.properties,
-                message.flag,
-                message.sysflag,
-                message.born_timestamp,
-                message.born_host,
-                message.reconsume_times,
-                message.prepared_transaction_offset,
-            )
+            append = self.commitlog.append(message, topic=topic)
         except StoreError as exc:
             return PutResult(status_of_error(exc), remark=str(exc))
         except OSError as exc:
@@ -329,16 +317,7 @@ class MessageStore:
                 total_body += len(entry.body)
             if total_body > body_max:
                 raise MessageIllegalError(f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}")
-            append, sizes = self.commitlog.append_batch(
-                topic,
-                template.topic,
-                template.queue_id,
-                list(entries),
-                template.sysflag,
-                template.born_timestamp,
-                template.born_host,
-                template.reconsume_times,
-            )
+            append, sizes = self.commitlog.append_batch(template, list(entries), topic=topic)
         except StoreError as exc:
             return PutResult(status_of_error(exc), remark=str(exc))
         except OSError as exc:

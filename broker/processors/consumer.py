@@ -202,15 +202,15 @@ class ConsumerProcessors:
         properties.setdefault(ORIGIN_MESSAGE_ID, offset_msg_id(record.store_host, record.physical_offset))
         properties.pop(DELAY_TIME_LEVEL, None)  # a leftover of an earlier delay (spec §16 gotcha 17)
         message = MessageToStore(
-            target,
-            queue_id,
-            body,
-            encode_properties(properties),
-            record.flag,
-            record.sysflag,
-            record.born_timestamp,
-            record.born_host,
-            record.reconsume_times + 1,
+            topic=target,
+            queue_id=queue_id,
+            body=body,
+            properties=encode_properties(properties),
+            flag=record.flag,
+            sysflag=record.sysflag,
+            born_timestamp_ms=record.born_timestamp,
+            born_host=record.born_host,
+            reconsume_times=record.reconsume_times + 1,
         )
         level = 0
         if not to_dlq:

@@ -158,17 +158,16 @@ class SendProcessor:
         if topic_config.topic_filter_type == "MULTI_TAG":
             sysflag |= MULTI_TAGS_FLAG
         message = MessageToStore(
-            topic,
-            queue_id,
-            request.body or b"",
-            properties,
-            header.flag,
-            sysflag,
-            header.born_timestamp_ms,
-            born_host,
-            reconsume_times,
-            0,
-            wait,
+            topic=topic,
+            queue_id=queue_id,
+            body=request.body or b"",
+            properties=properties,
+            flag=header.flag,
+            sysflag=sysflag,
+            born_timestamp_ms=header.born_timestamp_ms,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+            wait_store_msg_ok=wait,
         )
         if timing is not None:
             try:

@@ -166,17 +166,17 @@ def _copy(
 ) -> MessageToStore:
     header = record.header
     return MessageToStore(
-        topic,
-        queue_id,
-        record.body,
-        properties,
-        header.flag,
-        sysflag,
-        header.born_timestamp,
-        header.born_host,
-        header.reconsume_times,
-        prepared,
-        True,
+        topic=topic,
+        queue_id=queue_id,
+        body=record.body,
+        properties=properties,
+        flag=header.flag,
+        sysflag=sysflag,
+        born_timestamp_ms=header.born_timestamp,
+        born_host=header.born_host,
+        reconsume_times=header.reconsume_times,
+        prepared_transaction_offset=prepared,
+        wait_store_msg_ok=True,
     )
 
 

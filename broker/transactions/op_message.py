@@ -48,17 +48,14 @@ def op_message(latest: int, key: int, store_host: bytes, now_ms: int) -> Message
         {TAGS: REMOVE_TAG, WAIT_STORE_MSG_OK: "true", TRANSACTION_PREPARED_QUEUE_OFFSET: str(key)}
     )
     return MessageToStore(
-        TRANS_OP_HALF_TOPIC,
-        HALF_QUEUE_ID,
-        op_body(latest),
-        properties,
-        0,
-        host_flags(store_host, store_host),
-        now_ms,
-        store_host,
-        0,
-        0,
-        True,
+        topic=TRANS_OP_HALF_TOPIC,
+        queue_id=HALF_QUEUE_ID,
+        body=op_body(latest),
+        properties=properties,
+        sysflag=host_flags(store_host, store_host),
+        born_timestamp_ms=now_ms,
+        born_host=store_host,
+        wait_store_msg_ok=True,
     )
 
 

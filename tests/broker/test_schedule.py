@@ -113,7 +113,7 @@ def _message(properties: dict[str, str], topic: str = "T", queue_id: int = 3) ->
         b"body",
         encode_properties(properties),
         flag=7,
-        born_timestamp=123,
+        born_timestamp_ms=123,
         born_host=encode_host("10.0.0.1", 5),
         reconsume_times=2,
     )
@@ -124,7 +124,7 @@ def test_park_for_a_level_moves_the_message_to_its_schedule_queue() -> None:
     parked = park(_message({"TAGS": "a", "DELAY": "2"}), Timing(level=2), 18)
     assert (parked.topic, parked.queue_id) == (SCHEDULE_TOPIC, 1)
     assert decode_properties(parked.properties) == {"TAGS": "a", "DELAY": "2", "REAL_TOPIC": "T", "REAL_QID": "3"}
-    assert (parked.body, parked.flag, parked.born_timestamp, parked.reconsume_times) == (b"body", 7, 123, 2)
+    assert (parked.body, parked.flag, parked.born_timestamp_ms, parked.reconsume_times) == (b"body", 7, 123, 2)
     clamped = park(_message({"DELAY": "40"}), Timing(level=40), 18)
     assert clamped.queue_id == 17
     assert decode_properties(clamped.properties)["DELAY"] == "18"
@@ -151,7 +151,7 @@ def test_unpark_restores_the_real_topic_without_delay() -> None:
     delivered = unpark(header, b"body", decode_properties(parked.properties))
     assert delivered is not None
     assert (delivered.topic, delivered.queue_id, delivered.flag, delivered.reconsume_times) == ("T", 3, 7, 2)
-    assert (delivered.born_timestamp, delivered.born_host) == (123, encode_host("10.0.0.1", 5))
+    assert (delivered.born_timestamp_ms, delivered.born_host) == (123, encode_host("10.0.0.1", 5))
     assert decode_properties(delivered.properties) == {"TAGS": "a", "REAL_TOPIC": "T", "REAL_QID": "3"}
     half = park(_message({"DELAY": "1"}, topic=TRANS_HALF_TOPIC, queue_id=0), Timing(level=1), 18)
     assert unpark(header, b"", decode_properties(half.properties)) is None
@@ -162,7 +162,7 @@ def _header_of(message: MessageToStore) -> object:
     from shoal.formats.record import RecordHeader
 
     return RecordHeader(
-        0, 0, 0, message.queue_id, message.flag, 0, 42, 0, message.born_timestamp, message.born_host,
+        0, 0, 0, message.queue_id, message.flag, 0, 42, 0, message.born_timestamp_ms, message.born_host,
         0, message.born_host, message.reconsume_times, 0, 0, 0, message.topic, 0, 0,
     )  # fmt: skip
 

@@ -55,7 +55,7 @@ def test_op_message_body_is_the_decimal_half_queue_offset() -> None:
     assert properties["TAGS"] == REMOVE_TAG == "d"
     assert properties["WAIT"] == "true"
     assert properties["TRAN_PREPARED_QUEUE_OFFSET"] == "1200"
-    assert message.born_host == STORE_HOST and message.born_timestamp == T0_MS
+    assert message.born_host == STORE_HOST and message.born_timestamp_ms == T0_MS
     assert message.sysflag & TRANSACTION_TYPE_MASK == 0
 
 
@@ -156,7 +156,7 @@ def test_commit_builds_the_real_message_with_commit_type_and_the_half_offset() -
     assert (message.topic, message.queue_id, bytes(message.body)) == ("Orders", 2, b"order #1")
     assert message.sysflag & TRANSACTION_TYPE_MASK == TransactionType.COMMIT_TYPE
     assert message.prepared_transaction_offset == 4096
-    assert (message.flag, message.born_timestamp, message.born_host) == (7, T0_MS, BORN_HOST)
+    assert (message.flag, message.born_timestamp_ms, message.born_host) == (7, T0_MS, BORN_HOST)
     properties = decode_properties(message.properties)
     assert properties["TRAN_MSG"] == "true" and properties["PGROUP"] == GROUP
     assert not {"REAL_TOPIC", "REAL_QID", "TRAN_PREPARED_QUEUE_OFFSET"} & set(properties)
@@ -167,7 +167,7 @@ def test_renewed_copy_counts_checks_and_names_the_transaction() -> None:
     record = half_record(queue_offset=4)
     assert record.key == 4 and record.check_times == 0
     renewed = renewed_half_message(record, record.key, 1)
-    assert (renewed.topic, renewed.queue_id, renewed.born_timestamp) == (TRANS_HALF_TOPIC, 0, T0_MS)
+    assert (renewed.topic, renewed.queue_id, renewed.born_timestamp_ms) == (TRANS_HALF_TOPIC, 0, T0_MS)
     properties = decode_properties(renewed.properties)
     assert properties["TRANSACTION_CHECK_TIMES"] == "1"
     assert properties["TRAN_PREPARED_QUEUE_OFFSET"] == "4"
@@ -326,7 +326,7 @@ class Broker:
     def send_half(self, index: int, *, born_ms: int | None = None) -> HalfRecord:
         properties = half_properties(f"TRAN_MSG\x01true\x02PGROUP\x01{GROUP}\x02UNIQ_KEY\x01U{index}", "Orders", 1)
         message = MessageToStore(
-            "Orders", 1, f"m{index}".encode(), properties.encode(), born_timestamp=born_ms or T0_MS
+            "Orders", 1, f"m{index}".encode(), properties.encode(), born_timestamp_ms=born_ms or T0_MS
         )
         result = self.service.put_half(message)
         assert result.append is not None
