@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from shoal.broker import limits
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
 from shoal.broker.config import BrokerSettings
+from shoal.broker.group_manager import SubscriptionGroupManager
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from shoal.broker.preflight import check_port_free, check_store_dir
@@ -39,7 +40,6 @@ from shoal.broker.transactions.checking import TransactionCheckService
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.broker.transactions.service import TransactionService
 from shoal.formats.record import encode_host
-from shoal.formats.topics import validate_group_name
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -52,7 +52,6 @@ from shoal.store import MessageStore, RecoveryReport
 from shoal.store.dispatching import LoopDispatchDriver
 from shoal.store.metadata import (
     ConsumerOffsetTable,
-    SubscriptionGroupConfig,
     SubscriptionGroupTable,
     TopicConfigTable,
 )
@@ -195,13 +194,25 @@ class BrokerController:
         self.topics.table.load()
         self.topics.create_builtin_topics()
         self.topics.table.persist()
-        self.groups = SubscriptionGroupTable(config_dir / "subscriptionGroup.json", _now_ms)
-        self.groups.load()
+        groups = SubscriptionGroupTable(config_dir / "subscriptionGroup.json", _now_ms)
+        groups.load()
+        self.groups = SubscriptionGroupManager(groups, self.config)
         self.offsets = ConsumerOffsetTable(config_dir / "consumerOffset.json")
         self.offsets.load()
 
     def _register_processors(self) -> None:
-        send = SendProcessor(self)
+        send = SendProcessor(
+            config=self.config,
+            role=self.role,
+            topics=self.topics,
+            groups=self.groups,
+            store=self.store,
+            schedule=self.schedule,
+            transactions=self.transactions,
+            metrics=self.metrics,
+            on_append=self.dispatch.schedule,
+            wait_replicated=self.replication.wait_replicated,
+        )
         consumer = ConsumerProcessors(self)
         admin = AdminProcessors(self)
         table: dict[int, Processor] = {
@@ -281,32 +292,6 @@ class BrokerController:
         host = self.config.advertised_address.rpartition(":")[0]
         return f"{host}:{self.port or self.config.listen_port}"
 
-    def subscription_group(self, name: str) -> SubscriptionGroupConfig | None:
-        """The group's config, auto-created when allowed; None for a name no group may have (as
-        RocketMQ 5's findSubscriptionGroupConfig): callers answer SUBSCRIPTION_GROUP_NOT_EXIST."""
-        group = self.groups.get(name)
-        if group is None and validate_group_name(name) is not None:
-            return None
-        if group is None and (self.config.auto_create_subscription_group or name.startswith("CID_RMQ_SYS_")):
-            group = SubscriptionGroupConfig(name)
-            self.groups.put(group)
-            self.groups.persist()
-        return group
-
-    def head_on_disk(self, topic: str, queue_id: int) -> bool:
-        """True when the queue's first message is older than what stays in memory (spec §8.8)."""
-        queue = self.store.find_consume_queue(topic, queue_id)
-        unit = queue.unit_at(queue.min_offset) if queue is not None else None
-        if unit is None:
-            return False
-        budget = self.store.in_memory_budget_bytes
-        return self.store.commitlog.max_offset - unit.physical_offset > budget
-
-    def suggest_broker_id(self, group: SubscriptionGroupConfig, from_slave: bool) -> int:
-        if not self.config.slave_read_enable:
-            return 0
-        return group.which_broker_when_consume_slowly if from_slave else group.broker_id
-
     def consumer_lag(self) -> dict[tuple[str, str], int]:
         lag: dict[tuple[str, str], int] = {}
         for key, offsets in self.offsets.all().items():
@@ -345,7 +330,7 @@ class BrokerController:
         self.offsets.persist()
 
     def persist_metadata(self) -> None:
-        for table in (self.offsets, self.groups, self.topics.table):
+        for table in (self.offsets, self.groups.table, self.topics.table):
             try:
                 table.persist()
             except OSError:
@@ -358,7 +343,7 @@ class BrokerController:
     def _notify_ids_changed(self, info: ConsumerGroupInfo) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
             return
-        group = self.groups.get(info.group)
+        group = self.groups.find(info.group)
         if group is not None and not group.notify_consumer_ids_changed_enable:
             return
         ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=info.group).to_ext_fields()

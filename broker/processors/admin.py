@@ -186,7 +186,7 @@ class AdminProcessors:
         return make_response(request, ResponseCode.SUCCESS, body=self.broker.offsets.encode().encode("utf-8"))
 
     def all_subscription_groups(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
-        return make_response(request, ResponseCode.SUCCESS, body=self.broker.groups.encode().encode("utf-8"))
+        return make_response(request, ResponseCode.SUCCESS, body=self.broker.groups.table.encode().encode("utf-8"))
 
     def topic_stats(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields)

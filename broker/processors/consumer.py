@@ -38,7 +38,7 @@ from shoal.protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from shoal.store import MessageToStore
+from shoal.store import MessageStore, MessageToStore
 
 if TYPE_CHECKING:
     from shoal.broker.broker import BrokerController
@@ -47,6 +47,15 @@ log = logging.getLogger(__name__)
 
 RETRY_FIRST_DELAY_LEVEL = 3
 """A send-back with delay level 0 waits level 3 + reconsumeTimes (RocketMQ's rule: 10 s first)."""
+
+
+def head_on_disk(store: MessageStore, topic: str, queue_id: int) -> bool:
+    """True when the queue's first message is older than what stays in memory (spec §8.8)."""
+    queue = store.find_consume_queue(topic, queue_id)
+    unit = queue.unit_at(queue.min_offset) if queue is not None else None
+    if unit is None:
+        return False
+    return store.commitlog.max_offset - unit.physical_offset > store.in_memory_budget_bytes
 
 
 class ConsumerProcessors:
@@ -65,7 +74,7 @@ class ConsumerProcessors:
             if problem is not None:
                 skipped.append(problem)
                 continue
-            group = broker.subscription_group(consumer.group_name)
+            group = broker.groups.find_or_create(consumer.group_name)
             if group is not None:
                 broker.topics.create_if_absent(
                     retry_topic(consumer.group_name), max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
@@ -131,8 +140,8 @@ class ConsumerProcessors:
         offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
             store = broker.store
-            if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not broker.head_on_disk(
-                header.topic, header.queue_id
+            if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not head_on_disk(
+                store, header.topic, header.queue_id
             ):
                 offset = 0
         if offset < 0:
@@ -170,7 +179,7 @@ class ConsumerProcessors:
         the level is negative. RETRY_TOPIC and ORIGIN_MESSAGE_ID are set, reconsumeTimes + 1."""
         broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
-        group = broker.subscription_group(header.group)
+        group = broker.groups.find_or_create(header.group)
         if group is None:
             return make_response(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"

@@ -76,7 +76,7 @@ class PullProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{broker.config.broker_name}] pulling message is forbidden",
             )
-        group = broker.subscription_group(header.consumer_group)
+        group = broker.groups.find_or_create(header.consumer_group)
         if group is None:
             return make_response(
                 request,
@@ -141,7 +141,7 @@ class PullProcessor:
             found.release()
             return None
         response_header = PullMessageResponseHeader(
-            suggest_which_broker_id=broker.suggest_broker_id(group, found.suggest_pulling_from_slave),
+            suggest_which_broker_id=broker.groups.suggest_broker_id(group, found.suggest_pulling_from_slave),
             next_begin_offset=next_offset,
             min_offset=found.min_offset,
             max_offset=found.max_offset,

@@ -41,7 +41,17 @@ from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreE
 from shoal.store import limits as store_limits
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
+    import asyncio
+    from collections.abc import Callable
+
+    from shoal.broker.config import BrokerConfig
+    from shoal.broker.group_manager import SubscriptionGroupManager
+    from shoal.broker.metrics import BrokerMetrics
+    from shoal.broker.replication.role import BrokerRoleState
+    from shoal.broker.schedule import ScheduleMessageService
+    from shoal.broker.topic_manager import TopicManager
+    from shoal.broker.transactions.service import TransactionService
+    from shoal.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -96,31 +106,57 @@ def _has_property(properties: str | None, name: str) -> str | None:
 
 
 class SendProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Given only what a send touches: the broker's config and role, topics and groups, the store,
+    the delay and transaction services, the metrics, and two hooks: `on_append` (let the Dispatcher
+    index the new records) and `wait_replicated` (SYNC_MASTER: a future answering once a slave has
+    the put)."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        role: BrokerRoleState,
+        topics: TopicManager,
+        groups: SubscriptionGroupManager,
+        store: MessageStore,
+        schedule: ScheduleMessageService,
+        transactions: TransactionService,
+        metrics: BrokerMetrics,
+        on_append: Callable[[], None],
+        wait_replicated: Callable[[PutResult], asyncio.Future[PutStatus] | None],
+    ) -> None:
+        self.config = config
+        self.role = role
+        self.topics = topics
+        self.groups = groups
+        self.store = store
+        self.schedule = schedule
+        self.transactions = transactions
+        self.metrics = metrics
+        self.on_append = on_append
+        self.wait_replicated = wait_replicated
         self._born_hosts: dict[tuple[str, int], bytes] = {}
 
     def __call__(
         self, connection: ServerConnection, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        broker = self.broker
         header = send_message_request_header_of(request.code, request.ext_fields)
         refusal = self._check(request, header)
         if refusal is not None:
             return refusal
-        topic_config = broker.topics.get(header.topic)
+        topic_config = self.topics.get(header.topic)
         if topic_config is None:
-            topic_config = broker.topics.create_from_default(
+            topic_config = self.topics.create_from_default(
                 header.topic, header.default_topic, header.default_topic_queue_nums, 0
             )
             if topic_config is None and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                topic_config = broker.topics.create_if_absent(header.topic, 1, PERM_READ | PERM_WRITE)
+                topic_config = self.topics.create_if_absent(header.topic, 1, PERM_READ | PERM_WRITE)
             if topic_config is None:
                 return make_response(
                     request,
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{header.topic}] not exist, apply first please! (auto-create is "
-                    f"{'on' if broker.config.auto_create_topic_enable else 'off'})",
+                    f"{'on' if self.config.auto_create_topic_enable else 'off'})",
                 )
         if not topic_config.perm & PERM_WRITE:
             return make_response(
@@ -152,7 +188,7 @@ class SendProcessor:
         timing = None if half else self._timing(request, header, topic)
         if isinstance(timing, RemotingCommand):
             return timing
-        properties, wait = stored_properties(header.properties, broker.config.broker_cluster_name)
+        properties, wait = stored_properties(header.properties, self.config.broker_cluster_name)
         born_host = self._born_host(connection)
         sysflag = header.sys_flag & PRODUCER_SYSFLAG_BITS  # host bits: set by the CommitLog
         if topic_config.topic_filter_type == "MULTI_TAG":
@@ -171,33 +207,32 @@ class SendProcessor:
         )
         if timing is not None:
             try:
-                message = broker.schedule.park(message, timing)  # SCHEDULE_TOPIC_XXXX or the timer topic
+                message = self.schedule.park(message, timing)  # SCHEDULE_TOPIC_XXXX or the timer topic
             except StoreError as error:
                 return make_response(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
         if half:
-            result = broker.transactions.put_half(message)
+            result = self.transactions.put_half(message)
         elif header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
             result = self._append_batch(message)
         else:
-            result = broker.store.append_message(message)
-        broker.metrics.sends(topic, result)
+            result = self.store.append_message(message)
+        self.metrics.sends(topic, result)
         if result.append is not None:
-            broker.dispatch.schedule()
-        if result.append is not None and wait and (broker.store.sync_flush or broker.role.sync_master):
+            self.on_append()
+        if result.append is not None and wait and (self.store.sync_flush or self.role.sync_master):
             return self._respond_when_durable(request, result, queue_id)
         return self.response(request, result, queue_id)
 
     def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand | None:
-        broker = self.broker
-        if not broker.is_master:
+        if not self.role.is_master:
             return make_response(
                 request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave and does not accept messages"
             )
-        if not broker.config.broker_permission & PERM_WRITE:
+        if not self.config.broker_permission & PERM_WRITE:
             return make_response(
                 request,
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{broker.config.broker_name}] sending message is forbidden",
+                f"the broker[{self.config.broker_name}] sending message is forbidden",
             )
         problem = validate_topic_name(header.topic)
         if problem is not None:  # RocketMQ's msgCheck: TopicValidator.validateTopic answers SYSTEM_ERROR
@@ -220,11 +255,11 @@ class SendProcessor:
             return None
         if not gets_consume_queue_entry(header.sys_flag):
             return None
-        config = self.broker.config
+        config = self.config
         try:
             timing = timing_of(
                 decode_properties(header.properties or ""),
-                self.broker.store.clock.now_ms(),
+                self.store.clock.now_ms(),
                 timer_enabled=config.timer_wheel_enable,
                 timer_max_delay_ms=config.timer_max_delay_s * 1000,
             )
@@ -237,14 +272,13 @@ class SendProcessor:
     def _half_refusal(self, request: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand | None:
         """A half message this broker cannot take: transactions switched off, a batch, too many
         transactions in flight."""
-        broker = self.broker
-        if broker.config.reject_transaction_message:
+        if self.config.reject_transaction_message:
             return make_response(
-                request, ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_name}] rejects transactions"
+                request, ResponseCode.NO_PERMISSION, f"the broker[{self.config.broker_name}] rejects transactions"
             )
         if header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
-        busy = broker.transactions.refusal()
+        busy = self.transactions.refusal()
         return None if busy is None else make_response(request, ResponseCode.SYSTEM_BUSY, busy)
 
     def _route_retry(
@@ -252,7 +286,7 @@ class SendProcessor:
     ) -> tuple[str, int] | RemotingCommand:
         """A message sent to %RETRY%group: keep it there, or to the DLQ once out of attempts."""
         group_name = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        group = self.broker.subscription_group(group_name)
+        group = self.groups.find_or_create(group_name)
         if group is None:
             return make_response(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group_name}"
@@ -263,7 +297,7 @@ class SendProcessor:
         if reconsume_times < max_times:
             return header.topic, header.queue_id if header.queue_id >= 0 else 0
         dlq = dlq_topic(group_name)
-        self.broker.topics.create_if_absent(dlq, 1, PERM_READ | PERM_WRITE)
+        self.topics.create_if_absent(dlq, 1, PERM_READ | PERM_WRITE)
         log.info("message for %s reached %d attempts: stored in %s", header.topic, reconsume_times, dlq)
         return dlq, 0
 
@@ -281,13 +315,13 @@ class SendProcessor:
             elif shared:
                 properties = properties + shared
             entries.append(BatchEntry(item.flag, item.body, properties))
-        return self.broker.store.append_batch(message, entries)
+        return self.store.append_batch(message, entries)
 
     async def _respond_when_durable(
         self, request: RemotingCommand, result: PutResult, queue_id: int
     ) -> RemotingCommand:
-        replica = self.broker.replication.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now
-        durable = await self.broker.store.await_durable(result)
+        replica = self.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now
+        durable = await self.store.await_durable(result)
         if replica is not None:
             status = await replica  # flush, then slave; a failed slave wait wins, as in RocketMQ
             if status is not PutStatus.PUT_OK:
@@ -304,8 +338,8 @@ class SendProcessor:
             msg_id=",".join(result.message_ids()),
             queue_id=queue_id,
             queue_offset=append.queue_offset,
-            msg_region=self.broker.config.region_id,
-            trace_on=self.broker.config.trace_on,
+            msg_region=self.config.region_id,
+            trace_on=self.config.trace_on,
         )
         return make_response(request, code, None, ext_fields=header.to_ext_fields())
 

@@ -111,10 +111,10 @@ class MetadataSync:
         if delay is not None:
             _write(config_dir / DELAY_OFFSET_FILE_NAME, delay)
         groups = await self._fetch(address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        if groups is not None and self._version_differs(groups, broker.groups.data_version):
-            group_table = SubscriptionGroupTable(broker.groups.path, _now_ms)
+        if groups is not None and self._version_differs(groups, broker.groups.table.data_version):
+            group_table = SubscriptionGroupTable(broker.groups.table.path, _now_ms)
             if _install(group_table, groups):
-                broker.groups = group_table
+                broker.groups.table = group_table
         self.synced_total += 1
         self.last_sync_ms = _now_ms()
         self._last_failure = ""
