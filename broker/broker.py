@@ -24,7 +24,6 @@ from shoal.broker import limits
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
 from shoal.broker.config import BrokerSettings
 from shoal.broker.group_manager import SubscriptionGroupManager
-from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
@@ -132,8 +131,18 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         self.dispatch = LoopDispatchDriver(self.store.dispatcher, loop)
         self.dispatch.start()
-        self.pull_processor = PullProcessor(self)
-        self.hold = PullRequestHoldService(loop, self.pull_processor.pull_again, self.store.max_offset_in_queue)
+        self.pull_processor = PullProcessor(
+            config=config,
+            role=self.role,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            store=self.store,
+            metrics=self.metrics,
+            loop=loop,
+        )
+        self.hold = self.pull_processor.hold
         self.store.dispatcher.listeners.append(self.hold.on_dispatch)
         self.schedule = ScheduleMessageService(
             self.store,
@@ -213,8 +222,29 @@ class BrokerController:
             on_append=self.dispatch.schedule,
             wait_replicated=self.replication.wait_replicated,
         )
-        consumer = ConsumerProcessors(self)
-        admin = AdminProcessors(self)
+        consumer = ConsumerProcessors(
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            consumers=self.consumers,
+            producers=self.producers,
+            locks=self.locks,
+            store=self.store,
+            schedule=self.schedule,
+            on_append=self.dispatch.schedule,
+        )
+        admin = AdminProcessors(
+            config=self.config,
+            role=self.role,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            store=self.store,
+            metrics=self.metrics,
+            boot_timestamp_ms=self.boot_timestamp_ms,
+            register_all=self.register_all,
+            runtime_fields=self.replication.runtime_fields,
+        )
         table: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,

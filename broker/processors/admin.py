@@ -42,38 +42,72 @@ from shoal.store.limits import QUERY_MESSAGES_MAX_COUNT, QUERY_UNIQUE_KEY_MAX_CO
 from shoal.store.metadata import TopicConfig
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
+    from collections.abc import Callable
+
+    from shoal.broker.config import BrokerConfig
+    from shoal.broker.group_manager import SubscriptionGroupManager
+    from shoal.broker.metrics import BrokerMetrics
+    from shoal.broker.replication.role import BrokerRoleState
+    from shoal.broker.topic_manager import TopicManager
+    from shoal.store import MessageStore
+    from shoal.store.metadata import ConsumerOffsetTable
 
 
 class AdminProcessors:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Given only what these requests touch: the broker's config and role, topics, groups,
+    offsets, the store, the metrics, when it booted, and two hooks: `register_all` (tell the
+    NameServers now) and `runtime_fields` (replication's HA fields for GET_BROKER_RUNTIME_INFO)."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        role: BrokerRoleState,
+        topics: TopicManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetTable,
+        store: MessageStore,
+        metrics: BrokerMetrics,
+        boot_timestamp_ms: int,
+        register_all: Callable[[], Awaitable[None]],
+        runtime_fields: Callable[[], dict[str, str]],
+    ) -> None:
+        self.config = config
+        self.role = role
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.store = store
+        self.metrics = metrics
+        self.boot_timestamp_ms = boot_timestamp_ms
+        self.register_all = register_all
+        self.runtime_fields = runtime_fields
 
     # --- offsets ---
     def max_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self.broker.store.max_offset_in_queue(header.topic, header.queue_id)
+        offset = self.store.max_offset_in_queue(header.topic, header.queue_id)
         return make_response(
             request, ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
         )
 
     def min_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self.broker.store.min_offset_in_queue(header.topic, header.queue_id)
+        offset = self.store.min_offset_in_queue(header.topic, header.queue_id)
         return make_response(
             request, ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields()
         )
 
     def search_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self.broker.store.offset_by_time(header.topic, header.queue_id, header.timestamp_ms)
+        offset = self.store.offset_by_time(header.topic, header.queue_id, header.timestamp_ms)
         return make_response(
             request, ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields()
         )
 
     def earliest_time(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
-        stamp = self.broker.store.earliest_message_time(header.topic, header.queue_id)
+        stamp = self.store.earliest_message_time(header.topic, header.queue_id)
         return make_response(
             request,
             ResponseCode.SUCCESS,
@@ -83,7 +117,7 @@ class AdminProcessors:
     # --- lookups ---
     def view_message(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
-        found = self.broker.store.message_at(header.offset)
+        found = self.store.message_at(header.offset)
         if found is None:
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}"
@@ -98,7 +132,7 @@ class AdminProcessors:
         count = min(header.max_num, QUERY_MESSAGES_MAX_COUNT)
         if header.unique_key_query:
             count = QUERY_UNIQUE_KEY_MAX_COUNT
-        store = self.broker.store
+        store = self.store
         if store.index is None:
             return make_response(
                 request,
@@ -132,8 +166,7 @@ class AdminProcessors:
         self, connection: ServerConnection, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        broker = self.broker
-        if not broker.is_master:
+        if not self.role.is_master:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "a slave does not accept topic changes")
         problem = validate_topic_name(header.topic)
         if problem is not None:
@@ -149,7 +182,7 @@ class AdminProcessors:
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {header.topic_filter_type!r}"
             )
-        broker.topics.update(
+        self.topics.update(
             TopicConfig(
                 header.topic,
                 read_queue_nums=header.read_queue_nums,
@@ -165,7 +198,7 @@ class AdminProcessors:
     async def _after_registration(self, response: RemotingCommand) -> RemotingCommand:
         """Answer once the NameServers route the change, as RocketMQ's registerIncrementBrokerData
         does: a client that asks for the route right after creating a topic finds it."""
-        await self.broker.register_all()
+        await self.register_all()
         return response
 
     def delete_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
@@ -174,37 +207,36 @@ class AdminProcessors:
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is a system topic and cannot be deleted"
             )
-        self.broker.topics.delete(header.topic)
-        self.broker.offsets.remove_topic(header.topic)
-        self.broker.store.consume_queues.remove_topic(header.topic)
+        self.topics.delete(header.topic)
+        self.offsets.remove_topic(header.topic)
+        self.store.consume_queues.remove_topic(header.topic)
         return make_response(request, ResponseCode.SUCCESS)
 
     def all_topic_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
-        return make_response(request, ResponseCode.SUCCESS, body=self.broker.topics.table.encode().encode("utf-8"))
+        return make_response(request, ResponseCode.SUCCESS, body=self.topics.table.encode().encode("utf-8"))
 
     def all_consumer_offsets(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
-        return make_response(request, ResponseCode.SUCCESS, body=self.broker.offsets.encode().encode("utf-8"))
+        return make_response(request, ResponseCode.SUCCESS, body=self.offsets.encode().encode("utf-8"))
 
     def all_subscription_groups(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
-        return make_response(request, ResponseCode.SUCCESS, body=self.broker.groups.table.encode().encode("utf-8"))
+        return make_response(request, ResponseCode.SUCCESS, body=self.groups.table.encode().encode("utf-8"))
 
     def topic_stats(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields)
-        broker = self.broker
-        topic = broker.topics.get(header.topic)
+        topic = self.topics.get(header.topic)
         if topic is None:
             return make_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
         table = {}
         for queue_id in range(topic.write_queue_nums):
-            mq = MessageQueue(topic=header.topic, broker_name=broker.config.broker_name, queue_id=queue_id)
-            max_offset = broker.store.max_offset_in_queue(header.topic, queue_id)
+            mq = MessageQueue(topic=header.topic, broker_name=self.config.broker_name, queue_id=queue_id)
+            max_offset = self.store.max_offset_in_queue(header.topic, queue_id)
             last = 0
             if max_offset > 0:
-                queue = broker.store.find_consume_queue(header.topic, queue_id)
+                queue = self.store.find_consume_queue(header.topic, queue_id)
                 unit = queue.last_unit() if queue is not None else None
-                last = (broker.store.store_time_at(unit.physical_offset) or 0) if unit is not None else 0
+                last = (self.store.store_time_at(unit.physical_offset) or 0) if unit is not None else 0
             table[mq] = TopicOffset(
-                min_offset=broker.store.min_offset_in_queue(header.topic, queue_id),
+                min_offset=self.store.min_offset_in_queue(header.topic, queue_id),
                 max_offset=max_offset,
                 last_update_timestamp_ms=last,
             )
@@ -212,18 +244,17 @@ class AdminProcessors:
 
     def consume_stats(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
-        broker = self.broker
-        topics = [header.topic] if header.topic else sorted(broker.offsets.topics_of_group(header.consumer_group))
+        topics = [header.topic] if header.topic else sorted(self.offsets.topics_of_group(header.consumer_group))
         table = {}
         for topic in topics:
-            config = broker.topics.get(topic)
+            config = self.topics.get(topic)
             if config is None:
                 continue
-            committed = broker.offsets.offsets_of_group(header.consumer_group, topic)
+            committed = self.offsets.offsets_of_group(header.consumer_group, topic)
             for queue_id in range(config.read_queue_nums):
-                mq = MessageQueue(topic=topic, broker_name=broker.config.broker_name, queue_id=queue_id)
+                mq = MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=queue_id)
                 table[mq] = OffsetWrapper(
-                    broker_offset=broker.store.max_offset_in_queue(topic, queue_id),
+                    broker_offset=self.store.max_offset_in_queue(topic, queue_id),
                     consumer_offset=committed.get(queue_id, 0),
                     last_timestamp_ms=0,
                 )
@@ -231,21 +262,20 @@ class AdminProcessors:
 
     def runtime_info(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_RUNTIME_INFO: `{"table":{...}}` of strings, like RocketMQ's KVTable."""
-        broker = self.broker
-        stats = broker.store.stats()
+        stats = self.store.stats()
         table = {
             "brokerVersionDesc": "Shoal (RocketMQ 4.9 compatible)",
-            "msgPutTotalTodayNow": str(broker.metrics.messages_in_total),
-            "msgGetTotalTodayNow": str(broker.metrics.messages_out_total),
+            "msgPutTotalTodayNow": str(self.metrics.messages_in_total),
+            "msgGetTotalTodayNow": str(self.metrics.messages_out_total),
             "commitLogMinOffset": str(stats["commitlog_min_offset"]),
             "commitLogMaxOffset": str(stats["commitlog_max_offset"]),
             "dispatchBehindBytes": str(stats["dispatch_behind_bytes"]),
-            "bootTimestamp": str(broker.boot_timestamp_ms),
-            "runtime": f"{int(time.time() - broker.boot_timestamp_ms / 1000)} s",
-            "brokerRole": broker.role.role.value,
-            **broker.replication.runtime_fields(),
+            "bootTimestamp": str(self.boot_timestamp_ms),
+            "runtime": f"{int(time.time() - self.boot_timestamp_ms / 1000)} s",
+            "brokerRole": self.role.role.value,
+            **self.runtime_fields(),
         }
         return make_response(request, ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode("utf-8"))
 
     def all_consumer_offsets_wrapper(self) -> ConsumerOffsetSerializeWrapper:
-        return ConsumerOffsetSerializeWrapper(offset_table=self.broker.offsets.all())
+        return ConsumerOffsetSerializeWrapper(offset_table=self.offsets.all())

@@ -41,7 +41,13 @@ from shoal.protocol.headers import (
 from shoal.store import MessageStore, MessageToStore
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
+    from collections.abc import Callable
+
+    from shoal.broker.client_manager import ConsumerManager, ProducerManager, RebalanceLockManager
+    from shoal.broker.group_manager import SubscriptionGroupManager
+    from shoal.broker.schedule import ScheduleMessageService
+    from shoal.broker.topic_manager import TopicManager
+    from shoal.store.metadata import ConsumerOffsetTable
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +65,36 @@ def head_on_disk(store: MessageStore, topic: str, queue_id: int) -> bool:
 
 
 class ConsumerProcessors:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Given only what these requests touch: topics, groups, offsets, the consumer and producer
+    registries, the orderly locks, the store and the delay service (send-back), and `on_append`
+    (let the Dispatcher index the records sent back)."""
+
+    def __init__(
+        self,
+        *,
+        topics: TopicManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetTable,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+        locks: RebalanceLockManager,
+        store: MessageStore,
+        schedule: ScheduleMessageService,
+        on_append: Callable[[], None],
+    ) -> None:
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.producers = producers
+        self.locks = locks
+        self.store = store
+        self.schedule = schedule
+        self.on_append = on_append
 
     def heartbeat(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """Register the client's groups. A group with a name no group may have is skipped, as
         RocketMQ 5 skips it, and the heartbeat still answers SUCCESS (a remark names the skipped)."""
-        broker = self.broker
         data = HeartbeatData.from_json(request.body or b"{}")
         language = str(getattr(request.language, "name", request.language))
         skipped = []
@@ -74,17 +103,17 @@ class ConsumerProcessors:
             if problem is not None:
                 skipped.append(problem)
                 continue
-            group = broker.groups.find_or_create(consumer.group_name)
+            group = self.groups.find_or_create(consumer.group_name)
             if group is not None:
-                broker.topics.create_if_absent(
+                self.topics.create_if_absent(
                     retry_topic(consumer.group_name), max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
                 )
-            broker.consumers.register(connection, data.client_id, language, request.version, consumer)
+            self.consumers.register(connection, data.client_id, language, request.version, consumer)
         for producer in data.producer_data_set:
             if not producer.group_name.strip():
                 skipped.append("The specified producer group is blank.")
                 continue
-            broker.producers.register(connection, producer.group_name, data.client_id, language, request.version)
+            self.producers.register(connection, producer.group_name, data.client_id, language, request.version)
         if skipped:
             log.debug("heartbeat from %s: skipped %s", connection.address, skipped)
         return make_response(request, ResponseCode.SUCCESS, f"skipped: {' '.join(skipped)}" if skipped else None)
@@ -92,14 +121,14 @@ class ConsumerProcessors:
     def unregister_client(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
         if header.consumer_group:
-            self.broker.consumers.unregister(header.consumer_group, header.client_id)
+            self.consumers.unregister(header.consumer_group, header.client_id)
         if header.producer_group:
-            self.broker.producers.unregister(header.producer_group, header.client_id)
+            self.producers.unregister(header.producer_group, header.client_id)
         return make_response(request, ResponseCode.SUCCESS)
 
     def consumer_list(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
-        info = self.broker.consumers.find(header.consumer_group)
+        info = self.consumers.find(header.consumer_group)
         if info is None or not info.channels:
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
@@ -110,7 +139,7 @@ class ConsumerProcessors:
     def consumer_connections(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_CONNECTION_LIST: the group's live clients and subscriptions (ConsumerConnection)."""
         header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
-        info = self.broker.consumers.find(header.consumer_group)
+        info = self.consumers.find(header.consumer_group)
         if info is None or not info.channels:
             return make_response(
                 request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{header.consumer_group}] not online"
@@ -135,11 +164,10 @@ class ConsumerProcessors:
     def query_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """The committed offset; for a group that never committed, 0 while the queue's head is
         still in memory (spec §8.8), else QUERY_NOT_FOUND so the client applies consume-from-where."""
-        broker = self.broker
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        offset = self.offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
-            store = broker.store
+            store = self.store
             if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not head_on_disk(
                 store, header.topic, header.queue_id
             ):
@@ -154,13 +182,13 @@ class ConsumerProcessors:
 
     def update_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return make_response(request, ResponseCode.SUCCESS)
 
     def lock_batch(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(request.body or b"{}")
         wanted = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
-        granted = self.broker.locks.try_lock(body.consumer_group, body.client_id, wanted)
+        granted = self.locks.try_lock(body.consumer_group, body.client_id, wanted)
         response = LockBatchResponseBody(
             lock_ok_mq_set=tuple(MessageQueue(topic=t, broker_name=b, queue_id=q) for t, b, q in granted)
         )
@@ -169,7 +197,7 @@ class ConsumerProcessors:
     def unlock_batch(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         body = UnlockBatchRequestBody.from_json(request.body or b"{}")
         queues = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
-        self.broker.locks.unlock(body.consumer_group, body.client_id, queues)
+        self.locks.unlock(body.consumer_group, body.client_id, queues)
         return make_response(request, ResponseCode.SUCCESS)
 
     def send_back(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
@@ -177,16 +205,15 @@ class ConsumerProcessors:
         delayed by the request's level or 3 + reconsumeTimes (10 s, 30 s, 1 m, ... with the default
         table) through SCHEDULE_TOPIC_XXXX; to %DLQ%<group> at once after maxReconsumeTimes or when
         the level is negative. RETRY_TOPIC and ORIGIN_MESSAGE_ID are set, reconsumeTimes + 1."""
-        broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
-        group = broker.groups.find_or_create(header.group)
+        group = self.groups.find_or_create(header.group)
         if group is None:
             return make_response(
                 request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
             )
         if group.retry_queue_nums <= 0:
             return make_response(request, ResponseCode.SUCCESS)  # the group wants no retries: dropped
-        found = broker.store.message_at(header.offset)
+        found = self.store.message_at(header.offset)
         if found is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
         record, view = found
@@ -202,11 +229,11 @@ class ConsumerProcessors:
         to_dlq = record.reconsume_times >= max_times or header.delay_level < 0
         if to_dlq:
             target, queue_id = dlq_topic(header.group), 0
-            broker.topics.create_if_absent(target, 1, PERM_READ | PERM_WRITE)
+            self.topics.create_if_absent(target, 1, PERM_READ | PERM_WRITE)
         else:
             target = retry_topic(header.group)
             queue_id = random.randrange(group.retry_queue_nums)
-            broker.topics.create_if_absent(target, group.retry_queue_nums, PERM_READ | PERM_WRITE)
+            self.topics.create_if_absent(target, group.retry_queue_nums, PERM_READ | PERM_WRITE)
         properties[RETRY_TOPIC] = original_topic
         properties.setdefault(ORIGIN_MESSAGE_ID, offset_msg_id(record.store_host, record.physical_offset))
         properties.pop(DELAY_TIME_LEVEL, None)  # a leftover of an earlier delay (spec §16 gotcha 17)
@@ -224,11 +251,11 @@ class ConsumerProcessors:
         level = 0
         if not to_dlq:
             level = header.delay_level if header.delay_level > 0 else RETRY_FIRST_DELAY_LEVEL + record.reconsume_times
-            message = broker.schedule.park(message, Timing(level=level))
-        result = broker.store.append_message(message)
+            message = self.schedule.park(message, Timing(level=level))
+        result = self.store.append_message(message)
         if result.append is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, result.remark or result.status.value)
-        broker.dispatch.schedule()
+        self.on_append()
         log.debug(
             "message at %d of %s sent back to %s (attempt %d, delay level %d)",
             header.offset,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.topic_manager import PERM_READ
 from shoal.formats.java_hash import java_string_hash
@@ -17,7 +18,16 @@ from shoal.protocol.headers import PullMessageRequestHeader, PullMessageResponse
 from shoal.store import GetMessageStatus
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
+    import asyncio
+
+    from shoal.broker.client_manager import ConsumerManager
+    from shoal.broker.config import BrokerConfig
+    from shoal.broker.group_manager import SubscriptionGroupManager
+    from shoal.broker.metrics import BrokerMetrics
+    from shoal.broker.replication.role import BrokerRoleState
+    from shoal.broker.topic_manager import TopicManager
+    from shoal.store import MessageStore
+    from shoal.store.metadata import ConsumerOffsetTable
 
 _CODE_OF_STATUS = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -53,8 +63,32 @@ def parse_subscription(expression: str | None) -> frozenset[int] | None:
 
 
 class PullProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Given only what a pull touches: the broker's config and role, topics, groups, offsets, the
+    consumer registry (for subscriptions), the store and the metrics. It owns the long-polling
+    service that holds its pulls (`hold`) and calls `pull_again` when one wakes."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        role: BrokerRoleState,
+        topics: TopicManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetTable,
+        consumers: ConsumerManager,
+        store: MessageStore,
+        metrics: BrokerMetrics,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.config = config
+        self.role = role
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.store = store
+        self.metrics = metrics
+        self.hold = PullRequestHoldService(loop, self.pull_again, store.max_offset_in_queue)
 
     def __call__(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(connection, request, allow_suspend=True)
@@ -68,15 +102,14 @@ class PullProcessor:
     def process(
         self, connection: ServerConnection, request: RemotingCommand, *, allow_suspend: bool
     ) -> RemotingCommand | None:
-        broker = self.broker
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
-        if not broker.config.broker_permission & PERM_READ:
+        if not self.config.broker_permission & PERM_READ:
             return make_response(
                 request,
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{broker.config.broker_name}] pulling message is forbidden",
+                f"the broker[{self.config.broker_name}] pulling message is forbidden",
             )
-        group = broker.groups.find_or_create(header.consumer_group)
+        group = self.groups.find_or_create(header.consumer_group)
         if group is None:
             return make_response(
                 request,
@@ -87,7 +120,7 @@ class PullProcessor:
             return make_response(
                 request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
             )
-        topic = broker.topics.get(header.topic)
+        topic = self.topics.get(header.topic)
         if topic is None:
             return make_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
@@ -109,39 +142,39 @@ class PullProcessor:
         if header.topic == SCHEDULE_TOPIC:
             tag_codes = None  # tagsCode holds delivery times there (spec gotcha 17)
         tag_filter = None if tag_codes is None else tag_codes.__contains__
-        found = broker.store.get_messages(
+        found = self.store.get_messages(
             header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tag_filter
         )
         code = self._code_of(found.status, header.queue_offset)
         next_offset = found.next_begin_offset
         if found.status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             next_offset = 0
-        if not broker.is_master and found.status in _CORRECTED_STATUSES:
+        if not self.role.is_master and found.status in _CORRECTED_STATUSES:
             # A slave may simply not have the offset yet: never move a consumer (spec §8.8, offsetCheckInSlave=false).
             next_offset = header.queue_offset
             if code == ResponseCode.PULL_OFFSET_MOVED:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and broker.is_master:
-            broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        broker.metrics.pulls(header.topic, header.consumer_group, len(found.messages), found.total_bytes)
+        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and self.role.is_master:
+            self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        self.metrics.pulls(header.topic, header.consumer_group, len(found.messages), found.total_bytes)
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and allow_suspend
             and header.sys_flag & PullSysFlag.SUSPEND
-            and broker.hold.park(
+            and self.hold.park(
                 connection,
                 request,
                 header.topic,
                 header.queue_id,
                 header.queue_offset,
-                header.suspend_timeout_ms if broker.config.long_polling_enable else broker.config.short_polling_time_ms,
+                header.suspend_timeout_ms if self.config.long_polling_enable else self.config.short_polling_time_ms,
                 tag_filter,
             )
         ):
             found.release()
             return None
         response_header = PullMessageResponseHeader(
-            suggest_which_broker_id=broker.groups.suggest_broker_id(group, found.suggest_pulling_from_slave),
+            suggest_which_broker_id=self.groups.suggest_broker_id(group, found.suggest_pulling_from_slave),
             next_begin_offset=next_offset,
             min_offset=found.min_offset,
             max_offset=found.max_offset,
@@ -164,7 +197,7 @@ class PullProcessor:
                     f"The broker does not support consumer to filter message by {header.expression_type}",
                 )
             return parse_subscription(header.subscription), None
-        info = self.broker.consumers.find(header.consumer_group)
+        info = self.consumers.find(header.consumer_group)
         if info is None:
             return None, make_response(
                 request,
