@@ -23,21 +23,16 @@ from prometheus_client import CollectorRegistry
 from shoal.broker import limits
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
 from shoal.broker.config import BrokerSettings
-from shoal.broker.group_manager import SubscriptionGroupManager
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
-from shoal.broker.processors.pull import PullProcessor
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicationService
 from shoal.broker.replication.role import RoleHooks
-from shoal.broker.schedule import ScheduleMessageService, install_tags_code_hook
-from shoal.broker.topic_manager import TopicManager
-from shoal.broker.transactions.checking import TransactionCheckService
+from shoal.broker.running_parts import RunningParts, open_running_parts
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
-from shoal.broker.transactions.service import TransactionService
 from shoal.formats.record import encode_host
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
@@ -47,13 +42,6 @@ from shoal.protocol.headers import (
 )
 from shoal.protocol.route_bodies import RegisterBrokerBody, register_body_crc32
 from shoal.remoting import RemotingClient, RemotingError
-from shoal.store import MessageStore, RecoveryReport
-from shoal.store.dispatching import LoopDispatchDriver
-from shoal.store.metadata import (
-    ConsumerOffsetTable,
-    SubscriptionGroupTable,
-    TopicConfigTable,
-)
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +73,7 @@ class BrokerController:
         self.port = 0
         self.metrics_port = 0
         self.boot_timestamp_ms = _now_ms()
-        self.recovery_report: RecoveryReport | None = None
+        self._parts: RunningParts | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.TimerHandle | None = None
         self._metrics_server: MetricsServer | None = None
@@ -118,61 +106,27 @@ class BrokerController:
             sock.close()
             raise
         advertised_host = self.advertised_address.rpartition(":")[0]
-        self.store = MessageStore(self.settings.store, store_host=encode_host(advertised_host, self.port))
-        install_tags_code_hook(self.store.dispatcher, config.delay_levels_ms)  # before recovery re-dispatches
         try:
-            self.recovery_report = await asyncio.to_thread(self.store.open)
+            self._parts = await open_running_parts(
+                self.settings,
+                store_host=encode_host(advertised_host, self.port),
+                role=self.role,
+                consumers=self.consumers,
+                producers=self.producers,
+                metrics=self.metrics,
+                register_soon=self.register_soon,
+                next_opaque=self.namesrv_client.next_opaque,
+            )
         except BaseException:
             sock.close()
             raise
-        self.store.start(background_dispatch=False)
-        await asyncio.to_thread(self.store.commitlog.queue.wait_prepared)  # first segment ready before serving
-        self._load_metadata()
+        parts = self._parts
         loop = asyncio.get_running_loop()
-        self.dispatch = LoopDispatchDriver(self.store.dispatcher, loop)
-        self.dispatch.start()
-        self.pull_processor = PullProcessor(
-            config=config,
-            role=self.role,
-            topics=self.topics,
-            groups=self.groups,
-            offsets=self.offsets,
-            consumers=self.consumers,
-            store=self.store,
-            metrics=self.metrics,
-            loop=loop,
-        )
-        self.hold = self.pull_processor.hold
-        self.store.dispatcher.listeners.append(self.hold.on_dispatch)
-        self.schedule = ScheduleMessageService(
-            self.store,
-            self.dispatch.schedule,
-            config.delay_levels_ms,
-            self.settings.store.config_dir,
-            persist_interval_s=config.flush_delay_offset_interval_ms / 1000,
-        )
-        if self.is_master:  # RocketMQ delivers delayed messages on the master only
-            self.schedule.start(loop)
-        self.transactions = TransactionService(
-            self.store,
-            self.topics,
-            self.offsets,
-            self.producers,
-            config,
-            on_append=self.dispatch.schedule,
-            next_opaque=self.namesrv_client.next_opaque,
-            is_master=lambda: self.is_master,
-        )
-        self.transactions.load()  # before serving: END_TRANSACTION must know every unresolved transaction
-        self.transaction_checker = TransactionCheckService(
-            self.transactions, config.transaction_check_interval_ms / 1000
-        )
-        self.transaction_checker.start()
         self._register_processors()
         self.server.on_close.extend(
-            [self.consumers.connection_closed, self.producers.connection_closed, self.hold.connection_closed]
+            [self.consumers.connection_closed, self.producers.connection_closed, parts.pull.hold.connection_closed]
         )
-        hooks = RoleHooks(self._became_master, self.schedule.stop, self._delay_offsets)
+        hooks = RoleHooks(self._became_master, parts.schedule.stop, self._delay_offsets)
         await self.replication.start(hooks)  # HA port; a fenced master turns slave before serving
         await self.server.start(host or config.listen_host, self.port, sock=sock)
         self.registry.register(BrokerCollector(self))
@@ -195,51 +149,38 @@ class BrokerController:
             self.settings.store.flush.flush_disk_type.value,
         )
 
-    def _load_metadata(self) -> None:
-        config_dir = self.settings.store.config_dir
-        self.topics = TopicManager(
-            TopicConfigTable(config_dir / "topics.json", _now_ms), self.config, self.register_soon
-        )
-        self.topics.table.load()
-        self.topics.create_builtin_topics()
-        self.topics.table.persist()
-        groups = SubscriptionGroupTable(config_dir / "subscriptionGroup.json", _now_ms)
-        groups.load()
-        self.groups = SubscriptionGroupManager(groups, self.config)
-        self.offsets = ConsumerOffsetTable(config_dir / "consumerOffset.json")
-        self.offsets.load()
-
     def _register_processors(self) -> None:
+        parts = self.parts
         send = SendProcessor(
             config=self.config,
             role=self.role,
-            topics=self.topics,
-            groups=self.groups,
-            store=self.store,
-            schedule=self.schedule,
-            transactions=self.transactions,
+            topics=parts.topics,
+            groups=parts.groups,
+            store=parts.store,
+            schedule=parts.schedule,
+            transactions=parts.transactions,
             metrics=self.metrics,
-            on_append=self.dispatch.schedule,
+            on_append=parts.dispatch.schedule,
             wait_replicated=self.replication.wait_replicated,
         )
         consumer = ConsumerProcessors(
-            topics=self.topics,
-            groups=self.groups,
-            offsets=self.offsets,
+            topics=parts.topics,
+            groups=parts.groups,
+            offsets=parts.offsets,
             consumers=self.consumers,
             producers=self.producers,
             locks=self.locks,
-            store=self.store,
-            schedule=self.schedule,
-            on_append=self.dispatch.schedule,
+            store=parts.store,
+            schedule=parts.schedule,
+            on_append=parts.dispatch.schedule,
         )
         admin = AdminProcessors(
             config=self.config,
             role=self.role,
-            topics=self.topics,
-            groups=self.groups,
-            offsets=self.offsets,
-            store=self.store,
+            topics=parts.topics,
+            groups=parts.groups,
+            offsets=parts.offsets,
+            store=parts.store,
             metrics=self.metrics,
             boot_timestamp_ms=self.boot_timestamp_ms,
             register_all=self.register_all,
@@ -249,7 +190,7 @@ class BrokerController:
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,
             RequestCode.SEND_BATCH_MESSAGE: send,
-            RequestCode.PULL_MESSAGE: self.pull_processor,
+            RequestCode.PULL_MESSAGE: parts.pull,
             RequestCode.HEART_BEAT: consumer.heartbeat,
             RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
@@ -259,7 +200,7 @@ class BrokerController:
             RequestCode.LOCK_BATCH_MQ: consumer.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
             RequestCode.CONSUMER_SEND_MSG_BACK: consumer.send_back,
-            RequestCode.END_TRANSACTION: EndTransactionProcessor(self.transactions),
+            RequestCode.END_TRANSACTION: EndTransactionProcessor(parts.transactions),
             RequestCode.GET_MAX_OFFSET: admin.max_offset,
             RequestCode.GET_MIN_OFFSET: admin.min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
@@ -291,31 +232,39 @@ class BrokerController:
                 await task
         if self._register_soon is not None:
             self._register_soon.cancel()
-        await self.transaction_checker.stop()
+        parts = self.parts
+        await parts.transaction_checker.stop()
         await self.replication.stop()
         await self.server.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
         if self._metrics_server is not None:
             await self._metrics_server.stop()
-        await self.schedule.stop()
-        self.hold.close()
-        self.dispatch.stop()
+        await parts.schedule.stop()
+        parts.pull.hold.close()
+        parts.dispatch.stop()
         self.persist_metadata()
-        await asyncio.to_thread(self.store.shutdown)
+        await asyncio.to_thread(parts.store.shutdown)
         log.info("broker stopped")
 
     # --- state used by processors ---
+    @property
+    def parts(self) -> RunningParts:
+        """The store and the services built on it; they exist from `start()` on."""
+        assert self._parts is not None, "the broker is not started"
+        return self._parts
+
     @property
     def is_master(self) -> bool:
         return self.role.is_master
 
     def _became_master(self) -> None:
-        if not self.schedule.running:
-            self.schedule.start(asyncio.get_running_loop())
+        schedule = self.parts.schedule
+        if not schedule.running:
+            schedule.start(asyncio.get_running_loop())
 
     def _delay_offsets(self) -> bytes:
-        return self.schedule.offsets_table.encode().encode("utf-8")
+        return self.parts.schedule.offsets_table.encode().encode("utf-8")
 
     @property
     def advertised_address(self) -> str:
@@ -323,17 +272,18 @@ class BrokerController:
         return f"{host}:{self.port or self.config.listen_port}"
 
     def consumer_lag(self) -> dict[tuple[str, str], int]:
+        parts = self.parts
         lag: dict[tuple[str, str], int] = {}
-        for key, offsets in self.offsets.all().items():
+        for key, offsets in parts.offsets.all().items():
             topic, _, group = key.partition("@")
             total = 0
             for queue_id, committed in offsets.items():
-                total += max(0, self.store.max_offset_in_queue(topic, queue_id) - committed)
+                total += max(0, parts.store.max_offset_in_queue(topic, queue_id) - committed)
             lag[(group, topic)] = total
         return lag
 
     def health(self) -> tuple[bool, str]:
-        store = self.store
+        store = self.parts.store
         if store.flusher.failure is not None:
             return False, f"store flush failed: {store.flusher.failure}"
         if store.cleaner.disk_full:
@@ -357,10 +307,11 @@ class BrokerController:
             await asyncio.sleep(interval_s)
 
     def persist_offsets(self) -> None:
-        self.offsets.persist()
+        self.parts.offsets.persist()
 
     def persist_metadata(self) -> None:
-        for table in (self.offsets, self.groups.table, self.topics.table):
+        parts = self.parts
+        for table in (parts.offsets, parts.groups.table, parts.topics.table):
             try:
                 table.persist()
             except OSError:
@@ -373,7 +324,7 @@ class BrokerController:
     def _notify_ids_changed(self, info: ConsumerGroupInfo) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
             return
-        group = self.groups.find(info.group)
+        group = self.parts.groups.find(info.group)
         if group is not None and not group.notify_consumer_ids_changed_enable:
             return
         ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=info.group).to_ext_fields()
@@ -419,7 +370,7 @@ class BrokerController:
 
     async def register_all(self) -> None:
         await self.replication.before_register()  # fencing: a stale master turns slave first
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.serialize_wrapper()).encode(False)
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.parts.topics.serialize_wrapper()).encode(False)
         header = RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.advertised_address,

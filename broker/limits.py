@@ -30,8 +30,10 @@ SCHEDULE_IDLE_WAIT_MAX_S = 1.0  # even with nothing due, look again this often (
 SCHEDULE_PUT_RETRY_DELAY_S = 0.1  # RocketMQ retries a failed put (disk full, busy page cache) after 100 ms
 SCHEDULE_ERROR_RETRY_DELAY_S = 1.0  # a round that raised is retried after this
 SCHEDULE_SNAPSHOTS_MAX_COUNT = 4096  # recent rounds' progress kept until the CommitLog is flushed past them
+TIMER_PENDING_MAX_COUNT = 2_000_000  # timer messages indexed in memory at once (~90 MB); beyond, indexing pauses
 
 assert 0 < SCHEDULE_READ_UNITS_MAX_COUNT <= SCHEDULE_ROUND_DELIVERIES_MAX_COUNT <= SCHEDULE_ROUND_INDEXED_MAX_COUNT
+assert SCHEDULE_ROUND_INDEXED_MAX_COUNT <= TIMER_PENDING_MAX_COUNT
 assert 0 < SCHEDULE_PUT_RETRY_DELAY_S <= SCHEDULE_ERROR_RETRY_DELAY_S <= SCHEDULE_IDLE_WAIT_MAX_S
 
 # --- connections of the remoting servers (Broker and NameServer) ---

@@ -93,7 +93,7 @@ class BrokerCollector(Collector):
         yield _counter(
             "shoal_bytes_out", "Record bytes pulled, by topic and group", ["topic", "group"], metrics.bytes_out
         )
-        store = broker.store
+        store = broker.parts.store
         stats = store.stats()
         for name, help_text in (
             ("commitlog_min_offset", "First CommitLog byte still stored"),
@@ -116,7 +116,7 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily(
             "shoal_store_flush_seconds", "Time spent in CommitLog flushes", value=float(stats["flush_seconds_total"])
         )
-        hold = broker.hold
+        hold = broker.parts.pull.hold
         yield GaugeMetricFamily("shoal_long_poll_held", "Pull requests held now", value=float(hold.parked_count))
         yield CounterMetricFamily(
             "shoal_long_poll_wakeups", "Held pulls answered by arriving messages", value=float(hold.woken_total)
@@ -132,7 +132,7 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
         for name, help_text in HA_COUNTERS:
             yield CounterMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
-        schedule = broker.schedule.stats()
+        schedule = broker.parts.schedule.stats()
         yield CounterMetricFamily(
             "shoal_delay_delivered", "Delayed and timed messages delivered", value=float(schedule["delivered"])
         )
@@ -149,7 +149,7 @@ class BrokerCollector(Collector):
             "Parked delay-level messages not yet delivered",
             value=float(schedule["levels_behind"]),
         )
-        transactions = broker.transactions
+        transactions = broker.parts.transactions
         yield GaugeMetricFamily(
             "shoal_transactions_tracked",
             "Half messages awaiting commit or rollback",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shoal.broker import limits
 from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
 from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.metadata import read_json_file_tolerantly, write_json_file_safely
@@ -36,16 +37,13 @@ from shoal.store.metadata import read_json_file_tolerantly, write_json_file_safe
 log = logging.getLogger(__name__)
 
 TIMER_PROGRESS_FILE_NAME = "timerOffset.json"
-TIMER_PENDING_MAX_COUNT = 2_000_000
-"""Pending timer messages indexed in memory at once (~90 MB). Beyond it indexing pauses until
-deliveries make room: later messages wait (they are safe in the store) and may be delivered late."""
 OFFSET_BITS = 40
 """A heap entry packs the ConsumeQueue offset in its low 40 bits (10^12 messages in one queue)."""
 _OFFSET_MASK = (1 << OFFSET_BITS) - 1
 BUCKET_UNITS = 4096
 """ConsumeQueue offsets per pending-count bucket; scanFromOffset is a multiple of this."""
 
-assert TIMER_PENDING_MAX_COUNT < _OFFSET_MASK
+assert limits.TIMER_PENDING_MAX_COUNT < _OFFSET_MASK
 
 
 def read_units(queue: ConsumeQueue, offset: int, count_max: int) -> list[tuple[int, int, int]]:
@@ -110,7 +108,7 @@ def save_timer_progress(path: Path, progress: TimerProgress) -> None:
 class TimerIndex:
     """Pending timer messages by delivery time; used only on the broker's event loop."""
 
-    def __init__(self, pending_max_count: int = TIMER_PENDING_MAX_COUNT) -> None:
+    def __init__(self, pending_max_count: int = limits.TIMER_PENDING_MAX_COUNT) -> None:
         assert pending_max_count > 0
         self.pending_max_count = pending_max_count
         self._heap: list[int] = []

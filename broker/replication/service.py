@@ -121,9 +121,9 @@ class ReplicationService:
         master_hooks = MasterHooks(
             lambda: self.role.is_master, self.master_state, self.waiter.on_ack, self._on_newer_epoch
         )
-        self.server = HAServer(broker.store.commitlog, self.settings, master_hooks)
+        self.server = HAServer(broker.parts.store.commitlog, self.settings, master_hooks)
         self.ha_port = await self._bind(self.server)
-        broker.store.dispatcher.listeners.append(self._on_dispatch)
+        broker.parts.store.dispatcher.listeners.append(self._on_dispatch)
         broker.server.register(ShoalRequestCode.PROMOTE_TO_MASTER, PromoteProcessor(self))
         if RequestCode.GET_ALL_DELAY_OFFSET not in broker.server.processors:
             broker.server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._all_delay_offsets)
@@ -174,7 +174,7 @@ class ReplicationService:
     def master_state(self) -> MasterState:
         confirmed = self.waiter.acked_offset if self.waiter is not None else 0
         return MasterState(
-            self.epochs.epoch, confirmed, self.broker.store.commitlog.max_offset, tuple(self.epochs.history)
+            self.epochs.epoch, confirmed, self.broker.parts.store.commitlog.max_offset, tuple(self.epochs.history)
         )
 
     def _slave_ok(self, offset: int) -> bool:
@@ -213,10 +213,10 @@ class ReplicationService:
             self._master_ha_address,
             lambda: self.epochs.epoch,
             self._reconcile,
-            broker.dispatch.schedule,
+            broker.parts.dispatch.schedule,
             broker.register_soon,
         )
-        self.client = HAClient(broker.store, self.settings, hooks)
+        self.client = HAClient(broker.parts.store, self.settings, hooks)
         self.client.start()
         self.metadata = MetadataSync(
             broker, self.remoting, self.settings.metadata_sync_interval_s, lambda: self.master_address
@@ -246,7 +246,7 @@ class ReplicationService:
             cut = divergence_offset(state.history, ours.epoch)
         except ValueError as error:
             raise StaleEpochError(str(error)) from None
-        end = self.broker.store.commitlog.queue.max_wrote_offset
+        end = self.broker.parts.store.commitlog.queue.max_wrote_offset
         if cut is not None and end > cut:
             log.warning(
                 "epoch %d -> %d: our CommitLog holds %d bytes the new master never had; cutting at %d",
@@ -255,7 +255,7 @@ class ReplicationService:
                 end - cut,
                 cut,
             )
-            self.last_truncation = truncate_store(self.broker.store, cut)
+            self.last_truncation = truncate_store(self.broker.parts.store, cut)
         ours.adopt(state.epoch, state.history)
         ours.confirmed_offset = state.confirmed_offset
         self.epoch_file.save(ours)
@@ -306,7 +306,7 @@ class ReplicationService:
             raise PromotionRefusedError(f"already a master, at epoch {self.epochs.epoch}")
         if epoch <= self.epochs.epoch:
             raise PromotionRefusedError(f"epoch {epoch} is not above this broker's epoch {self.epochs.epoch}")
-        store = broker.store
+        store = broker.parts.store
         end = store.commitlog.queue.max_wrote_offset
         client = self.client
         confirmed = max(self.epochs.confirmed_offset, client.confirmed_offset if client is not None else 0)
@@ -442,7 +442,7 @@ class ReplicationService:
         server = self.server
         if server is None:
             return []
-        end = self.broker.store.commitlog.max_offset
+        end = self.broker.parts.store.commitlog.max_offset
         return [
             {
                 "address": link.address,
@@ -459,7 +459,7 @@ class ReplicationService:
         """How old the oldest message a slave lacks is (0 when it has everything)."""
         if ack_offset >= end:
             return 0
-        store = self.broker.store
+        store = self.broker.parts.store
         stamp = store.store_time_at(ack_offset)
         if stamp is None:
             stamp = store.store_time_at(store.commitlog.rolled_offset(ack_offset))

@@ -99,22 +99,22 @@ class MetadataSync:
         broker = self.broker
         config_dir = broker.settings.store.config_dir
         topics = await self._fetch(address, RequestCode.GET_ALL_TOPIC_CONFIG)
-        if topics is not None and self._version_differs(topics, broker.topics.table.data_version):
-            table = TopicConfigTable(broker.topics.table.path, _now_ms)
+        if topics is not None and self._version_differs(topics, broker.parts.topics.table.data_version):
+            table = TopicConfigTable(broker.parts.topics.table.path, _now_ms)
             if _install(table, topics):
-                broker.topics.table = table
+                broker.parts.topics.table = table
                 log.info("topic table copied from the master (%d topics)", len(table.all()))
         offsets = await self._fetch(address, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        if offsets is not None and offsets != broker.offsets.encode():
-            _merge_offsets(broker.offsets, offsets)
+        if offsets is not None and offsets != broker.parts.offsets.encode():
+            _merge_offsets(broker.parts.offsets, offsets)
         delay = await self._fetch(address, RequestCode.GET_ALL_DELAY_OFFSET)
         if delay is not None:
             _write(config_dir / DELAY_OFFSET_FILE_NAME, delay)
         groups = await self._fetch(address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        if groups is not None and self._version_differs(groups, broker.groups.table.data_version):
-            group_table = SubscriptionGroupTable(broker.groups.table.path, _now_ms)
+        if groups is not None and self._version_differs(groups, broker.parts.groups.table.data_version):
+            group_table = SubscriptionGroupTable(broker.parts.groups.table.path, _now_ms)
             if _install(group_table, groups):
-                broker.groups.table = group_table
+                broker.parts.groups.table = group_table
         self.synced_total += 1
         self.last_sync_ms = _now_ms()
         self._last_failure = ""
