@@ -29,7 +29,7 @@ from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
-from shoal.broker.replication import ReplicationService
+from shoal.broker.replication import ReplicatedBroker, ReplicationService
 from shoal.broker.replication.role import RoleHooks
 from shoal.broker.running_parts import RunningParts, open_running_parts
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
@@ -83,7 +83,8 @@ class BrokerController:
         check_store_dir(settings.store.root_dir)  # PreflightError in one line, before anything reads the store
         if settings.store.commitlog_dir_override is not None:
             check_store_dir(settings.store.commitlog_dir_override)
-        self.replication = ReplicationService(self)  # may switch role/id from config/epoch.json
+        # may switch role/id from config/epoch.json
+        self.replication = ReplicationService(self.config, settings.store.config_dir)
         self.role = self.replication.role
         """Master or slave now, and the brokerId (replication changes it; `config` keeps broker.conf's)."""
 
@@ -127,9 +128,31 @@ class BrokerController:
             [self.consumers.connection_closed, self.producers.connection_closed, parts.pull.hold.connection_closed]
         )
         hooks = RoleHooks(self._became_master, parts.schedule.stop, self._delay_offsets)
-        await self.replication.start(hooks)  # HA port; a fenced master turns slave before serving
+        replicated = ReplicatedBroker(
+            store=parts.store,
+            topics=parts.topics,
+            groups=parts.groups,
+            offsets=parts.offsets,
+            address=self.advertised_address,
+            port=self.port,
+            on_append=parts.dispatch.schedule,
+            register_soon=self.register_soon,
+            register_all=self.register_all,
+        )
+        await self.replication.start(hooks, replicated, self.server)  # HA port; a fenced master turns slave first
         await self.server.start(host or config.listen_host, self.port, sock=sock)
-        self.registry.register(BrokerCollector(self))
+        self.registry.register(
+            BrokerCollector(
+                metrics=self.metrics,
+                store=parts.store,
+                hold=parts.pull.hold,
+                schedule=parts.schedule,
+                transactions=parts.transactions,
+                connection_count=lambda: len(self.server.connections),
+                ha_stats=self.replication.stats,
+                consumer_lag=self.consumer_lag,
+            )
+        )
         if config.metrics_port >= 0:
             self._metrics_server = MetricsServer(self.registry, self.health)
             self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)

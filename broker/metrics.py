@@ -17,10 +17,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from shoal.store import PutResult
+from shoal.store import MessageStore, PutResult
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
+    from shoal.broker.long_polling import PullRequestHoldService
+    from shoal.broker.schedule import ScheduleMessageService
+    from shoal.broker.transactions.service import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +78,31 @@ class BrokerMetrics:
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Figures read at scrape time from the parts that keep them."""
+
+    def __init__(
+        self,
+        *,
+        metrics: BrokerMetrics,
+        store: MessageStore,
+        hold: PullRequestHoldService,
+        schedule: ScheduleMessageService,
+        transactions: TransactionService,
+        connection_count: Callable[[], int],
+        ha_stats: Callable[[], dict[str, float]],
+        consumer_lag: Callable[[], dict[tuple[str, str], int]],
+    ) -> None:
+        self.metrics = metrics
+        self.store = store
+        self.hold = hold
+        self.schedule = schedule
+        self.transactions = transactions
+        self.connection_count = connection_count
+        self.ha_stats = ha_stats
+        self.consumer_lag = consumer_lag
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        broker = self.broker
-        metrics = broker.metrics
+        metrics = self.metrics
         yield _counter("shoal_messages_in", "Messages stored, by topic", ["topic"], metrics.messages_in)
         yield _counter("shoal_bytes_in", "Record bytes stored, by topic", ["topic"], metrics.bytes_in)
         yield _counter(
@@ -93,7 +114,7 @@ class BrokerCollector(Collector):
         yield _counter(
             "shoal_bytes_out", "Record bytes pulled, by topic and group", ["topic", "group"], metrics.bytes_out
         )
-        store = broker.parts.store
+        store = self.store
         stats = store.stats()
         for name, help_text in (
             ("commitlog_min_offset", "First CommitLog byte still stored"),
@@ -116,7 +137,7 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily(
             "shoal_store_flush_seconds", "Time spent in CommitLog flushes", value=float(stats["flush_seconds_total"])
         )
-        hold = broker.parts.pull.hold
+        hold = self.hold
         yield GaugeMetricFamily("shoal_long_poll_held", "Pull requests held now", value=float(hold.parked_count))
         yield CounterMetricFamily(
             "shoal_long_poll_wakeups", "Held pulls answered by arriving messages", value=float(hold.woken_total)
@@ -124,15 +145,13 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily(
             "shoal_long_poll_timeouts", "Held pulls answered at their timeout", value=float(hold.expired_total)
         )
-        yield GaugeMetricFamily(
-            "shoal_connections", "Open client connections", value=float(len(broker.server.connections))
-        )
-        ha = broker.replication.stats()
+        yield GaugeMetricFamily("shoal_connections", "Open client connections", value=float(self.connection_count()))
+        ha = self.ha_stats()
         for name, help_text in HA_GAUGES:
             yield GaugeMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
         for name, help_text in HA_COUNTERS:
             yield CounterMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
-        schedule = broker.parts.schedule.stats()
+        schedule = self.schedule.stats()
         yield CounterMetricFamily(
             "shoal_delay_delivered", "Delayed and timed messages delivered", value=float(schedule["delivered"])
         )
@@ -149,7 +168,7 @@ class BrokerCollector(Collector):
             "Parked delay-level messages not yet delivered",
             value=float(schedule["levels_behind"]),
         )
-        transactions = broker.parts.transactions
+        transactions = self.transactions
         yield GaugeMetricFamily(
             "shoal_transactions_tracked",
             "Half messages awaiting commit or rollback",
@@ -166,7 +185,7 @@ class BrokerCollector(Collector):
         lag = GaugeMetricFamily(
             "shoal_consumer_lag", "Messages not yet consumed, by group and topic", labels=["group", "topic"]
         )
-        for (group, topic), value in broker.consumer_lag().items():
+        for (group, topic), value in self.consumer_lag().items():
             lag.add_metric([group, topic], float(value))
         yield lag
 

@@ -21,7 +21,7 @@ from shoal.broker.replication.errors import (
     ReplicationError,
     StaleEpochError,
 )
-from shoal.broker.replication.service import ReplicationService
+from shoal.broker.replication.service import ReplicatedBroker, ReplicationService
 from shoal.broker.replication.settings import HASettings
 from shoal.broker.replication.truncation import TruncationReport, truncate_store
 
@@ -36,6 +36,7 @@ __all__ = [
     "OffsetMismatchError",
     "PromotionRefusedError",
     "RecordAligner",
+    "ReplicatedBroker",
     "ReplicationError",
     "ReplicationService",
     "SlaveStreamDecoder",

@@ -15,7 +15,11 @@ before they take effect. Everything runs on the broker's event loop.
 The role itself is a `BrokerRoleState` (role.py) this service owns and alone changes; the broker
 passes `RoleHooks` at start for what must follow a role change.
 
-Hooks the broker calls: `start(hooks)` before serving, `stop()`, `before_register()` /
+It is built from broker.conf and the config directory; what it uses of the running broker (the
+store, the metadata tables, the broker's address and registration) arrives at `start()` as one
+`ReplicatedBroker`, with the remoting server its requests are registered on.
+
+Hooks the broker calls: `start(hooks, broker, server)` before serving, `stop()`, `before_register()` /
 `on_registered(response)` around NameServer registration, `wait_replicated(result)` for sends,
 `runtime_fields()` and `stats()` for admin and metrics.
 """
@@ -27,9 +31,12 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shoal.broker.config import BrokerRole
+from shoal.broker.config import BrokerConfig, BrokerRole
 from shoal.broker.replication.codec import EpochEntry, MasterState
 from shoal.broker.replication.epoch import EpochFile, EpochState, divergence_offset
 from shoal.broker.replication.errors import PromotionRefusedError, StaleEpochError
@@ -44,12 +51,14 @@ from shoal.broker.replication.truncation import TruncationReport, rebuild_topic_
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, ShoalRequestCode, make_response
 from shoal.protocol.headers import RegisterBrokerResponseHeader
 from shoal.remoting import RemotingClient
-from shoal.store import PutResult, PutStatus
+from shoal.store import MessageStore, PutResult, PutStatus
 from shoal.store.dispatching import DispatchRequest
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
-    from shoal.broker.remoting_server import ServerConnection
+    from shoal.broker.group_manager import SubscriptionGroupManager
+    from shoal.broker.remoting_server import RemotingServer, ServerConnection
+    from shoal.broker.topic_manager import TopicManager
+    from shoal.store.metadata import ConsumerOffsetTable
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +67,33 @@ NEWER_EPOCH_CHECK_MIN_INTERVAL_S = 5.0  # hints from the HA port trigger a fenci
 DISPATCH_ROUNDS_MAX_COUNT = 1_000_000  # a promotion dispatches the backlog in rounds, this many at most
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicatedBroker:
+    """What replication uses of its running broker, given at `start()`."""
+
+    store: MessageStore
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetTable
+    address: str
+    """The broker's advertised remoting address (host:port), as the NameServers know it."""
+    port: int
+    """The bound remoting port; the HA port defaults to the next one."""
+    on_append: Callable[[], None]
+    """Bytes were replicated into the CommitLog: dispatch them."""
+    register_soon: Callable[[], None]
+    register_all: Callable[[], Awaitable[None]]
+
+
 class ReplicationService:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.epoch_file = EpochFile(broker.settings.store.config_dir)
+    def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
+        self.config = config
+        self.config_dir = config_dir
+        self._broker: ReplicatedBroker | None = None
+        self.epoch_file = EpochFile(config_dir)
         self.epochs: EpochState = self.epoch_file.load()
-        self.settings = HASettings.from_broker_config(broker.config)
-        self.role = BrokerRoleState(broker.config.broker_role, broker.config.broker_id)
+        self.settings = HASettings.from_broker_config(config)
+        self.role = BrokerRoleState(config.broker_role, config.broker_id)
         """The role and brokerId now: broker.conf's, then epoch.json's, then promotion's or fencing's."""
         self._hooks: RoleHooks | None = None
         self.remoting = RemotingClient()
@@ -89,15 +118,15 @@ class ReplicationService:
         self._stopping = False
         if self.epochs.broker_role is not None:
             role = BrokerRole(self.epochs.broker_role)
-            broker_id = self.epochs.broker_id if self.epochs.broker_id is not None else broker.config.broker_id
+            broker_id = self.epochs.broker_id if self.epochs.broker_id is not None else config.broker_id
             log.warning(
                 "%s sets role %s, brokerId %d (epoch %d) over broker.conf's %s, %d",
                 self.epoch_file.path,
                 role.value,
                 broker_id,
                 self.epochs.epoch,
-                broker.config.broker_role.value,
-                broker.config.broker_id,
+                config.broker_role.value,
+                config.broker_id,
             )
             self._switch_role(role, broker_id)
         self._check_role_and_id()
@@ -112,21 +141,27 @@ class ReplicationService:
             self._switch_role(role.role, 0)
 
     # --- lifecycle ---
-    async def start(self, hooks: RoleHooks) -> None:
-        """Listen on the HA port, register the admin requests, then lead or follow."""
-        broker = self.broker
+    @property
+    def broker(self) -> ReplicatedBroker:
+        """The running broker's parts replication uses; they exist from `start()` on."""
+        assert self._broker is not None, "replication is not started"
+        return self._broker
+
+    async def start(self, hooks: RoleHooks, broker: ReplicatedBroker, server: RemotingServer) -> None:
+        """Listen on the HA port, register the admin requests on `server`, then lead or follow."""
+        self._broker = broker
         self._hooks = hooks
         loop = asyncio.get_running_loop()
         self.waiter = ReplicaWaiter(loop, self.settings.slave_timeout_s, self._slave_ok)
         master_hooks = MasterHooks(
             lambda: self.role.is_master, self.master_state, self.waiter.on_ack, self._on_newer_epoch
         )
-        self.server = HAServer(broker.parts.store.commitlog, self.settings, master_hooks)
+        self.server = HAServer(broker.store.commitlog, self.settings, master_hooks)
         self.ha_port = await self._bind(self.server)
-        broker.parts.store.dispatcher.listeners.append(self._on_dispatch)
-        broker.server.register(ShoalRequestCode.PROMOTE_TO_MASTER, PromoteProcessor(self))
-        if RequestCode.GET_ALL_DELAY_OFFSET not in broker.server.processors:
-            broker.server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._all_delay_offsets)
+        broker.store.dispatcher.listeners.append(self._on_dispatch)
+        server.register(ShoalRequestCode.PROMOTE_TO_MASTER, PromoteProcessor(self))
+        if RequestCode.GET_ALL_DELAY_OFFSET not in server.processors:
+            server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._all_delay_offsets)
         self._tasks.append(loop.create_task(self._persist_confirmed_loop(), name="ha-confirmed-persist"))
         if self.role.is_master:
             await self.before_register()  # fenced: demote() already follows the new master
@@ -152,7 +187,7 @@ class ReplicationService:
     async def _bind(self, server: HAServer) -> int:
         """haListenPort, else RocketMQ's listenPort + 1; when that default is taken (by our metrics
         port or another process) any free port: slaves learn it from the NameServer (haServerAddr)."""
-        config = self.broker.config
+        config = self.config
         host = config.listen_host
         if self.settings.listen_port >= 0:
             return await server.start(host, self.settings.listen_port)
@@ -167,14 +202,14 @@ class ReplicationService:
     @property
     def ha_address(self) -> str:
         """`haServerAddr` for the NameServer: our advertised host and the bound HA port."""
-        host = self.broker.advertised_address.rpartition(":")[0]
+        host = self.config.advertised_address.rpartition(":")[0]
         return f"{host}:{self.ha_port}"
 
     # --- master side ---
     def master_state(self) -> MasterState:
         confirmed = self.waiter.acked_offset if self.waiter is not None else 0
         return MasterState(
-            self.epochs.epoch, confirmed, self.broker.parts.store.commitlog.max_offset, tuple(self.epochs.history)
+            self.epochs.epoch, confirmed, self.broker.store.commitlog.max_offset, tuple(self.epochs.history)
         )
 
     def _slave_ok(self, offset: int) -> bool:
@@ -213,13 +248,19 @@ class ReplicationService:
             self._master_ha_address,
             lambda: self.epochs.epoch,
             self._reconcile,
-            broker.parts.dispatch.schedule,
+            broker.on_append,
             broker.register_soon,
         )
-        self.client = HAClient(broker.parts.store, self.settings, hooks)
+        self.client = HAClient(broker.store, self.settings, hooks)
         self.client.start()
         self.metadata = MetadataSync(
-            broker, self.remoting, self.settings.metadata_sync_interval_s, lambda: self.master_address
+            topics=broker.topics,
+            groups=broker.groups,
+            offsets=broker.offsets,
+            config_dir=self.config_dir,
+            client=self.remoting,
+            interval_s=self.settings.metadata_sync_interval_s,
+            master_address=lambda: self.master_address,
         )
         self.metadata.start()
 
@@ -246,7 +287,7 @@ class ReplicationService:
             cut = divergence_offset(state.history, ours.epoch)
         except ValueError as error:
             raise StaleEpochError(str(error)) from None
-        end = self.broker.parts.store.commitlog.queue.max_wrote_offset
+        end = self.broker.store.commitlog.queue.max_wrote_offset
         if cut is not None and end > cut:
             log.warning(
                 "epoch %d -> %d: our CommitLog holds %d bytes the new master never had; cutting at %d",
@@ -255,7 +296,7 @@ class ReplicationService:
                 end - cut,
                 cut,
             )
-            self.last_truncation = truncate_store(self.broker.parts.store, cut)
+            self.last_truncation = truncate_store(self.broker.store, cut)
         ours.adopt(state.epoch, state.history)
         ours.confirmed_offset = state.confirmed_offset
         self.epoch_file.save(ours)
@@ -306,7 +347,7 @@ class ReplicationService:
             raise PromotionRefusedError(f"already a master, at epoch {self.epochs.epoch}")
         if epoch <= self.epochs.epoch:
             raise PromotionRefusedError(f"epoch {epoch} is not above this broker's epoch {self.epochs.epoch}")
-        store = broker.parts.store
+        store = broker.store
         end = store.commitlog.queue.max_wrote_offset
         client = self.client
         confirmed = max(self.epochs.confirmed_offset, client.confirmed_offset if client is not None else 0)
@@ -348,9 +389,9 @@ class ReplicationService:
         known_older, self._followed_before_promotion = self._followed_before_promotion, frozenset()
         leader = await find_newer_leader(
             self.remoting,
-            broker.config.namesrv_addresses,
-            broker.config.broker_name,
-            broker.advertised_address,
+            self.config.namesrv_addresses,
+            self.config.broker_name,
+            broker.address,
             self.epochs.epoch,
             known_older,
         )
@@ -442,7 +483,7 @@ class ReplicationService:
         server = self.server
         if server is None:
             return []
-        end = self.broker.parts.store.commitlog.max_offset
+        end = self.broker.store.commitlog.max_offset
         return [
             {
                 "address": link.address,
@@ -459,7 +500,7 @@ class ReplicationService:
         """How old the oldest message a slave lacks is (0 when it has everything)."""
         if ack_offset >= end:
             return 0
-        store = self.broker.parts.store
+        store = self.broker.store
         stamp = store.store_time_at(ack_offset)
         if stamp is None:
             stamp = store.store_time_at(store.commitlog.rolled_offset(ack_offset))

@@ -36,7 +36,8 @@ from shoal.store.metadata import (
 )
 
 if TYPE_CHECKING:
-    from shoal.broker.broker import BrokerController
+    from shoal.broker.group_manager import SubscriptionGroupManager
+    from shoal.broker.topic_manager import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +56,19 @@ def _data_version(document: Any) -> tuple[int, int] | None:
 class MetadataSync:
     def __init__(
         self,
-        broker: BrokerController,
+        *,
+        topics: TopicManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetTable,
+        config_dir: Path,
         client: RemotingClient,
         interval_s: float,
         master_address: Callable[[], str | None],
     ) -> None:
-        self.broker = broker
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.config_dir = config_dir
         self.client = client
         self.interval_s = interval_s
         self.master_address = master_address
@@ -96,25 +104,24 @@ class MetadataSync:
         address = self.master_address()
         if not address:
             return False
-        broker = self.broker
-        config_dir = broker.settings.store.config_dir
+        topic_manager, group_manager, config_dir = self.topics, self.groups, self.config_dir
         topics = await self._fetch(address, RequestCode.GET_ALL_TOPIC_CONFIG)
-        if topics is not None and self._version_differs(topics, broker.parts.topics.table.data_version):
-            table = TopicConfigTable(broker.parts.topics.table.path, _now_ms)
+        if topics is not None and self._version_differs(topics, topic_manager.table.data_version):
+            table = TopicConfigTable(topic_manager.table.path, _now_ms)
             if _install(table, topics):
-                broker.parts.topics.table = table
+                topic_manager.table = table
                 log.info("topic table copied from the master (%d topics)", len(table.all()))
         offsets = await self._fetch(address, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        if offsets is not None and offsets != broker.parts.offsets.encode():
-            _merge_offsets(broker.parts.offsets, offsets)
+        if offsets is not None and offsets != self.offsets.encode():
+            _merge_offsets(self.offsets, offsets)
         delay = await self._fetch(address, RequestCode.GET_ALL_DELAY_OFFSET)
         if delay is not None:
             _write(config_dir / DELAY_OFFSET_FILE_NAME, delay)
         groups = await self._fetch(address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        if groups is not None and self._version_differs(groups, broker.parts.groups.table.data_version):
-            group_table = SubscriptionGroupTable(broker.parts.groups.table.path, _now_ms)
+        if groups is not None and self._version_differs(groups, group_manager.table.data_version):
+            group_table = SubscriptionGroupTable(group_manager.table.path, _now_ms)
             if _install(group_table, groups):
-                broker.parts.groups.table = group_table
+                group_manager.table = group_table
         self.synced_total += 1
         self.last_sync_ms = _now_ms()
         self._last_failure = ""
