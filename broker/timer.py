@@ -32,7 +32,7 @@ from typing import Any
 from shoal.broker import limits
 from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
 from shoal.store.consume_queue import ConsumeQueue
-from shoal.store.metadata import read_json_file_tolerantly, write_json_file_safely
+from shoal.store.json_files import read_json_file_tolerantly, write_json_file_safely
 
 log = logging.getLogger(__name__)
 

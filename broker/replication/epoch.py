@@ -29,7 +29,7 @@ from typing import Any
 
 from shoal.broker.replication import limits
 from shoal.broker.replication.codec import EpochEntry
-from shoal.store.metadata import read_json_file_tolerantly, write_json_file_safely
+from shoal.store.json_files import read_json_file_tolerantly, write_json_file_safely
 
 log = logging.getLogger(__name__)
 

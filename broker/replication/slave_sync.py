@@ -25,15 +25,8 @@ from shoal.broker.replication import limits
 from shoal.formats.store_layout import DELAY_OFFSET_FILE_NAME
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingError
-from shoal.store.metadata import (
-    ConsumerOffsetTable,
-    DataVersion,
-    MetadataFormatError,
-    SubscriptionGroupTable,
-    TopicConfigTable,
-    parse_fastjson,
-    write_json_file_safely,
-)
+from shoal.store.json_files import MetadataFormatError, parse_fastjson, write_json_file_safely
+from shoal.store.metadata import ConsumerOffsetTable, DataVersion, SubscriptionGroupTable, TopicConfigTable
 
 if TYPE_CHECKING:
     from shoal.broker.group_manager import SubscriptionGroupManager

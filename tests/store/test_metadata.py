@@ -13,20 +13,22 @@ import pytest
 
 from shoal.store import limits
 from shoal.store.errors import StoreError
+from shoal.store.json_files import (
+    METADATA_NESTING_MAX_DEPTH,
+    MetadataFormatError,
+    parse_fastjson,
+    read_json_file_tolerantly,
+    write_json_file_safely,
+)
 from shoal.store.metadata import (
     BUILTIN_SUBSCRIPTION_GROUPS,
-    METADATA_NESTING_MAX_DEPTH,
     ConsumerOffsetTable,
     DataVersion,
     DelayOffsetTable,
-    MetadataFormatError,
     SubscriptionGroupConfig,
     SubscriptionGroupTable,
     TopicConfig,
     TopicConfigTable,
-    parse_fastjson,
-    read_json_file_tolerantly,
-    write_json_file_safely,
 )
 
 START_MS = 1_700_000_000_000
