@@ -157,12 +157,12 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     mount_point = tmp_path / "ro"
     mount_point.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a read-only tmpfs needs root")
+        pytest.skip(reason="mounting a read-only tmpfs needs root")
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount_point)], capture_output=True, check=False
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+        pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
         yield mount_point
     finally:
