@@ -118,10 +118,25 @@ PROCESS_START_TIMEOUT_S = 30.0
 PROCESS_STOP_TIMEOUT_S = 30.0
 
 
+_HANDED_OUT_PORTS: set[int] = set()
+"""Ports free_port() gave or reserve_port() took in this pytest process: a port picked but not yet
+bound (a cluster's three ports are picked before any server starts) is free to the kernel, which may
+hand it out again."""
+
+
+def reserve_port(port: int) -> int:
+    """Keep free_port() from handing out `port` (picked elsewhere, bound later)."""
+    _HANDED_OUT_PORTS.add(port)
+    return port
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT_PORTS:
+            return reserve_port(port)
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, ready_line: str) -> None:
