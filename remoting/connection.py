@@ -9,6 +9,7 @@ its own connection (the frames decoded before it are still handled).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from typing import cast
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Connection"]
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.Protocol, abc.ABC):
     """Frames in, responses matched to pending requests; requests from the peer to `handle_request`."""
 
     def __init__(self, address: str) -> None:
@@ -74,9 +75,9 @@ class Connection(asyncio.Protocol):
             return
         self.handle_request(command)
 
+    @abc.abstractmethod
     def handle_request(self, command: RemotingCommand) -> None:
         """A request (or oneway) from the peer; each end decides what to do with it."""
-        raise NotImplementedError
 
     # --- frames out ---
     def send(self, command: RemotingCommand) -> None:
