@@ -13,6 +13,7 @@ client's LitePull (assign + seek 0) describes them on each broker.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import signal
@@ -25,8 +26,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pyarrow.parquet
 import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
 
+from shoal.cli.main import cli
 from shoal.client import BlockingPullConsumer
 
 
@@ -80,10 +85,14 @@ COMPARED_FIELDS = (
     "storeHost",
     "reconsumeTimes",
 )
+CLIENT_ADDED_PROPERTIES = frozenset({"MIN_OFFSET", "MAX_OFFSET"})
+"""The Java client's PullAPIWrapper puts these into every pulled message; they are not stored."""
 GROUP = "xchg_group"
 TOPICS = {"XchgPlain": 24, "XchgBatch": 10, "XchgOrdered": 16}
 LATE_COUNT = 6
-SHOAL_STOP_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
+STOP_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
+OFFSETS_PERSIST_WAIT_S = 15.0
+"""Both brokers persist consumer offsets every 5 s (flushConsumerOffsetInterval); a SIGKILL keeps only those."""
 
 
 def _root_conftest() -> ModuleType:
@@ -257,19 +266,25 @@ def assert_delayed_on_time_and_transaction_checked(
     assert committed["msgId"] == pending["tx"]["msgId"]
 
 
-@pytest.mark.parametrize("stop", sorted(SHOAL_STOP_SIGNALS))
+def wait_offsets_persisted(store_dir: Path) -> None:
+    """Until the group's committed offsets are in consumerOffset.json (what survives a SIGKILL)."""
+    offsets = store_dir / "config" / "consumerOffset.json"
+    deadline = time.monotonic() + OFFSETS_PERSIST_WAIT_S
+    while not (offsets.is_file() and GROUP in offsets.read_text()):
+        assert time.monotonic() < deadline, f"{GROUP} not in {offsets} after {OFFSETS_PERSIST_WAIT_S} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("stop", sorted(STOP_SIGNALS))
 def test_rocketmq_recovers_a_store_shoal_wrote_and_serves_every_message(java: Any, brokers: Brokers, stop: str) -> None:
     """Shoal writes and stops (SIGTERM / SIGKILL); RocketMQ 4.9.7 starts on its store: same messages, offsets, index."""
     shoal = brokers.shoal({**STORE_SETTINGS, **OPEN_TRANSACTIONS})
     written = write_everything(java, shoal.namesrv_addr)
     before = read_everything(java, shoal.namesrv_addr)
     pending = send_delayed_and_open_transaction(java, shoal.namesrv_addr)
-    offsets = shoal.store_dir / "config" / "consumerOffset.json"
-    if stop == "sigkill":  # offsets are persisted every 5 s (flushConsumerOffsetInterval), as RocketMQ does
-        deadline = time.monotonic() + 15
-        while not (offsets.is_file() and GROUP in offsets.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    shoal.stop("broker", SHOAL_STOP_SIGNALS[stop])
+    if stop == "sigkill":
+        wait_offsets_persisted(shoal.store_dir)
+    shoal.stop("broker", STOP_SIGNALS[stop])
     shoal.stop("namesrv")
     broker = brokers.rocketmq(shoal.store_dir, {**STORE_SETTINGS, **QUICK_CHECKS})
     namesrv = broker.namesrv_addr
@@ -307,10 +322,72 @@ def verify_store(store_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.fixture
+def spark_jobs() -> Iterator[None]:
+    """`shoal spark run` in this process (local mode): it reuses a session tests/spark started, else
+    starts one (about 7 s) and stops it after the test."""
+    already = SparkSession.getActiveSession()
+    yield
+    started = SparkSession.getActiveSession()
+    if already is None and started is not None:
+        started.stop()
+
+
+def run_spark_job(job: str, store_dir: Path, output: Path, *extra: str) -> dict[str, Any]:
+    """`shoal spark run JOB STORE_DIR --output OUTPUT ...`; its details.json."""
+    result = CliRunner().invoke(cli, ["spark", "run", job, str(store_dir), "--output", str(output), *extra])
+    assert result.exit_code == 0, f"shoal spark run {job}: {result.output}{result.exception!r}"
+    assert json.loads((output / "summary.json").read_text())["ok"] is True
+    details: dict[str, Any] = json.loads((output / "details.json").read_text())
+    return details
+
+
+def assert_spark_sees_what_java_read(store_dir: Path, output: Path, before: dict[str, Any]) -> None:
+    """topic_stats counts per topic and export's rows (per topic and queue, field by field) equal what
+    the Java consumer read from RocketMQ; the delayed message waits in SCHEDULE_TOPIC_XXXX."""
+    stats = run_spark_job("topic_stats", store_dir, output / "topic_stats")["topics"]
+    for topic, lines in before.items():
+        assert stats[topic]["messages"] == len(lines), (topic, stats[topic])
+    assert stats["SCHEDULE_TOPIC_XXXX"]["messages"] == 1
+    topics = [word for topic in before for word in ("--topic", topic)]
+    exported = run_spark_job("export", store_dir, output / "export", *topics)
+    assert exported["topics"] == {topic: len(lines) for topic, lines in before.items()}
+    rows = pyarrow.parquet.read_table(exported["parquet"]).to_pylist()
+    by_position = {(row["topic"], row["queue_id"], row["queue_offset"]): row for row in rows}
+    assert len(by_position) == len(rows)
+    java = {(topic, *position): line for topic, lines in before.items() for position, line in lines.items()}
+    assert sorted(by_position) == sorted(java)
+    for position, line in java.items():
+        row = by_position[position]
+        assert (
+            row["uniq_key"],
+            row["msg_id"],
+            row["tags"],
+            row["keys"],
+            hashlib.sha256(row["body"]).hexdigest(),
+            row["born_timestamp"],
+            row["store_timestamp"],
+            row["sys_flag"],
+            dict(row["properties"]),
+        ) == (
+            line["msgId"],
+            line["offsetMsgId"],
+            line.get("tags"),
+            line.get("keys"),
+            line["bodySha256"],
+            line["bornTimestamp"],
+            line["storeTimestamp"],
+            line["sysFlag"],
+            {name: value for name, value in line["properties"].items() if name not in CLIENT_ADDED_PROPERTIES},
+        ), position
+
+
+@pytest.mark.parametrize("stop", sorted(STOP_SIGNALS))
 def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
-    java: Any, brokers: Brokers, tmp_path: Path
+    java: Any, brokers: Brokers, tmp_path: Path, spark_jobs: None, stop: str
 ) -> None:
-    """RocketMQ 4.9.7 writes and stops; `shoal store verify` is clean; Shoal starts on it and serves the same."""
+    """RocketMQ 4.9.7 writes and stops (SIGTERM / SIGKILL: abort file left); Spark counts what Java read; Shoal
+    recovers the store and serves the same."""
     store_dir = tmp_path / "rocketmq-store"
     broker = brokers.rocketmq(store_dir, {**STORE_SETTINGS, **OPEN_TRANSACTIONS})
     written = write_everything(java, broker.namesrv_addr)
@@ -326,9 +403,13 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     assert [line["status"] for line in committed_tx.of("sent")] == ["SEND_OK", "SEND_OK"], committed_tx.events
     before = read_everything(java, broker.namesrv_addr)
     pending = send_delayed_and_open_transaction(java, broker.namesrv_addr)
-    broker.stop()
+    if stop == "sigkill":
+        wait_offsets_persisted(store_dir)
+    broker.stop(STOP_SIGNALS[stop])
     config = store_dir / "config"
+    assert (store_dir / "abort").is_file() == (stop == "sigkill")
     assert GROUP in (config / "consumerOffset.json").read_text()
+    assert_spark_sees_what_java_read(store_dir, tmp_path / "spark", before)
     verified = verify_store(store_dir)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     shoal = brokers.shoal({**STORE_SETTINGS, **QUICK_CHECKS, "storePathRootDir": str(store_dir)})
