@@ -36,6 +36,7 @@ from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.formats.record import encode_host
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
+from shoal.broker.vip_channel import VIP_WITHHELD_CODES, bind_vip_socket
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
@@ -72,11 +73,15 @@ class BrokerController:
         self.locks = RebalanceLockManager()
         self.port = 0
         self.metrics_port = 0
+        self.vip_server = self.server.sibling("broker-vip", withheld_codes=VIP_WITHHELD_CODES)
+        """The VIP channel (listenPort - 2): the same processors, no pulls (`shoal.broker.vip_channel`)."""
         self.boot_timestamp_ms = _now_ms()
         self._parts: RunningParts | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.TimerHandle | None = None
         self._metrics_server: MetricsServer | None = None
+        self.vip_port = 0
+        """Where the VIP channel listens; 0: it does not."""
         self._stopping = False
         self.registered_namesrvs: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -98,7 +103,10 @@ class BrokerController:
         sock.setblocking(False)
         self.port = int(sock.getsockname()[1])
         metrics_port = 0 if port == 0 else config.metrics_port_effective
-        try:  # a taken HA or metrics port fails here, before the store is opened (and left "aborted")
+        vip_port, vip_sock = config.fast_port_for(config.listen_port if port is None else port), None
+        try:  # a taken VIP, HA or metrics port fails here, before the store is opened (and left "aborted")
+            if vip_port > 0:
+                vip_sock = bind_vip_socket(host or config.listen_host, vip_port)
             if config.ha_listen_port > 0:
                 check_port_free(config.listen_host, config.ha_listen_port)
             if config.metrics_port >= 0 and metrics_port > 0:
@@ -111,6 +119,8 @@ class BrokerController:
             self._parts = await open_running_parts(
                 self.settings,
                 store_host=encode_host(advertised_host, self.port),
+            if vip_sock is not None:
+                vip_sock.close()
                 role=self.role,
                 consumers=self.consumers,
                 producers=self.producers,
@@ -126,6 +136,8 @@ class BrokerController:
         self._register_processors()
         self.server.on_close.extend(
             [self.consumers.connection_closed, self.producers.connection_closed, parts.pull.hold.connection_closed]
+            if vip_sock is not None:
+                vip_sock.close()
         )
         hooks = RoleHooks(self._became_master, parts.schedule.stop, self._delay_offsets)
         replicated = ReplicatedBroker(
@@ -147,6 +159,8 @@ class BrokerController:
                 store=parts.store,
                 hold=parts.pull.hold,
                 schedule=parts.schedule,
+        if vip_sock is not None:
+            self.vip_port = await self.vip_server.start(host or config.listen_host, vip_port, sock=vip_sock)
                 transactions=parts.transactions,
                 connection_count=lambda: len(self.server.connections),
                 ha_stats=self.replication.stats,
@@ -163,7 +177,7 @@ class BrokerController:
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
         ]
         log.info(  # self.role, not broker.conf's: fencing at start may have made this broker a slave
-            "broker %s[%d] of %s serving on port %d (%s, %s)",
+            "broker %s[%d] of %s serving on port %d (%s, %s; VIP channel: %s)",
             config.broker_name,
             self.role.broker_id,
             config.broker_cluster_name,
@@ -177,6 +191,7 @@ class BrokerController:
         send = SendProcessor(
             config=self.config,
             role=self.role,
+            f"port {self.vip_port}" if self.vip_port else "none",
             topics=parts.topics,
             groups=parts.groups,
             store=parts.store,
@@ -294,6 +309,7 @@ class BrokerController:
         host = self.config.advertised_address.rpartition(":")[0]
         return f"{host}:{self.port or self.config.listen_port}"
 
+        await self.vip_server.stop()
     def consumer_lag(self) -> dict[tuple[str, str], int]:
         parts = self.parts
         lag: dict[tuple[str, str], int] = {}

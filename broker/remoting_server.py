@@ -210,6 +210,8 @@ class RemotingServer:
         self.idle_timeout_s = idle_timeout_s
         self.partial_frame_timeout_s = partial_frame_timeout_s
         self.processors: dict[int, Processor] = {}
+        self.withheld_codes: frozenset[int] = frozenset()
+        """Codes this listener answers as unknown although a processor is registered (`sibling`)."""
         self.connections: set[ServerConnection] = set()
         self.on_close: list[ConnectionListener] = []
         self._server: asyncio.AbstractServer | None = None
@@ -220,6 +222,21 @@ class RemotingServer:
         self.closed_idle_total = 0
         self.closed_partial_frame_total = 0
         self._refused_since_full = 0  # > 0 while the cap holds (one log line when hit, one when it lifts)
+
+    def sibling(self, name: str, *, withheld_codes: frozenset[int]) -> RemotingServer:
+        """A second listener with the same limits that shares this one's processors and close
+        listeners (registrations on either reach both), except `withheld_codes`, which it answers
+        as unknown codes: RocketMQ's VIP channel (fastRemotingServer) serves no pulls."""
+        other = RemotingServer(
+            name,
+            max_connections=self.max_connections,
+            idle_timeout_s=self.idle_timeout_s,
+            partial_frame_timeout_s=self.partial_frame_timeout_s,
+        )
+        other.processors = self.processors
+        other.on_close = self.on_close
+        other.withheld_codes = withheld_codes
+        return other
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
@@ -260,7 +277,7 @@ class RemotingServer:
     def process(self, connection: ServerConnection, command: RemotingCommand) -> Response | Awaitable[Response]:
         self.requests_total += 1
         processor = self.processors.get(command.code)
-        if processor is None:
+        if processor is None or command.code in self.withheld_codes:
             return self.unsupported(command)
         return processor(connection, command)
 

@@ -222,7 +222,8 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_
             raise
         serving = (
             f"NameServer 127.0.0.1:{namesrv_port}, broker {settings.broker.broker_name} "
-            f"127.0.0.1:{controller.port}, metrics http://127.0.0.1:{controller.metrics_port}/metrics"
+            f"127.0.0.1:{controller.port} (VIP channel :{controller.vip_port}), "
+            f"metrics http://127.0.0.1:{controller.metrics_port}/metrics"
         )
         click.echo(f"local cluster up: {serving}, store {settings.store.root_dir}", err=True)
         try:

@@ -63,6 +63,8 @@ MANAGED_BY = "shoal-operator"
 NAME_SERVER_PORT = 9876
 BROKER_PORT = 10911
 HA_PORT = 10912
+VIP_PORT = BROKER_PORT - 2
+"""The VIP channel (fastListenPort's default): clients with sendMessageWithVIPChannel=true send there."""
 METRICS_PORT = 11011
 """listenPort + 100, the broker's default metricsPort; /healthz lives there too."""
 
@@ -365,6 +367,7 @@ def group_service(spec: BrokerSpec, group: int) -> Object:
             "selector": selector_labels(spec, "broker", group),
             "ports": [
                 {"name": "remoting", "port": BROKER_PORT, "targetPort": BROKER_PORT},
+                {"name": "vip", "port": VIP_PORT, "targetPort": VIP_PORT},
                 {"name": "ha", "port": HA_PORT, "targetPort": HA_PORT},
                 {"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT},
             ],
@@ -405,6 +408,7 @@ def _broker_container(spec: BrokerSpec, group: int) -> Object:
         "env": [*_pod_env(), {"name": "SHOAL_CONFIG_DIR", "value": CONFIG_MOUNT_PATH}],
         "ports": [
             {"name": "remoting", "containerPort": BROKER_PORT},
+            {"name": "vip", "containerPort": VIP_PORT},
             {"name": "ha", "containerPort": HA_PORT},
             {"name": "metrics", "containerPort": METRICS_PORT},
         ],

@@ -139,6 +139,28 @@ def free_port() -> int:
             return reserve_port(port)
 
 
+def free_broker_port() -> int:
+    """A broker listenPort whose listenPort - 2 (the VIP channel) and listenPort + 1 (RocketMQ's HA
+    port) are free too; all three are reserved."""
+    while True:
+        port = free_port()
+        neighbours = (port - 2, port + 1)
+        if port > 2 and all(_bindable(other) for other in neighbours):
+            for other in neighbours:
+                reserve_port(other)
+            return port
+
+
+def _bindable(port: int) -> bool:
+    if port in _HANDED_OUT_PORTS:
+        return False
+    try:
+        with socket.create_server(("127.0.0.1", port)):
+            return True
+    except OSError:
+        return False
+
+
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, ready_line: str) -> None:
     """Until the port accepts connections and the process logged `ready_line` (start() returned)."""
     deadline = time.monotonic() + PROCESS_START_TIMEOUT_S
@@ -242,7 +264,7 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A fresh NameServer + Broker (ASYNC_FLUSH, 64 MiB segments) in real processes."""
-    running = Cluster(tmp_path, free_port(), free_port(), free_port())
+    running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
     running.start_namesrv()
     running.start_broker()
     yield running
@@ -257,7 +279,7 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Clust
     def start(conf: dict[str, str]) -> Cluster:
         root = tmp_path / f"cluster{len(started)}"
         root.mkdir()
-        running = Cluster(root, free_port(), free_port(), free_port())
+        running = Cluster(root, free_port(), free_broker_port(), free_port())
         started.append(running)
         running.start_namesrv()
         running.start_broker(conf)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, wait_until
+from tests.conftest import free_broker_port, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_DEPENDENCIES = ("crc32c", "click", "prometheus_client", "uvloop", "_cffi_backend")
@@ -223,7 +223,7 @@ def test_base_install_runs_the_quick_start_demo(base_env: Path, tmp_path: Path) 
     """Goal: the README's first command works from the base install. Method: `shoal local --demo
     --exit-after-demo` (what `make run` runs) on free ports; the demo consumes all ten messages,
     the store stays small, and the store verifies clean afterwards."""
-    namesrv_port, broker_port = free_port(), free_port()
+    namesrv_port, broker_port = free_port(), free_broker_port()
     result = _run(
         base_env,
         str(base_env / "shoal"),
@@ -259,7 +259,7 @@ def test_broker_image_install_runs_its_entrypoint_commands(image_env: Path, tmp_
     ConfigMap files it reads), produce and consume through them with the installed CLI, and
     start the operator far enough to see it parse its arguments."""
     entrypoint = ROOT / "broker_image" / "entrypoint.sh"
-    namesrv_port, broker_port = free_port(), free_port()
+    namesrv_port, broker_port = free_port(), free_broker_port()
     config_dir = tmp_path / "config"
     config_dir.mkdir()
     (config_dir / "broker.conf").write_text(
@@ -312,7 +312,7 @@ def test_spark_image_install_runs_a_job(tmp_path_factory: pytest.TempPathFactory
         "--namesrv-port",
         str(free_port()),
         "--broker-port",
-        str(free_port()),
+        str(free_broker_port()),
         "--demo",
         "--exit-after-demo",
     )

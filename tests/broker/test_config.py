@@ -114,6 +114,8 @@ BAD_BROKER_VALUES: list[tuple[str, str]] = [
     ("haListenPort", "-2"),
     ("haListenPort", "65536"),
     ("haMasterAddress", "master-without-port"),
+    ("fastListenPort", "-2"),
+    ("fastListenPort", "65536"),
     ("haSendHeartbeatInterval", "9"),
     ("haHousekeepingInterval", "0"),
     ("haTransferBatchSize", "0"),
@@ -267,6 +269,10 @@ def test_defaults_and_rocketmq_style_values_pass() -> None:
         ({"haListenPort": "10950", "metricsPort": "10950"}, "metricsPort=10950 is not allowed: it equals haListenPort"),
         ({"brokerRole": "SLAVE"}, "brokerId=0 is not allowed with brokerRole=SLAVE"),
         ({"haSendHeartbeatInterval": "20000"}, "haSendHeartbeatInterval=20000 is not allowed"),
+        ({"listenPort": "10911", "fastListenPort": "10911"}, "fastListenPort=10911 is not allowed: it equals listen"),
+        ({"listenPort": "10911", "haListenPort": "10909"}, "fastListenPort=10909 (listenPort - 2) is not allowed"),
+        ({"listenPort": "10911", "metricsPort": "10909"}, "it equals metricsPort; give the VIP channel its own"),
+        ({"listenPort": "2"}, "listenPort=2 leaves no port for the VIP channel (listenPort - 2)"),
         ({"maxHashSlotNum": "500000000"}, "IndexFile: the most is 2147483647 bytes"),
         ({"mappedFileSizeCommitLog": "65536", "maxMessageSize": "65536"}, "maxMessageSize=65536 does not fit"),
     ],
@@ -286,6 +292,17 @@ def test_config_limits_match_the_replication_limits() -> None:
 
 def test_metrics_port_follows_listen_port_and_is_any_free_port_with_it() -> None:
     """Goal: metricsPort 0 means listenPort + 100, or any free port when listenPort is 0 (never
+def test_vip_port_is_listen_port_minus_two_unless_set_or_off() -> None:
+    """Goal: fastListenPort -1 means listenPort - 2 (RocketMQ's VIP channel), 0 none, else itself;
+    with listenPort 0 (any free port) no VIP channel, as clients could not derive it. Method: each."""
+    assert BrokerConfig().fast_port_for(10911) == 10909
+    assert BrokerConfig(fast_listen_port=0).fast_port_for(10911) == 0
+    assert BrokerConfig(fast_listen_port=20000).fast_port_for(10911) == 20000
+    assert BrokerConfig().fast_port_for(0) == 0
+    assert BrokerConfig(fast_listen_port=20000).fast_port_for(0) == 20000
+    assert load_broker_settings({"listenPort": "2", "fastListenPort": "0"}).broker.fast_port_for(2) == 0
+
+
     port 100). Method: the effective port for both."""
     assert BrokerConfig(listen_port=10911).metrics_port_effective == 11011
     assert BrokerConfig(listen_port=0).metrics_port_effective == 0

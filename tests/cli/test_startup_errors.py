@@ -19,7 +19,7 @@ from shoal.broker.config import ConfigError
 from shoal.broker.preflight import PreflightError, check_store_dir
 from shoal.cli.startup_errors import startup_error_message
 from shoal.store.errors import StoreLockedError
-from tests.conftest import Cluster, free_port
+from tests.conftest import Cluster, free_broker_port, free_port
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -54,7 +54,7 @@ def broker_conf(root: Path, **overrides: str) -> dict[str, str]:
         "brokerIP1": "127.0.0.1",
         "listenHost": "127.0.0.1",
         "metricsHost": "127.0.0.1",
-        "listenPort": str(free_port()),
+        "listenPort": str(free_broker_port()),
         "metricsPort": "-1",
         "haListenPort": str(free_port()),
         "namesrvAddr": "127.0.0.1:9",  # nobody: registration retries in the background
@@ -84,6 +84,12 @@ def occupied_port() -> Iterator[int]:
         ({"namesrvAddr": "not-an-addr;;;"}, "namesrvAddr=not-an-addr;;;"),
         ({"listenPort": "10911", "haListenPort": "10911"}, "haListenPort=10911 is not allowed: it equals listenPort"),
         ({"flushDiskType": "SYNC"}, "flushDiskType=SYNC"),
+        (
+            {"listenPort": "10911", "fastListenPort": "10911"},
+            "fastListenPort=10911 is not allowed: it equals listenPort",
+        ),
+        ({"listenPort": "10911", "haListenPort": "10909"}, "fastListenPort=10909 (listenPort - 2) is not allowed"),
+        ({"fastListenPort": "-2"}, "fastListenPort=-2"),
     ],
 )
 def test_broker_with_a_bad_conf_value_exits_with_one_line(tmp_path: Path, conf: dict[str, str], named: str) -> None:
@@ -119,6 +125,22 @@ def test_broker_whose_ha_port_is_in_use_names_that_port(tmp_path: Path, occupied
     """Goal: a taken haListenPort is reported as clearly. Method: listen on it first."""
     path = write_conf(tmp_path / "broker.conf", broker_conf(tmp_path, haListenPort=str(occupied_port)))
     assert f"port {occupied_port} is already in use" in one_error_line(run_shoal("broker", "-c", str(path)))
+
+
+def test_broker_whose_vip_port_is_in_use_names_that_port(tmp_path: Path, occupied_port: int) -> None:
+    """Goal: a taken VIP channel port (listenPort - 2, or fastListenPort) fails before the store
+    opens, in one line naming the port and the key. Method: hold listenPort - 2 of a free broker
+    port, then an explicit fastListenPort."""
+    conf = broker_conf(tmp_path)
+    derived = int(conf["listenPort"]) - 2  # free_broker_port() keeps it free for us
+    with socket.create_server(("0.0.0.0", derived)):
+        line = one_error_line(run_shoal("broker", "-c", str(write_conf(tmp_path / "broker.conf", conf))))
+    assert f"port {derived} is already in use: the VIP channel (fastListenPort" in line
+    assert not (tmp_path / "store" / "abort").exists()
+    path = write_conf(tmp_path / "broker.conf", {**conf, "fastListenPort": str(occupied_port)})
+    assert f"port {occupied_port} is already in use: the VIP channel" in one_error_line(
+        run_shoal("broker", "-c", str(path))
+    )
 
 
 def test_broker_whose_metrics_port_is_in_use_names_that_port(tmp_path: Path, occupied_port: int) -> None:
@@ -220,7 +242,7 @@ def test_local_with_its_ports_or_store_taken_says_so_in_one_line(tmp_path: Path)
     """Goal: `shoal local` (what `make run` starts) fails as clearly as `shoal broker`. Method:
     start it with the NameServer port held by a socket, then with its store locked by a running
     `shoal local`; the last stderr line names the port, then the lock holder's pid."""
-    namesrv_port, broker_port = free_port(), free_port()
+    namesrv_port, broker_port = free_port(), free_broker_port()
     local = ["local", "--data-dir", str(tmp_path / "data"), "--demo", "--exit-after-demo"]
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", namesrv_port))
@@ -228,7 +250,7 @@ def test_local_with_its_ports_or_store_taken_says_so_in_one_line(tmp_path: Path)
         result = run_shoal(*local, "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"port {namesrv_port} is already in use" in result.stderr.strip().splitlines()[-1]
-    ports = ["--namesrv-port", str(free_port()), "--broker-port", str(free_port())]
+    ports = ["--namesrv-port", str(free_port()), "--broker-port", str(free_broker_port())]
     running = subprocess.Popen(
         [sys.executable, "-m", "shoal.cli.main", *local[:3], *ports],
         stdout=subprocess.DEVNULL,
@@ -240,7 +262,7 @@ def test_local_with_its_ports_or_store_taken_says_so_in_one_line(tmp_path: Path)
         for line in running.stderr:  # until the cluster is up (its store locked)
             if "local cluster up" in line:
                 break
-        second = run_shoal(*local, "--namesrv-port", str(free_port()), "--broker-port", str(free_port()))
+        second = run_shoal(*local, "--namesrv-port", str(free_port()), "--broker-port", str(free_broker_port()))
     finally:
         running.terminate()
         running.communicate(timeout=COMMAND_TIMEOUT_S)

@@ -22,7 +22,7 @@ import pytest
 from shoal.client import Admin, Message, Producer, SendStatus
 from shoal.operator import handlers, limits
 from shoal.protocol import PermName, RequestCode, ResponseCode
-from tests.conftest import Cluster, free_port
+from tests.conftest import Cluster, free_broker_port, free_port
 from tests.operator import test_handlers as harness
 from tests.operator.test_handlers import (
     BROKER_PATH,
@@ -56,9 +56,9 @@ CLUSTER_NAME = "orders"
 def real_group(tmp_path: Path) -> Iterator[tuple[Cluster, Cluster]]:
     """A NameServer, a SYNC_MASTER `orders-g0` and its slave, as real processes."""
     ha_port = free_port()
-    master = Cluster(tmp_path / "master", free_port(), free_port(), free_port())
+    master = Cluster(tmp_path / "master", free_port(), free_broker_port(), free_port())
     master.root.mkdir()
-    slave = Cluster(tmp_path / "slave", master.namesrv_port, free_port(), free_port())
+    slave = Cluster(tmp_path / "slave", master.namesrv_port, free_broker_port(), free_port())
     slave.root.mkdir()
     common = {"brokerClusterName": CLUSTER_NAME, "brokerName": "orders-g0", "slaveTimeout": "1500"}
     try:
@@ -79,7 +79,7 @@ def real_broker(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
     started: list[Cluster] = []
 
     def start(broker_name: str) -> Cluster:
-        running = Cluster(tmp_path / broker_name, free_port(), free_port(), free_port())
+        running = Cluster(tmp_path / broker_name, free_port(), free_broker_port(), free_port())
         running.root.mkdir()
         started.append(running)
         running.start_namesrv()
@@ -491,7 +491,7 @@ async def test_topic_reaches_a_group_added_by_scaling_up(
     g0 = real_broker("orders-g0")
     await seed_cluster(kube_api)
     poke = Poker(kube_api, f"{TOPIC_PATH}/orders-created", TOPICS)
-    g1 = Cluster(tmp_path / "g1", g0.namesrv_port, free_port(), free_port())
+    g1 = Cluster(tmp_path / "g1", g0.namesrv_port, free_broker_port(), free_port())
     g1.root.mkdir()
     try:
         async with running_operator(kube_api):

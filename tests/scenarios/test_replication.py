@@ -47,7 +47,7 @@ from shoal.client.pull import pull_request_fields, pull_result_of
 from shoal.client.subscription import Subscription
 from shoal.protocol import PermName, RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingError
-from tests.conftest import free_port, wait_until
+from tests.conftest import free_broker_port, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +148,7 @@ class Group:
     nodes: list[Node] = field(default_factory=list)
 
     def broker(self, name: str, **conf: str) -> Node:
-        node = Node(name, self.root / name, free_port(), {**HA_CONF, "namesrvAddr": self.namesrv.addr, **conf})
+        node = Node(name, self.root / name, free_broker_port(), {**HA_CONF, "namesrvAddr": self.namesrv.addr, **conf})
         node.conf.setdefault("haListenPort", str(free_port()))
         self.nodes.append(node)
         node.start_broker()

@@ -37,7 +37,7 @@ from shoal.client.push_consumer import ConsumeFromWhere
 from shoal.formats.record import PHYSICAL_OFFSET_OFFSET, TIMESTAMP, RecordHeader, RecordKind
 from shoal.spark.session import session
 from shoal.store.inspection import iter_commitlog, segment_paths
-from tests.conftest import Cluster, free_port, wait_until
+from tests.conftest import Cluster, free_broker_port, free_port, wait_until
 
 SEGMENT_BYTES = 64 * 1024
 HASH_SLOTS = 64
@@ -191,7 +191,7 @@ def _tear_tail(store_dir: Path) -> int:
 def broker_store(tmp_path_factory: pytest.TempPathFactory) -> BrokerStore:
     """The damaged broker-written store described in the module docstring (do not modify it)."""
     root = tmp_path_factory.mktemp("spark-store")
-    cluster = Cluster(root, free_port(), free_port(), free_port())
+    cluster = Cluster(root, free_port(), free_broker_port(), free_port())
     cluster.start_namesrv()
     try:
         cluster.start_broker(

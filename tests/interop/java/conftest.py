@@ -283,7 +283,7 @@ def start_shoal(root: Path, flush_disk_type: str) -> Any:
     """A shoal NameServer + Broker (tests/conftest.py's Cluster) in `root`."""
     root_conftest = _root_conftest()
     free_port = root_conftest.free_port
-    running = root_conftest.Cluster(root, free_port(), free_port(), free_port())
+    running = root_conftest.Cluster(root, free_port(), root_conftest.free_broker_port(), free_port())
     running.start_namesrv()
     conf = {
         "flushDiskType": flush_disk_type,
