@@ -33,10 +33,10 @@ from shoal.broker.replication import ReplicatedBroker, ReplicationService
 from shoal.broker.replication.role import RoleHooks
 from shoal.broker.running_parts import RunningParts, open_running_parts
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
+from shoal.broker.vip_channel import VIP_WITHHELD_CODES, bind_vip_socket
 from shoal.formats.record import encode_host
 from shoal.protocol import RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
-from shoal.broker.vip_channel import VIP_WITHHELD_CODES, bind_vip_socket
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
@@ -67,21 +67,21 @@ class BrokerController:
             idle_timeout_s=self.config.server_channel_max_idle_time_s,
             partial_frame_timeout_s=self.config.server_channel_partial_frame_timeout_s,
         )
+        self.vip_server = self.server.sibling("broker-vip", withheld_codes=VIP_WITHHELD_CODES)
+        """The VIP channel (listenPort - 2): the same processors, no pulls (`shoal.broker.vip_channel`)."""
         self.namesrv_client = RemotingClient()
         self.consumers = ConsumerManager(self._notify_ids_changed, self.config.channel_expired_timeout_ms / 1000)
         self.producers = ProducerManager(self.config.channel_expired_timeout_ms / 1000)
         self.locks = RebalanceLockManager()
         self.port = 0
+        self.vip_port = 0
+        """Where the VIP channel listens; 0: it does not."""
         self.metrics_port = 0
-        self.vip_server = self.server.sibling("broker-vip", withheld_codes=VIP_WITHHELD_CODES)
-        """The VIP channel (listenPort - 2): the same processors, no pulls (`shoal.broker.vip_channel`)."""
         self.boot_timestamp_ms = _now_ms()
         self._parts: RunningParts | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.TimerHandle | None = None
         self._metrics_server: MetricsServer | None = None
-        self.vip_port = 0
-        """Where the VIP channel listens; 0: it does not."""
         self._stopping = False
         self.registered_namesrvs: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -113,14 +113,14 @@ class BrokerController:
                 check_port_free(config.metrics_host, metrics_port)
         except BaseException:
             sock.close()
+            if vip_sock is not None:
+                vip_sock.close()
             raise
         advertised_host = self.advertised_address.rpartition(":")[0]
         try:
             self._parts = await open_running_parts(
                 self.settings,
                 store_host=encode_host(advertised_host, self.port),
-            if vip_sock is not None:
-                vip_sock.close()
                 role=self.role,
                 consumers=self.consumers,
                 producers=self.producers,
@@ -130,14 +130,14 @@ class BrokerController:
             )
         except BaseException:
             sock.close()
+            if vip_sock is not None:
+                vip_sock.close()
             raise
         parts = self._parts
         loop = asyncio.get_running_loop()
         self._register_processors()
         self.server.on_close.extend(
             [self.consumers.connection_closed, self.producers.connection_closed, parts.pull.hold.connection_closed]
-            if vip_sock is not None:
-                vip_sock.close()
         )
         hooks = RoleHooks(self._became_master, parts.schedule.stop, self._delay_offsets)
         replicated = ReplicatedBroker(
@@ -153,14 +153,14 @@ class BrokerController:
         )
         await self.replication.start(hooks, replicated, self.server)  # HA port; a fenced master turns slave first
         await self.server.start(host or config.listen_host, self.port, sock=sock)
+        if vip_sock is not None:
+            self.vip_port = await self.vip_server.start(host or config.listen_host, vip_port, sock=vip_sock)
         self.registry.register(
             BrokerCollector(
                 metrics=self.metrics,
                 store=parts.store,
                 hold=parts.pull.hold,
                 schedule=parts.schedule,
-        if vip_sock is not None:
-            self.vip_port = await self.vip_server.start(host or config.listen_host, vip_port, sock=vip_sock)
                 transactions=parts.transactions,
                 connection_count=lambda: len(self.server.connections),
                 ha_stats=self.replication.stats,
@@ -184,6 +184,7 @@ class BrokerController:
             self.port,
             self.role.role.value,
             self.settings.store.flush.flush_disk_type.value,
+            f"port {self.vip_port}" if self.vip_port else "none",
         )
 
     def _register_processors(self) -> None:
@@ -191,7 +192,6 @@ class BrokerController:
         send = SendProcessor(
             config=self.config,
             role=self.role,
-            f"port {self.vip_port}" if self.vip_port else "none",
             topics=parts.topics,
             groups=parts.groups,
             store=parts.store,
@@ -274,6 +274,7 @@ class BrokerController:
         await parts.transaction_checker.stop()
         await self.replication.stop()
         await self.server.stop()
+        await self.vip_server.stop()
         await self.unregister_all()
         await self.namesrv_client.close()
         if self._metrics_server is not None:
@@ -309,7 +310,6 @@ class BrokerController:
         host = self.config.advertised_address.rpartition(":")[0]
         return f"{host}:{self.port or self.config.listen_port}"
 
-        await self.vip_server.stop()
     def consumer_lag(self) -> dict[tuple[str, str], int]:
         parts = self.parts
         lag: dict[tuple[str, str], int] = {}

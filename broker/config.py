@@ -172,8 +172,8 @@ _NAME = re.compile(rf"[%|a-zA-Z0-9_-]{{1,{limits.NAME_LENGTH_MAX}}}")  # RocketM
 PORT_OR_ANY = between(0, limits.PORT_MAX, note="0: any free port")
 PORT_HA = between(-1, limits.PORT_MAX, note="-1: listenPort + 1, 0: any free port")
 PORT_METRICS = between(-1, limits.PORT_MAX, note="-1: no metrics, 0: listenPort + 100")
-INTERVAL_MS = between(1, limits.CONFIG_INTERVAL_MAX_MS, "ms")
 PORT_FAST = between(-1, limits.PORT_MAX, note="-1: listenPort - 2, 0: no VIP channel")
+INTERVAL_MS = between(1, limits.CONFIG_INTERVAL_MAX_MS, "ms")
 INTERVAL_OR_ZERO_MS = between(0, limits.CONFIG_INTERVAL_MAX_MS, "ms")
 HA_INTERVAL_MS = between(limits.HA_INTERVAL_MIN_MS, limits.CONFIG_INTERVAL_MAX_MS, "ms")
 BOOLEAN = Allowed("true or false", lambda value: isinstance(value, bool))
@@ -225,13 +225,13 @@ class BrokerConfig:
     listen_port: int = field(default=10911, metadata={"java": "listenPort", "allowed": PORT_OR_ANY})
     listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost", "allowed": HOST})
     """Shoal: the interface to bind (RocketMQ binds all)."""
-    broker_ip1: str = field(default="", metadata={"java": "brokerIP1", "allowed": HOST_OR_EMPTY})
     fast_listen_port: int = field(default=-1, metadata={"java": "fastListenPort", "allowed": PORT_FAST})
     """Shoal: the VIP channel's port. -1: listenPort - 2, where RocketMQ 4.9.7 always listens and where
     clients with `com.rocketmq.sendMessageWithVIPChannel=true` send (they derive it from the
     registered address; any other port only helps behind a port mapping); 0: no VIP channel (such
     clients then fail to send). With listenPort 0 (any free port) -1 means none: clients could not
     derive it."""
+    broker_ip1: str = field(default="", metadata={"java": "brokerIP1", "allowed": HOST_OR_EMPTY})
     """Address clients use to reach this broker; default: the host's address."""
     auto_create_topic_enable: bool = field(default=True, metadata={"java": "autoCreateTopicEnable", "allowed": BOOLEAN})
     auto_create_subscription_group: bool = field(
@@ -374,18 +374,18 @@ class BrokerConfig:
         host = self.broker_ip1 or _local_ip()
         return f"{host}:{self.listen_port + 1}"
 
-    @property
-    def metrics_port_effective(self) -> int:
-        """metricsPort, else listenPort + 100; any free port when listenPort is 0 (not port 100)."""
-        if self.metrics_port != 0:
-            return self.metrics_port
-        return 0 if self.listen_port == 0 else self.listen_port + 100
     def fast_port_for(self, listen_port: int) -> int:
         """The VIP channel's port when the broker listens on `listen_port`; 0: none."""
         if self.fast_listen_port != -1:
             return self.fast_listen_port
         return listen_port - 2 if listen_port > 2 else 0
 
+    @property
+    def metrics_port_effective(self) -> int:
+        """metricsPort, else listenPort + 100; any free port when listenPort is 0 (not port 100)."""
+        if self.metrics_port != 0:
+            return self.metrics_port
+        return 0 if self.listen_port == 0 else self.listen_port + 100
 
 
 @dataclass(frozen=True)
@@ -468,20 +468,14 @@ def _check_broker_relations(config: BrokerConfig) -> None:
     if metrics > 0 and metrics in (listen, ha):
         other = "listenPort" if metrics == listen else "haListenPort"
         raise ConfigError(f"metricsPort={metrics} is not allowed: it equals {other}; give metrics their own port")
+    _check_fast_port(config)
     if config.ha_send_heartbeat_interval_ms >= config.ha_housekeeping_interval_ms:
         raise ConfigError(
             f"haSendHeartbeatInterval={config.ha_send_heartbeat_interval_ms} is not allowed: it must be shorter "
             f"than haHousekeepingInterval={config.ha_housekeeping_interval_ms}, or idle HA links are closed"
         )
 
-    _check_fast_port(config)
 
-def _is_path_text(value: Any) -> bool:
-    return isinstance(value, str) and value.strip() != ""
-
-
-def _is_finite_hours(value: Any) -> bool:
-    return isinstance(value, float) and math.isfinite(value) and 0 <= value <= limits.FILE_RESERVED_TIME_MAX_HOURS
 def _check_fast_port(config: BrokerConfig) -> None:
     """The VIP channel's port must exist and be its own."""
     listen, fast = config.listen_port, config.fast_port_for(config.listen_port)
@@ -503,6 +497,12 @@ def _check_fast_port(config: BrokerConfig) -> None:
         )
 
 
+def _is_path_text(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""
+
+
+def _is_finite_hours(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and 0 <= value <= limits.FILE_RESERVED_TIME_MAX_HOURS
 
 
 _PAGES_MAX = limits.MAPPED_FILE_SIZE_MAX_BYTES // store_limits.OS_PAGE_SIZE_BYTES

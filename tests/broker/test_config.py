@@ -112,10 +112,10 @@ BAD_BROKER_VALUES: list[tuple[str, str]] = [
     ("maxConnections", "0"),
     ("maxConnections", "1000001"),
     ("haListenPort", "-2"),
-    ("haListenPort", "65536"),
-    ("haMasterAddress", "master-without-port"),
     ("fastListenPort", "-2"),
     ("fastListenPort", "65536"),
+    ("haListenPort", "65536"),
+    ("haMasterAddress", "master-without-port"),
     ("haSendHeartbeatInterval", "9"),
     ("haHousekeepingInterval", "0"),
     ("haTransferBatchSize", "0"),
@@ -267,12 +267,12 @@ def test_defaults_and_rocketmq_style_values_pass() -> None:
         ({"listenPort": "65500", "haListenPort": "0"}, "listenPort=65500 leaves no port for metrics"),
         ({"listenPort": "10911", "metricsPort": "10911"}, "metricsPort=10911 is not allowed: it equals listenPort"),
         ({"haListenPort": "10950", "metricsPort": "10950"}, "metricsPort=10950 is not allowed: it equals haListenPort"),
-        ({"brokerRole": "SLAVE"}, "brokerId=0 is not allowed with brokerRole=SLAVE"),
-        ({"haSendHeartbeatInterval": "20000"}, "haSendHeartbeatInterval=20000 is not allowed"),
         ({"listenPort": "10911", "fastListenPort": "10911"}, "fastListenPort=10911 is not allowed: it equals listen"),
         ({"listenPort": "10911", "haListenPort": "10909"}, "fastListenPort=10909 (listenPort - 2) is not allowed"),
         ({"listenPort": "10911", "metricsPort": "10909"}, "it equals metricsPort; give the VIP channel its own"),
         ({"listenPort": "2"}, "listenPort=2 leaves no port for the VIP channel (listenPort - 2)"),
+        ({"brokerRole": "SLAVE"}, "brokerId=0 is not allowed with brokerRole=SLAVE"),
+        ({"haSendHeartbeatInterval": "20000"}, "haSendHeartbeatInterval=20000 is not allowed"),
         ({"maxHashSlotNum": "500000000"}, "IndexFile: the most is 2147483647 bytes"),
         ({"mappedFileSizeCommitLog": "65536", "maxMessageSize": "65536"}, "maxMessageSize=65536 does not fit"),
     ],
@@ -290,8 +290,6 @@ def test_config_limits_match_the_replication_limits() -> None:
     assert broker_limits.HA_TRANSFER_BATCH_MAX_BYTES == ha_limits.TRANSFER_BATCH_MAX_BYTES
 
 
-def test_metrics_port_follows_listen_port_and_is_any_free_port_with_it() -> None:
-    """Goal: metricsPort 0 means listenPort + 100, or any free port when listenPort is 0 (never
 def test_vip_port_is_listen_port_minus_two_unless_set_or_off() -> None:
     """Goal: fastListenPort -1 means listenPort - 2 (RocketMQ's VIP channel), 0 none, else itself;
     with listenPort 0 (any free port) no VIP channel, as clients could not derive it. Method: each."""
@@ -303,6 +301,8 @@ def test_vip_port_is_listen_port_minus_two_unless_set_or_off() -> None:
     assert load_broker_settings({"listenPort": "2", "fastListenPort": "0"}).broker.fast_port_for(2) == 0
 
 
+def test_metrics_port_follows_listen_port_and_is_any_free_port_with_it() -> None:
+    """Goal: metricsPort 0 means listenPort + 100, or any free port when listenPort is 0 (never
     port 100). Method: the effective port for both."""
     assert BrokerConfig(listen_port=10911).metrics_port_effective == 11011
     assert BrokerConfig(listen_port=0).metrics_port_effective == 0
