@@ -202,6 +202,7 @@ class BrokerController:
             wait_replicated=self.replication.wait_replicated,
         )
         consumer = ConsumerProcessors(
+            config=self.config,
             topics=parts.topics,
             groups=parts.groups,
             offsets=parts.offsets,
@@ -231,6 +232,7 @@ class BrokerController:
             RequestCode.PULL_MESSAGE: parts.pull,
             RequestCode.HEART_BEAT: consumer.heartbeat,
             RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
+            RequestCode.CHECK_CLIENT_CONFIG: consumer.check_client_config,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer.consumer_connections,
             RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shoal.broker import limits
+from shoal.broker.filter import ConsumerFilterTable, SubscriptionEntry
 from shoal.broker.remoting_server import ServerConnection
 from shoal.protocol.bodies import ConsumerData, SubscriptionData
 
@@ -44,9 +45,32 @@ class ConsumerGroupInfo:
 GroupChanged = Callable[[ConsumerGroupInfo], None]
 
 
+def update_subscriptions(info: ConsumerGroupInfo, subscriptions: tuple[SubscriptionData, ...]) -> bool:
+    """ConsumerGroupInfo.updateSubscription: a topic's subscription is replaced only by a newer
+    subVersion (a late heartbeat cannot undo a change); topics missing from the heartbeat are
+    dropped. True when topics were added or dropped."""
+    changed = False
+    for sub in subscriptions:
+        old = info.subscriptions.get(sub.topic)
+        if old is None:
+            changed = True
+        elif sub.sub_version <= old.sub_version:
+            continue
+        info.subscriptions[sub.topic] = sub
+    wanted = {sub.topic for sub in subscriptions}
+    for topic in [topic for topic in info.subscriptions if topic not in wanted]:
+        log.info("group %s no longer subscribes to %s", info.group, topic)
+        del info.subscriptions[topic]
+        changed = True
+    return changed
+
+
 class ConsumerManager:
+    """Consumer groups by name, and the SQL92 filters their heartbeats register (`filters`)."""
+
     def __init__(self, on_ids_changed: GroupChanged, expiry_s: float) -> None:
         self.groups: dict[str, ConsumerGroupInfo] = {}
+        self.filters = ConsumerFilterTable()
         self.on_ids_changed = on_ids_changed
         self.expiry_s = expiry_s
 
@@ -70,9 +94,14 @@ class ConsumerManager:
             log.error("refusing client %s in group %s: group is full", client_id, data.group_name)
             return False
         info.channels[client_id] = ClientChannel(client_id, connection, language, version, now)
-        subscriptions = {sub.topic: sub for sub in data.subscription_data_set}
-        subscriptions_changed = set(subscriptions) != set(info.subscriptions)
-        info.subscriptions = subscriptions
+        subscriptions_changed = update_subscriptions(info, data.subscription_data_set)
+        self.filters.register_group(
+            data.group_name,
+            (
+                SubscriptionEntry(sub.topic, sub.sub_string, sub.expression_type, sub.sub_version)
+                for sub in data.subscription_data_set
+            ),
+        )
         if members_changed:
             log.info("consumer %s joined group %s", client_id, data.group_name)
             self.on_ids_changed(info)
@@ -87,6 +116,7 @@ class ConsumerManager:
     def _after_removal(self, info: ConsumerGroupInfo) -> None:
         if not info.channels:
             del self.groups[info.group]
+            self.filters.unregister_group(info.group)
         else:
             self.on_ids_changed(info)
 

@@ -256,6 +256,11 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = field(
         default=True, metadata={"java": "notifyConsumerIdsChangedEnable", "allowed": BOOLEAN}
     )
+    enable_property_filter: bool = field(default=False, metadata={"java": "enablePropertyFilter", "allowed": BOOLEAN})
+    """SQL92 subscriptions (`MessageSelector.bySql`); off, as in RocketMQ: such consumers fail to
+    start ("The broker does not support consumer to filter message by SQL92"). docs/filters.md."""
+    filter_support_retry: bool = field(default=False, metadata={"java": "filterSupportRetry", "allowed": BOOLEAN})
+    """Also filter a group's %RETRY% messages by its SQL92 filter of their original topic (RocketMQ: false)."""
     region_id: str = field(default="DefaultRegion", metadata={"java": "regionId", "allowed": NAME})
     trace_on: bool = field(default=True, metadata={"java": "traceOn", "allowed": BOOLEAN})
     slave_read_enable: bool = field(default=False, metadata={"java": "slaveReadEnable", "allowed": BOOLEAN})

@@ -1,10 +1,11 @@
 """Long polling: pulls that found nothing wait here until a message arrives or they time out (spec §12).
 
 A parked pull is answered (by re-running it without suspension) when the Dispatcher reports a
-message for its queue whose tagsCode passes the pull's filter, or at its deadline — a timer per
+message for its queue that passes the pull's filter (its tagsCode, and for a SQL92 subscription its
+properties, as RocketMQ's notifyMessageArriving checks both), or at its deadline — a timer per
 request, so the answer comes when the client asked, not up to 5 s later as in RocketMQ. The
-Dispatcher runs in a store thread: it only queues (topic, queueId, tagsCode) and wakes the loop
-once per batch.
+Dispatcher runs in a store thread: it only queues (topic, queueId, tagsCode, properties) and wakes
+the loop once per batch.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from shoal.store.dispatching import DispatchRequest
 
 log = logging.getLogger(__name__)
 
-TagFilter = Callable[[int], bool] | None
+ArrivalFilter = Callable[[int, bytes], bool] | None
+"""(tagsCode, raw properties) of an arrived message -> does it wake the pull; None: every message does."""
+Arrival = tuple[int, bytes]
 PullAgain = Callable[[ServerConnection, RemotingCommand], None]
 
 
@@ -32,7 +35,7 @@ class ParkedPull:
     request: RemotingCommand
     key: tuple[str, int]
     offset: int
-    tag_filter: TagFilter
+    arrival_filter: ArrivalFilter
     timer: asyncio.TimerHandle | None = None
 
 
@@ -45,7 +48,7 @@ class PullRequestHoldService:
         self.max_offset = max_offset
         self.parked: dict[tuple[str, int], list[ParkedPull]] = {}
         self.parked_count = 0
-        self._arrived: collections.deque[tuple[str, int, int]] = collections.deque()
+        self._arrived: collections.deque[tuple[str, int, Arrival]] = collections.deque()
         self._scheduled = False
         self.held_total = 0
         self.woken_total = 0
@@ -59,13 +62,13 @@ class PullRequestHoldService:
         queue_id: int,
         offset: int,
         timeout_ms: int,
-        tag_filter: TagFilter,
+        arrival_filter: ArrivalFilter,
     ) -> bool:
         """Hold the pull; False when too many are held already (the caller answers at once)."""
         if self.parked_count >= limits.PARKED_PULLS_MAX_COUNT:
             return False
         key = (topic, queue_id)
-        parked = ParkedPull(connection, request, key, offset, tag_filter)
+        parked = ParkedPull(connection, request, key, offset, arrival_filter)
         timeout_s = min(max(timeout_ms, 0), limits.PULL_SUSPEND_MAX_MS) / 1000
         parked.timer = self.loop.call_later(timeout_s, self._expire, parked)
         self.parked.setdefault(key, []).append(parked)
@@ -79,7 +82,7 @@ class PullRequestHoldService:
     def on_dispatch(self, request: DispatchRequest) -> None:
         if (request.topic, request.queue_id) not in self.parked:
             return
-        self._arrived.append((request.topic, request.queue_id, request.tags_code))
+        self._arrived.append((request.topic, request.queue_id, (request.tags_code, request.raw_properties)))
         if not self._scheduled:
             self._scheduled = True
             try:
@@ -90,23 +93,25 @@ class PullRequestHoldService:
     # --- loop thread ---
     def _drain(self) -> None:
         self._scheduled = False
-        seen: dict[tuple[str, int], set[int]] = {}
+        seen: dict[tuple[str, int], list[Arrival]] = {}
         arrived = self._arrived
         while arrived:
-            topic, queue_id, tags_code = arrived.popleft()
-            seen.setdefault((topic, queue_id), set()).add(tags_code)
-        for key, codes in seen.items():
-            self._wake_key(key, codes)
+            topic, queue_id, arrival = arrived.popleft()
+            seen.setdefault((topic, queue_id), []).append(arrival)
+        for key, arrivals in seen.items():
+            self._wake_key(key, arrivals)
 
-    def _wake_key(self, key: tuple[str, int], tags_codes: set[int] | None) -> None:
+    def _wake_key(self, key: tuple[str, int], arrivals: list[Arrival] | None) -> None:
         waiting = self.parked.get(key)
         if not waiting:
             return
         newest = self.max_offset(*key)
         keep: list[ParkedPull] = []
         for parked in waiting:
-            matches = parked.tag_filter is None or tags_codes is None or any(map(parked.tag_filter, tags_codes))
-            if newest > parked.offset and matches:
+            wanted = parked.arrival_filter
+            if newest > parked.offset and (
+                wanted is None or arrivals is None or any(wanted(*arrival) for arrival in arrivals)
+            ):
                 self._answer(parked)
                 self.woken_total += 1
             else:

@@ -176,6 +176,33 @@ class HeartbeatData(JsonBody):
 
 
 @dataclass(frozen=True, slots=True)
+class CheckClientRequestBody(JsonBody):
+    """CHECK_CLIENT_CONFIG body: the subscription a consumer is about to use (sent for SQL92 ones)."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
+
+    def to_dict(self) -> JsonObject:
+        result: JsonObject = {"clientId": self.client_id, "group": self.group}
+        if self.subscription_data is not None:
+            result["subscriptionData"] = self.subscription_data.to_dict()
+        return result
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        reader = ObjectReader(value, path)
+        subscription = reader.get("subscriptionData")
+        return cls(
+            client_id=reader.text("clientId"),
+            group=reader.text("group"),
+            subscription_data=None
+            if subscription is None
+            else SubscriptionData.from_dict(subscription, reader.at("subscriptionData")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class GetConsumerListByGroupResponseBody(JsonBody):
     """GET_CONSUMER_LIST_BY_GROUP response: `{"consumerIdList":[…]}`."""
 

@@ -16,3 +16,11 @@ assert SQL92_NESTING_MAX_COUNT < SQL92_TREE_DEPTH_MAX_COUNT
 # both stay far below the interpreter's default recursion limit of 1000.
 assert SQL92_NESTING_MAX_COUNT * 7 < 1000 // 2
 assert SQL92_TREE_DEPTH_MAX_COUNT * 2 < 1000 // 2
+
+SQL92_SCAN_UNITS_MAX_COUNT = 800
+"""ConsumeQueue units one pull reads past without a SQL92 match before it answers NO_MATCHED_MESSAGE
+(the client pulls again at once from where it stopped): RocketMQ's 16000 bytes of ConsumeQueue
+(maxFilterMessageCount) are 800 units."""
+CONSUMER_FILTERS_MAX_COUNT = 100_000
+"""(topic, group) SQL92 filters held at once; beyond it a new one is not registered (its pulls get
+FILTER_DATA_NOT_EXIST, as RocketMQ answers for a filter it could not register)."""

@@ -1,5 +1,6 @@
-"""Client bookkeeping and consumer progress: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
-QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ and CONSUMER_SEND_MSG_BACK (spec §8.8, §10.3, §13)."""
+"""Client bookkeeping and consumer progress: HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG,
+GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ and
+CONSUMER_SEND_MSG_BACK (spec §8.8, §10.3, §13)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import random
 from typing import TYPE_CHECKING
 
+from shoal.broker.filter import check_subscription
 from shoal.broker.processors.send import SEND_BACK_MIN_VERSION
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing
@@ -23,6 +25,7 @@ from shoal.formats.properties import (
 from shoal.formats.topics import dlq_topic, retry_topic, validate_group_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
+    CheckClientRequestBody,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from shoal.broker.client_manager import ConsumerManager, ProducerManager, RebalanceLockManager
+    from shoal.broker.config import BrokerConfig
     from shoal.broker.group_manager import SubscriptionGroupManager
     from shoal.broker.schedule import ScheduleMessageService
     from shoal.broker.topic_manager import TopicManager
@@ -65,13 +69,14 @@ def head_on_disk(store: MessageStore, topic: str, queue_id: int) -> bool:
 
 
 class ConsumerProcessors:
-    """Given only what these requests touch: topics, groups, offsets, the consumer and producer
-    registries, the orderly locks, the store and the delay service (send-back), and `on_append`
-    (let the Dispatcher index the records sent back)."""
+    """Given only what these requests touch: the config (enablePropertyFilter), topics, groups,
+    offsets, the consumer and producer registries, the orderly locks, the store and the delay
+    service (send-back), and `on_append` (let the Dispatcher index the records sent back)."""
 
     def __init__(
         self,
         *,
+        config: BrokerConfig,
         topics: TopicManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetTable,
@@ -82,6 +87,7 @@ class ConsumerProcessors:
         schedule: ScheduleMessageService,
         on_append: Callable[[], None],
     ) -> None:
+        self.config = config
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -125,6 +131,29 @@ class ConsumerProcessors:
         if header.producer_group:
             self.producers.unregister(header.producer_group, header.client_id)
         return make_response(request, ResponseCode.SUCCESS)
+
+    def check_client_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (a push consumer's start, for each non-tag subscription): SUCCESS, or
+        SYSTEM_ERROR without enablePropertyFilter, or SUBSCRIPTION_PARSE_FAILED with the parser's
+        message (RocketMQ 4.9.7's ClientManageProcessor.checkClientConfig)."""
+        body = CheckClientRequestBody.from_json(request.body) if request.body else None
+        subscription = body.subscription_data if body is not None else None
+        if subscription is None:
+            return make_response(request, ResponseCode.SUCCESS)
+        verdict = check_subscription(
+            subscription.expression_type,
+            subscription.sub_string,
+            property_filter_enabled=self.config.enable_property_filter,
+        )
+        if not verdict.ok:
+            log.warning(
+                "client %s of %s: subscription %r refused: %s",
+                body.client_id if body is not None else "?",
+                body.group if body is not None else "?",
+                subscription.sub_string,
+                verdict.remark,
+            )
+        return make_response(request, verdict.code, verdict.remark)
 
     def consumer_list(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)

@@ -1,21 +1,37 @@
 """PULL_MESSAGE (spec §8.8): read a ConsumeQueue, answer with raw CommitLog records, or hold the pull.
 
 The response body is the records exactly as stored, sent with one gather write straight from
-the mapped CommitLog (no per-message copies). Filtering is by tagsCode from the ConsumeQueue.
+the mapped CommitLog (no per-message copies). A tag subscription filters by the ConsumeQueue's
+tagsCode; a SQL92 one (`enablePropertyFilter`) by each message's properties, read from the CommitLog
+records the store returns (shoal.broker.filter.MessageFilter). A pull whose messages all fail the
+filter answers PULL_RETRY_IMMEDIATELY (NO_MATCHED_MESSAGE) with the offset after them, so the client
+moves past them at once.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+from shoal.broker.filter import (
+    FilterError,
+    MessageFilter,
+    Sql92Filter,
+    compile_filter,
+    is_tag_type,
+    message_filter_for,
+)
+from shoal.broker.filter.limits import SQL92_SCAN_UNITS_MAX_COUNT
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.topic_manager import PERM_READ
 from shoal.formats.java_hash import java_string_hash
+from shoal.formats.properties import decode_properties
+from shoal.formats.record import decode_header
 from shoal.formats.topics import SCHEDULE_TOPIC
 from shoal.protocol import PullSysFlag, RemotingCommand, ResponseCode, make_response
 from shoal.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from shoal.store import GetMessageStatus
+from shoal.store import GetMessageStatus, GetResult
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,6 +44,8 @@ if TYPE_CHECKING:
     from shoal.broker.topic_manager import TopicManager
     from shoal.store import MessageStore
     from shoal.store.metadata import ConsumerOffsetTable
+
+log = logging.getLogger(__name__)
 
 _CODE_OF_STATUS = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -60,6 +78,27 @@ def parse_subscription(expression: str | None) -> frozenset[int] | None:
     if not tags or "*" in tags:
         return None
     return frozenset(java_string_hash(tag) for tag in tags)
+
+
+def keep_matching(found: GetResult, message_filter: MessageFilter) -> None:
+    """Drop (and release) the found records whose properties fail the filter."""
+    kept: list[int] = []
+    for index, view in enumerate(found.messages):
+        try:
+            record = decode_header(view, 0)
+            raw = view[record.properties_position : record.properties_position + record.properties_length]
+            matches = message_filter.matches_properties(decode_properties(raw))
+        except (ValueError, IndexError) as failure:  # a damaged record: RocketMQ's evaluator skips it too
+            log.warning("record at %d unreadable for filtering: %s", found.commitlog_offsets[index], failure)
+            matches = False
+        if matches:
+            kept.append(index)
+        else:
+            view.release()
+    if len(kept) < len(found.messages):
+        found.messages = [found.messages[index] for index in kept]
+        found.queue_offsets = [found.queue_offsets[index] for index in kept]
+        found.commitlog_offsets = [found.commitlog_offsets[index] for index in kept]
 
 
 class PullProcessor:
@@ -136,15 +175,11 @@ class PullProcessor:
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
                 f"[{topic.read_queue_nums}] consumer:[{connection.address}]",
             )
-        tag_codes, error = self._subscription(request, header)
+        message_filter, error = self._message_filter(request, header, consume_broadcast=group.consume_broadcast_enable)
         if error is not None:
             return error
-        if header.topic == SCHEDULE_TOPIC:
-            tag_codes = None  # tagsCode holds delivery times there (spec gotcha 17)
-        tag_filter = None if tag_codes is None else tag_codes.__contains__
-        found = self.store.get_messages(
-            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tag_filter
-        )
+        assert message_filter is not None
+        found = self._read(header, message_filter)
         code = self._code_of(found.status, header.queue_offset)
         next_offset = found.next_begin_offset
         if found.status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
@@ -168,7 +203,7 @@ class PullProcessor:
                 header.queue_id,
                 header.queue_offset,
                 header.suspend_timeout_ms if self.config.long_polling_enable else self.config.short_polling_time_ms,
-                tag_filter,
+                None if message_filter.passes_everything else message_filter.matches_arrival,
             )
         ):
             found.release()
@@ -186,32 +221,109 @@ class PullProcessor:
             return None
         return response
 
-    def _subscription(
-        self, request: RemotingCommand, header: PullMessageRequestHeader
-    ) -> tuple[frozenset[int] | None, RemotingCommand | None]:
+    def _message_filter(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, *, consume_broadcast: bool
+    ) -> tuple[MessageFilter | None, RemotingCommand | None]:
+        """The pull's filter, from its own subscription (sysFlag SUBSCRIPTION: DefaultMQPullConsumer,
+        lite pull) or from what the group's heartbeats registered; else RocketMQ's refusal."""
+        sql92: Sql92Filter | None = None
+        tag_codes: frozenset[int] | None = None
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
-            if header.expression_type not in (None, "", "TAG"):
+            expression_type = header.expression_type
+            if is_tag_type(expression_type):
+                tag_codes = parse_subscription(header.subscription)
+            else:
+                try:
+                    sql92 = compile_filter(expression_type, header.subscription)
+                except FilterError as failure:
+                    log.warning("pull of %s on %s: %s", header.consumer_group, header.topic, failure)
+                    if self.config.enable_property_filter:
+                        return None, make_response(
+                            request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+                        )
+        else:
+            info = self.consumers.find(header.consumer_group)
+            if info is None:
                 return None, make_response(
                     request,
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {header.expression_type}",
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist, group: {header.consumer_group}",
                 )
-            return parse_subscription(header.subscription), None
-        info = self.consumers.find(header.consumer_group)
-        if info is None:
+            if not consume_broadcast and info.message_model == "BROADCASTING":
+                return None, make_response(
+                    request,
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{header.consumer_group}] can not consume by broadcast way",
+                )
+            subscription = info.subscriptions.get(header.topic)
+            if subscription is None:
+                return None, make_response(
+                    request,
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription not exist, topic: {header.topic}",
+                )
+            if subscription.sub_version < header.sub_version:
+                return None, make_response(
+                    request, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+                )
+            expression_type = subscription.expression_type
+            if is_tag_type(expression_type):
+                tag_codes = parse_subscription(subscription.sub_string)
+            else:
+                registered = self.consumers.filters.get(header.topic, header.consumer_group)
+                if registered is None:
+                    return None, make_response(
+                        request,
+                        ResponseCode.FILTER_DATA_NOT_EXIST,
+                        "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                    )
+                if registered.client_version < header.sub_version:
+                    return None, make_response(
+                        request, ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest"
+                    )
+                sql92 = registered.compiled
+        if not is_tag_type(expression_type) and not self.config.enable_property_filter:
             return None, make_response(
                 request,
-                ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                f"the consumer's group info not exist, group: {header.consumer_group}",
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {expression_type}",
             )
-        subscription = info.subscriptions.get(header.topic)
-        if subscription is None:
-            return None, make_response(
-                request,
-                ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                f"the consumer's subscription not exist, topic: {header.topic}",
-            )
-        return parse_subscription(subscription.sub_string), None
+        if header.topic == SCHEDULE_TOPIC:
+            tag_codes = None  # tagsCode holds delivery times there (spec gotcha 17)
+        message_filter = message_filter_for(
+            header.topic,
+            header.consumer_group,
+            tag_codes,
+            sql92,
+            self.consumers.filters,
+            filter_support_retry=self.config.filter_support_retry,
+        )
+        return message_filter, None
+
+    def _read(self, header: PullMessageRequestHeader, message_filter: MessageFilter) -> GetResult:
+        """The store's answer, its messages filtered by properties when the filter needs them. Up to
+        SQL92_SCAN_UNITS_MAX_COUNT units that all fail it are read past in one pull (RocketMQ's
+        maxFilterMessageCount); the answer is then NO_MATCHED_MESSAGE at the offset after them."""
+        tag_codes = message_filter.tag_codes
+        tag_filter = None if tag_codes is None else tag_codes.__contains__
+        offset = header.queue_offset
+        while True:
+            found = self.store.get_messages(header.topic, header.queue_id, offset, header.max_msg_nums, tag_filter)
+            if not message_filter.reads_properties:
+                return found
+            if found.status not in (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE):
+                if offset == header.queue_offset:
+                    return found
+                found.release()  # the end (or a gap) after unmatched messages: continue from there
+                return GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, found.min_offset, found.max_offset)
+            keep_matching(found, message_filter)
+            if found.messages:
+                return found
+            found.status = GetMessageStatus.NO_MATCHED_MESSAGE
+            if found.next_begin_offset - header.queue_offset >= SQL92_SCAN_UNITS_MAX_COUNT:
+                return found
+            assert found.next_begin_offset > offset, (found.next_begin_offset, offset)
+            offset = found.next_begin_offset
 
     @staticmethod
     def _code_of(status: GetMessageStatus, offset: int) -> int:

@@ -100,6 +100,8 @@ BAD_BROKER_VALUES: list[tuple[str, str]] = [
     ("shortPollingTimeMills", "-1"),
     ("flushConsumerOffsetInterval", "0"),
     ("notifyConsumerIdsChangedEnable", "no"),
+    ("enablePropertyFilter", "yes"),
+    ("filterSupportRetry", "1"),
     ("regionId", ""),
     ("traceOn", "2"),
     ("slaveReadEnable", "t"),
