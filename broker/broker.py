@@ -27,6 +27,7 @@ from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
+from shoal.broker.processors.group_admin import GroupAdminProcessors
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicatedBroker, ReplicationService
@@ -225,6 +226,17 @@ class BrokerController:
             register_all=self.register_all,
             runtime_fields=self.replication.runtime_fields,
         )
+        group_admin = GroupAdminProcessors(
+            config=self.config,
+            role=self.role,
+            topics=parts.topics,
+            groups=parts.groups,
+            offsets=parts.offsets,
+            consumers=self.consumers,
+            producers=self.producers,
+            store=parts.store,
+            next_opaque=self.namesrv_client.next_opaque,
+        )
         table: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,
@@ -255,6 +267,12 @@ class BrokerController:
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
             RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: group_admin.update_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: group_admin.delete_group,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: group_admin.producer_connections,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: group_admin.topic_consumed_by,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: group_admin.reset_offset,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: group_admin.consume_message_directly,
         }
         for code, processor in table.items():
             self.server.register(code, processor)

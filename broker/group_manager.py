@@ -2,7 +2,8 @@
 
 Wraps `shoal.store.metadata.SubscriptionGroupTable` (config/subscriptionGroup.json) with the
 broker's policies: auto-creating groups (autoCreateSubscriptionGroup, and the `CID_RMQ_SYS_`
-groups always), and which broker a consumer should pull from next. A slave's metadata sync
+groups always), admin updates and deletes (each persisted at once, as RocketMQ does), and which
+broker a consumer should pull from next. A slave's metadata sync
 replaces `table` with the master's copy; whoever holds the manager sees the new table.
 """
 
@@ -35,6 +36,21 @@ class SubscriptionGroupManager:
             self.table.put(group)
             self.table.persist()
         return group
+
+    def update(self, group: SubscriptionGroupConfig) -> SubscriptionGroupConfig | None:
+        """Create or replace the group's settings (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) and persist;
+        returns the settings replaced, if any."""
+        old = self.table.get(group.group_name)
+        self.table.put(group)
+        self.table.persist()
+        return old
+
+    def delete(self, name: str) -> SubscriptionGroupConfig | None:
+        """Remove the group's settings (DELETE_SUBSCRIPTIONGROUP), persisting only when it existed."""
+        removed = self.table.delete(name)
+        if removed is not None:
+            self.table.persist()
+        return removed
 
     def suggest_broker_id(self, group: SubscriptionGroupConfig, from_slave: bool) -> int:
         """Which broker of the group the consumer should pull from next (slaveReadEnable)."""

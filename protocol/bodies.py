@@ -448,3 +448,108 @@ class ConsumeStats(JsonBody):
             mq = MessageQueue.from_map_key(key, f"{table_path} key")
             table[mq] = OffsetWrapper.from_dict(member, f"{table_path}[{mq}]")
         return cls(offset_table=table, consume_tps=reader.number("consumeTps"))
+
+
+# --- subscription groups, connections and offset resets (AdminBrokerProcessor, Broker2Client) ---
+
+
+@dataclass(frozen=True, slots=True)
+class GroupList(JsonBody):
+    """QUERY_TOPIC_CONSUME_BY_WHO response: `{"groupList":[…]}`."""
+
+    group_list: tuple[str, ...] = ()
+
+    def to_dict(self) -> JsonObject:
+        return {"groupList": list(self.group_list)}
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        return cls(group_list=ObjectReader(value, path).texts("groupList"))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection(JsonBody):
+    """One client connection (Java's `Connection`): id, `ip:port`, language name, MQVersion ordinal."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "clientAddr": self.client_addr,
+            "clientId": self.client_id,
+            "language": self.language,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        reader = ObjectReader(value, path)
+        return cls(
+            client_id=reader.text("clientId"),
+            client_addr=reader.text("clientAddr"),
+            language=reader.text("language"),
+            version=reader.integer("version"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConnection(JsonBody):
+    """GET_PRODUCER_CONNECTION_LIST response: `{"connectionSet":[…]}`."""
+
+    connection_set: tuple[ClientConnection, ...] = ()
+
+    def to_dict(self) -> JsonObject:
+        return {"connectionSet": [item.to_dict() for item in self.connection_set]}
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        return cls(connection_set=parse_each(ObjectReader(value, path), "connectionSet", ClientConnection))
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetBody(JsonBody):
+    """RESET_CONSUMER_CLIENT_OFFSET request and INVOKE_BROKER_TO_RESET_OFFSET response body:
+    `{"offsetTable":{<MessageQueue>:offset}}`, written with fastjson object keys (Java can read no other)."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_dict(self) -> JsonObject:
+        return {"offsetTable": {mq.to_object_key(): offset for mq, offset in self.offset_table.items()}}
+
+    def to_json(self) -> bytes:
+        return dumps_fastjson(self.to_dict()).encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        reader = ObjectReader(value, path)
+        table_path = reader.at("offsetTable")
+        table: dict[MessageQueue, int] = {}
+        for key, member in reader.mapping("offsetTable").items():
+            mq = MessageQueue.from_map_key(key, f"{table_path} key")
+            table[mq] = coerce_int(member, f"{table_path}[{mq}]")
+        return cls(offset_table=table)
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetBodyForC(JsonBody):
+    """RESET_CONSUMER_CLIENT_OFFSET body for C++ clients (`isC`): `{"offsetTable":[{topic,
+    brokerName, queueId, offset}]}`, a list because the C++ client cannot read object keys."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_dict(self) -> JsonObject:
+        rows: list[JsonValue] = [{**mq.to_dict(), "offset": offset} for mq, offset in sorted(self.offset_table.items())]
+        return {"offsetTable": rows}
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        reader = ObjectReader(value, path)
+        table_path = reader.at("offsetTable")
+        table: dict[MessageQueue, int] = {}
+        for index, row in enumerate(reader.array("offsetTable")):
+            where = f"{table_path}[{index}]"
+            table[MessageQueue.from_dict(row, where)] = ObjectReader(row, where).integer("offset")
+        return cls(offset_table=table)

@@ -610,6 +610,53 @@ class GetTopicsByClusterRequestHeader(CustomHeader):
     cluster: str = field(metadata=java("cluster"))
 
 
+# --- subscription groups, connections and offset resets ---
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    """DELETE_SUBSCRIPTIONGROUP (207): `removeOffset` also forgets the group's committed offsets."""
+
+    group_name: str = field(metadata=java("groupName"))
+    remove_offset: bool = field(default=False, metadata=java("removeOffset", BOOLEAN))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetProducerConnectionListRequestHeader(CustomHeader):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    producer_group: str = field(metadata=java("producerGroup"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryTopicConsumeByWhoRequestHeader(CustomHeader):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str = field(metadata=java("topic"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetOffsetRequestHeader(CustomHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220, broker to client).
+
+    `timestamp` -1 means each queue's max offset; `isForce` false moves offsets backwards only."""
+
+    topic: str = field(metadata=java("topic"))
+    group: str = field(metadata=java("group"))
+    timestamp_ms: int = field(metadata=java("timestamp", LONG))
+    is_force: bool = field(metadata=java("isForce", BOOLEAN))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumeMessageDirectlyResultRequestHeader(CustomHeader):
+    """CONSUME_MESSAGE_DIRECTLY (309): admin -> broker -> one consumer; `msgId` is an offset message id."""
+
+    consumer_group: str = field(metadata=java("consumerGroup"))
+    client_id: str | None = field(default=None, metadata=java("clientId"))
+    msg_id: str | None = field(default=None, metadata=java("msgId"))
+    broker_name: str | None = field(default=None, metadata=java("brokerName"))
+
+
 REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
     RequestCode.SEND_REPLY_MESSAGE: SendMessageRequestHeader,
@@ -648,5 +695,11 @@ REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicRequestHeader,
     RequestCode.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
 }
 """The request header class of each request code that has one (Java's processor mapping)."""
