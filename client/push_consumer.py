@@ -57,8 +57,12 @@ from shoal.protocol import (
     HeartbeatData,
     MessageModel,
     MessageQueue,
+    ProtocolError,
+    RemotingCommand,
     RequestCode,
 )
+from shoal.protocol.bodies import ResetOffsetBody
+from shoal.protocol.headers import ResetOffsetRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +196,7 @@ class _RunningParts:
         self.instance.heartbeat_data = self.heartbeat_data
         self.instance.topics_in_use = lambda: list(consumer.subscriptions())
         self.instance.on_consumer_ids_changed = self._on_consumer_ids_changed
+        self.instance.processors[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._reset_offsets
         self.offset_store = self._make_offset_store()
         self.rebalancer = Rebalancer(
             consumer.group,
@@ -333,6 +338,30 @@ class _RunningParts:
         self.suggested_broker.pop(mq, None)
         if self.rebalancer.needs_locks and await self.rebalancer.wait_unlocked_consumption(process_queue, 1.0):
             await self.rebalancer.unlock([mq])
+
+    async def _reset_offsets(self, request: RemotingCommand) -> RemotingCommand | None:
+        """RESET_CONSUMER_CLIENT_OFFSET (a broker relays an admin's resetOffsetByTime): each listed
+        queue this consumer holds is dropped (nothing consumed from it commits any more), its
+        offset set, persisted and forgotten; the rebalance that follows takes it again from there.
+        Java sleeps 10 s before applying; dropping the queue first makes that wait unnecessary."""
+        try:
+            header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+            table = ResetOffsetBody.from_json(request.body).offset_table if request.body else {}
+        except ProtocolError as error:
+            log.warning("ignoring a malformed RESET_CONSUMER_CLIENT_OFFSET: %s", error)
+            return None
+        if header.group != self.consumer.group:
+            return None
+        for mq, offset in table.items():
+            process_queue = self.rebalancer.table.pop(mq, None) if mq.topic == header.topic else None
+            if process_queue is None:
+                continue
+            process_queue.drop()
+            self.offset_store.update(mq, offset, increase_only=False)
+            await self._on_removed(process_queue)
+            log.info("group %s: offset of %s reset to %d", self.consumer.group, mq, offset)
+        self.services[0].wakeup()
+        return None
 
     # --- pulling ---
 
