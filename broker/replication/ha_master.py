@@ -141,10 +141,18 @@ class HAServer:
         self.new_data.notify()
 
     # --- state read by the waiter, metrics and admin ---
-    def slave_ok(self, master_offset: int) -> bool:
-        """RocketMQ's isSlaveOK: a reported slave less than haSlaveFallbehindMax behind `master_offset`."""
+    def slave_ok(self, master_offset: int, acked_offset: int) -> bool:
+        """RocketMQ's isSlaveOK: a slave connected and less than haSlaveFallbehindMax behind `master_offset`.
+
+        A reported slave is judged by its own ack. One connected but silent yet counts too, judged by
+        `acked_offset` (the best ack of this term, RocketMQ's push2SlaveMaxOffset): RocketMQ's
+        HAClient first reports haSendHeartbeatInterval (5 s) after it connects, and a RocketMQ
+        master waits for such a slave (connectionCount > 0) instead of answering SLAVE_NOT_AVAILABLE."""
         fallbehind = self.settings.slave_fallbehind_max_bytes
-        return any(link.reported and master_offset - link.ack_offset < fallbehind for link in self.links.values())
+        return any(
+            master_offset - (link.ack_offset if link.reported else acked_offset) < fallbehind
+            for link in self.links.values()
+        )
 
     @property
     def connected_count(self) -> int:

@@ -213,7 +213,8 @@ class ReplicationService:
         )
 
     def _slave_ok(self, offset: int) -> bool:
-        return self.server is not None and self.server.slave_ok(offset)
+        acked = self.waiter.acked_offset if self.waiter is not None else 0
+        return self.server is not None and self.server.slave_ok(offset, acked)
 
     def _on_dispatch(self, _request: DispatchRequest) -> None:
         server = self.server

@@ -23,7 +23,11 @@ Ports: 4.9.7's BrokerStartup forces haListenPort = listenPort + 1 and opens the 
 listenPort - 2, so `free_broker_port` finds a port with both neighbours free. Paths: storePathCommitLog
 does not follow storePathRootDir in MessageStoreConfig (its default is ~/store/commitlog), so both are set.
 
-Used by tests/interop/java/test_store_exchange.py; loaded by file path (pytest's importlib mode).
+Replication: `settings` take brokerId, brokerRole (SYNC_MASTER, SLAVE); brokerIP2 is 127.0.0.1, the host of
+the haServerAddr a master registers (BrokerConfig's default is a LAN address).
+
+Used by tests/interop/java/test_store_exchange.py and test_replication_exchange.py; loaded by file path
+(pytest's importlib mode).
 """
 
 from __future__ import annotations
@@ -244,6 +248,7 @@ class RocketMQBroker(JavaServer):
             "brokerName": "broker-a",
             "brokerId": "0",
             "brokerIP1": "127.0.0.1",
+            "brokerIP2": "127.0.0.1",  # the HA address a master registers (haServerAddr); default: a LAN address
             "listenPort": str(self.port),
             "namesrvAddr": self.namesrv_addr,
             "storePathRootDir": str(self.store_dir),
