@@ -28,6 +28,7 @@ from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.group_admin import GroupAdminProcessors
+from shoal.broker.processors.reply import ReplyProcessor
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicatedBroker, ReplicationService
@@ -202,6 +203,16 @@ class BrokerController:
             on_append=parts.dispatch.schedule,
             wait_replicated=self.replication.wait_replicated,
         )
+        reply = ReplyProcessor(
+            config=self.config,
+            role=self.role,
+            topics=parts.topics,
+            store=parts.store,
+            producers=self.producers,
+            store_address=lambda: self.advertised_address,
+            on_append=parts.dispatch.schedule,
+            next_opaque=self.namesrv_client.next_opaque,
+        )
         consumer = ConsumerProcessors(
             config=self.config,
             topics=parts.topics,
@@ -241,6 +252,8 @@ class BrokerController:
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,
             RequestCode.SEND_BATCH_MESSAGE: send,
+            RequestCode.SEND_REPLY_MESSAGE: reply,
+            RequestCode.SEND_REPLY_MESSAGE_V2: reply,
             RequestCode.PULL_MESSAGE: parts.pull,
             RequestCode.HEART_BEAT: consumer.heartbeat,
             RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,

@@ -350,6 +350,17 @@ class BrokerConfig:
         default=15, metadata={"java": "transactionCheckMax", "allowed": between(0, limits.TRANSACTION_CHECK_MAX_COUNT)}
     )
     """Checks per half message; then it goes to TRANS_CHECK_MAX_TIME_TOPIC (rolled back). 15 as RocketMQ."""
+    store_reply_message_enable: bool = field(
+        default=True, metadata={"java": "storeReplyMessageEnable", "allowed": BOOLEAN}
+    )
+    """Request-reply: also store each reply in its `<cluster>_REPLY_TOPIC` after pushing it to the
+    requester (RocketMQ's default)."""
+    trace_topic_enable: bool = field(default=False, metadata={"java": "traceTopicEnable", "allowed": BOOLEAN})
+    """Create the message-trace topic (`msgTraceTopicName`, 1 queue) at start, as RocketMQ does;
+    off, traced clients' records land in a topic auto-created through TBW102."""
+    msg_trace_topic_name: str = field(
+        default="RMQ_SYS_TRACE_TOPIC", metadata={"java": "msgTraceTopicName", "allowed": NAME}
+    )
     reject_transaction_message: bool = field(
         default=False, metadata={"java": "rejectTransactionMessage", "allowed": BOOLEAN}
     )

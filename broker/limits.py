@@ -13,6 +13,7 @@ CLIENTS_PER_GROUP_MAX_COUNT = 10_000
 LOCK_MAX_LIVE_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
 QUERY_MESSAGES_MAX_COUNT = 64  # maxMsgsNumBatch
 BROKER_REGISTER_TIMEOUT_S = 6.0  # registerBrokerTimeoutMills
+REPLY_PUSH_TIMEOUT_S = 10.0  # Broker2Client.callClient: how long a reply's push to its requester may take
 SEND_RESPONSE_TIMEOUT_S = 10.0  # max(syncFlushTimeout, slaveTimeout) + 5 s
 BORN_HOSTS_CACHED_MAX_COUNT = 100_000  # encoded client addresses the send processor keeps (cleared beyond)
 LISTEN_BACKLOG_MAX_COUNT = 1024  # connections the kernel queues before the broker accepts them

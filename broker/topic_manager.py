@@ -62,6 +62,8 @@ class TopicManager:
             TopicConfig(TIMER_TOPIC, 1, 1, PERM_READ | PERM_WRITE),
             TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1, PERM_READ | PERM_WRITE),
         ]
+        if c.trace_topic_enable:  # TopicConfigManager: one queue, created only when switched on
+            builtins.append(TopicConfig(c.msg_trace_topic_name, 1, 1, PERM_READ | PERM_WRITE))
         if c.auto_create_topic_enable:
             builtins.append(
                 TopicConfig(

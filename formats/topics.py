@@ -84,5 +84,7 @@ def dlq_topic(group: str) -> str:
 def is_system_topic(topic: str) -> bool:
     """`TopicValidator.isSystemTopic` (and the benchmark topic)."""
     return (
-        topic in NOT_ALLOWED_SEND_TOPICS or topic in (TBW102, BENCHMARK_TOPIC) or topic.startswith(SYSTEM_TOPIC_PREFIX)
+        topic in NOT_ALLOWED_SEND_TOPICS
+        or topic in (TBW102, BENCHMARK_TOPIC, TRACE_TOPIC)
+        or topic.startswith(SYSTEM_TOPIC_PREFIX)
     )

@@ -227,6 +227,27 @@ class SendMessageResponseHeader(CustomHeader):
     trace_on: bool | None = field(default=None, metadata=java("TRACE_ON", BOOLEAN))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyMessageRequestHeader(CustomHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326): the broker hands a request-reply answer to the requester."""
+
+    producer_group: str = field(metadata=java("producerGroup"))
+    topic: str = field(metadata=java("topic"))
+    default_topic: str = field(metadata=java("defaultTopic"))
+    default_topic_queue_nums: int = field(metadata=java("defaultTopicQueueNums", INT))
+    queue_id: int = field(metadata=java("queueId", INT))
+    sys_flag: int = field(metadata=java("sysFlag", INT))
+    born_timestamp_ms: int = field(metadata=java("bornTimestamp", LONG))
+    flag: int = field(metadata=java("flag", INT))
+    properties: str | None = field(default=None, metadata=java("properties"))
+    reconsume_times: int | None = field(default=None, metadata=java("reconsumeTimes", INT))
+    unit_mode: bool = field(default=False, metadata=java("unitMode", BOOLEAN))
+    born_host: str = field(metadata=java("bornHost"))
+    """ip:port of the responder's connection."""
+    store_host: str = field(metadata=java("storeHost"))
+    store_timestamp_ms: int = field(metadata=java("storeTimestamp", LONG))
+
+
 # --- pull and offsets ---
 
 
@@ -663,6 +684,7 @@ REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
     RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
     RequestCode.SEND_REPLY_MESSAGE_V2: SendMessageRequestHeaderV2,
+    RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader,
     RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
     RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,

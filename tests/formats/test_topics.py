@@ -109,6 +109,7 @@ def test_retry_and_dlq_topics_prefix_the_group() -> None:
         "BenchmarkTest",
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",

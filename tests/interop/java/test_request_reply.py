@@ -1,0 +1,110 @@
+"""Request-reply (RocketMQ 4.6+) with RocketMQ 4.9.7's Java client against Shoal: the broker pushes
+each reply to its requester (PUSH_REPLY_MESSAGE_TO_CLIENT) and stores it in the reply topic."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from shoal.protocol import RequestCode, ResponseCode
+from shoal.protocol.headers import GetMaxOffsetRequestHeader
+from shoal.remoting import RemotingClient
+
+WAIT_S = 60.0
+REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
+
+
+def reply_topic_max_offset(broker_addr: str) -> int:
+    """How many replies the broker stored (its reply topic has one queue)."""
+
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            header = GetMaxOffsetRequestHeader(topic=REPLY_TOPIC, queue_id=0).to_ext_fields()
+            response = await client.invoke(broker_addr, RequestCode.GET_MAX_OFFSET, header)
+            assert response.code == ResponseCode.SUCCESS, response.remark
+            return int(response.ext_fields["offset"])
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def start_responder(java: Any, shoal: Any, topic: str, group: str, **extra: object) -> Any:
+    responder = java.spawn(
+        "RequestReply",
+        {"namesrv": shoal.namesrv_addr, "topic": topic, "role": "responder", "group": group, **extra},
+    )
+    responder.wait_for(lambda r: r.of("allocated"), WAIT_S, "the responder's queues")
+    return responder
+
+
+def test_sync_and_async_requests_get_the_responders_reply(java: Any, shoal: Any, unique: Any) -> None:
+    """Goal: `request(msg, timeout)` and `request(msg, callback, timeout)` return the reply a push
+    consumer sent with MessageUtil.createReplyMessage, its CORRELATION_ID the request's, and each
+    reply is also stored (storeReplyMessageEnable). Method: a responder process; sync then async
+    requesters; the reply topic's max offset before and after."""
+    topic = unique("Request")
+    responder = start_responder(java, shoal, topic, unique("responder"))
+    stored_before = reply_topic_max_offset(shoal.broker_addr)
+    for mode in ("sync", "async"):
+        result = java.run(
+            "RequestReply",
+            {"namesrv": shoal.namesrv_addr, "topic": topic, "role": "requester", "mode": mode, "count": 3},
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert not result.of("requestFailed"), result.of("requestFailed")
+        replies = result.of("reply")
+        assert len(replies) == 3, result.events
+        for reply in replies:
+            assert reply["correlationId"] and reply["correlationId"] == reply["requestCorrelationId"]
+            assert reply["topic"] == REPLY_TOPIC and reply["msgType"] == "reply"
+        assert sorted(r["body"] for r in replies) == [f"reply:request-{i}" for i in range(3)]
+    replied = responder.of("replied")
+    assert len(replied) == 6 and {r["status"] for r in replied} == {"SEND_OK"}
+    assert reply_topic_max_offset(shoal.broker_addr) == stored_before + 6
+    assert responder.stop() == 0
+
+
+def test_request_without_responder_times_out_with_request_timeout_exception(java: Any, shoal: Any, unique: Any) -> None:
+    """Goal: nobody answers: the requester gets RocketMQ's RequestTimeoutException (code 10006)
+    after its timeout, with the words of the path that noticed. Method: a sync and an async request
+    to a topic nobody consumes."""
+    topic = unique("Unanswered")
+    for mode in ("sync", "async"):
+        result = java.run(
+            "RequestReply",
+            {"namesrv": shoal.namesrv_addr, "topic": topic, "role": "requester", "mode": mode, "timeoutMs": 2000},
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        (failure,) = result.of("requestFailed")
+        assert failure["type"] == "org.apache.rocketmq.client.exception.RequestTimeoutException"
+        assert failure["errorCode"] == 10006
+        expected = {  # DefaultMQProducerImpl.waitResponse; RequestFutureHolder's scan of expired requests
+            "sync": f"send request message to <{topic}> OK, but wait reply message timeout, 2000 ms.",
+            "async": "request timeout, no reply message.",
+        }
+        assert expected[mode] in failure["message"], mode
+        assert not result.of("reply")
+
+
+def test_reply_to_a_requester_that_is_gone_is_refused_but_stored(java: Any, shoal: Any, unique: Any) -> None:
+    """Goal: a reply whose requester has exited is answered as RocketMQ answers it: SYSTEM_ERROR (1)
+    "push reply message fail, channel of <clientId> not found.", and still stored. Method: the
+    responder waits 5 s before replying; the requester times out after 2 s and exits first."""
+    topic = unique("Late")
+    responder = start_responder(java, shoal, topic, unique("late_responder"), delayMs=5000)
+    stored_before = reply_topic_max_offset(shoal.broker_addr)
+    result = java.run(
+        "RequestReply", {"namesrv": shoal.namesrv_addr, "topic": topic, "role": "requester", "timeoutMs": 2000}
+    )
+    assert [f["errorCode"] for f in result.of("requestFailed")] == [10006]
+    client_id = result.of("started")[0]["clientId"]
+    responder.wait_for(lambda r: r.of("replyFailed"), WAIT_S, "the late reply")
+    (failure,) = responder.of("replyFailed")
+    assert failure["causeType"] == "org.apache.rocketmq.client.exception.MQBrokerException"  # in MQClientException
+    assert failure["responseCode"] == 1
+    assert failure["errorMessage"] == f"push reply message fail, channel of <{client_id}> not found."
+    assert responder.of("request")[0]["replyTo"] == client_id
+    assert reply_topic_max_offset(shoal.broker_addr) == stored_before + 1
+    assert responder.stop() == 0
