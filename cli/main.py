@@ -11,6 +11,7 @@ from shoal.cli.demo import demo, demo_writer
 from shoal.cli.server_commands import broker, local, namesrv
 from shoal.cli.spark_commands import spark_group
 from shoal.cli.store_commands import store_group
+from shoal.cli.trace_commands import trace
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,6 +52,7 @@ cli.add_command(local)
 cli.add_command(admin)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(trace)
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ Stdlib only, and nothing of Shoal: every other part may import it. Each layout i
     consumer_offsets    config/consumerOffset.json's table
     json_compat         one tolerant (fastjson) JSON parser and writer
     topics              system topics, %RETRY% / %DLQ%, name validity (TopicValidator)
+    trace               message trace records (TraceDataEncoder's Pub / SubBefore / SubAfter / EndTransaction)
     limits, errors      the bounds the formats set; ValueErrors callers translate at their boundary
 """
 
@@ -25,12 +26,14 @@ from shoal.formats.errors import (
     MessageIdError,
     PropertiesError,
     PropertiesTooLargeError,
+    TraceDataError,
 )
 from shoal.formats.json_compat import ObjectKey, dumps, dumps_fastjson, loads, parse_fastjson
 from shoal.formats.message_id import create_uniq_id, decode_offset_msg_id, offset_msg_id
 from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import RecordCheck, RecordHeader, RecordKind, body_crc, check_record, decode_header
 from shoal.formats.topics import dlq_topic, retry_topic, validate_group_name, validate_topic_name
+from shoal.formats.trace import TraceRecord, TraceType, decode_trace_data
 
 __all__ = [
     "BatchBodyError",
@@ -44,6 +47,9 @@ __all__ = [
     "RecordCheck",
     "RecordHeader",
     "RecordKind",
+    "TraceDataError",
+    "TraceRecord",
+    "TraceType",
     "body_crc",
     "check_record",
     "create_uniq_id",
@@ -51,6 +57,7 @@ __all__ = [
     "decode_header",
     "decode_offset_msg_id",
     "decode_properties",
+    "decode_trace_data",
     "dlq_topic",
     "dumps",
     "dumps_fastjson",

@@ -9,6 +9,7 @@ InvalidMessageError).
           +-- MessageIdError         not a 32/56 hex character message id
           +-- BatchBodyError         a SEND_BATCH_MESSAGE body whose blocks do not add up
           +-- JsonSyntaxError        not JSON, not even as fastjson writes it (line, column)
+          +-- TraceDataError         a message trace record that TraceDataEncoder could not have written
 """
 
 from __future__ import annotations
@@ -50,3 +51,7 @@ class JsonSyntaxError(FormatError):
         self.line = line
         self.column = column
         self.expected = expected
+
+
+class TraceDataError(FormatError):
+    """A trace record of a known type with too few fields, or a number field that is not a number."""

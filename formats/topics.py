@@ -82,7 +82,9 @@ def dlq_topic(group: str) -> str:
 
 
 def is_system_topic(topic: str) -> bool:
-    """`TopicValidator.isSystemTopic` (and the benchmark topic)."""
+    """`TopicValidator.isSystemTopic`: its fixed set (the broker's own topics, TBW102, the benchmark
+    and trace topics) and the rmq_sys_ prefix. RocketMQ also adds, at run time, a broker's
+    `<cluster>_REPLY_TOPIC` and a custom `msgTraceTopicName`; a name alone cannot tell those."""
     return (
         topic in NOT_ALLOWED_SEND_TOPICS
         or topic in (TBW102, BENCHMARK_TOPIC, TRACE_TOPIC)
