@@ -1,0 +1,102 @@
+"""Fixtures for tests against a real Kubernetes control plane (control_plane.py), started once per session.
+
+This folder is to the CRDs, the chart and the operator what tests/interop/java is to the broker: the
+same artefacts as the unit tests (tests/operator with KMock, tests/charts offline) met by the real
+counterpart, here kube-apiserver with RBAC and admission, the controllers, the scheduler and KWOK.
+The binaries come from tools/get_k8s.py (`make test` builds them first; the fixture builds them if
+`go` is there). kubectl and helm are the ones tools/get_helm.py puts in .venv/bin.
+Without a way to get them, these tests skip with the reason, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.kube.control_plane import ControlPlane
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO_ROOT / "crds"
+ESTABLISH_TIMEOUT_S = 60
+
+
+def _load_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("shoal_tools_get_k8s", REPO_ROOT / "tools" / "get_k8s.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _root_conftest() -> ModuleType:
+    """tests/conftest.py as pytest loaded it (free_port keeps its handed-out set there)."""
+    path = (REPO_ROOT / "tests" / "conftest.py").resolve()
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+            return module
+    raise AssertionError(f"{path} is not loaded")
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI=true: the tests against a real API server must run)")
+    pytest.skip(reason)
+
+
+def venv_tool(name: str) -> Path | None:
+    """`name` next to this interpreter (.venv/bin), else in the repo's .venv/bin, else on PATH."""
+    for candidate in (Path(sys.executable).parent / name, REPO_ROOT / ".venv" / "bin" / name):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+@pytest.fixture(scope="session")
+def k8s_bin() -> Path:
+    """The folder of kube-apiserver, etcd, kwok & co. (built by tools/get_k8s.py on first use)."""
+    get_k8s = _load_tool()
+    if get_k8s.cached_bin() is None and shutil.which("go") is None:
+        _unavailable("go is not on PATH and the control plane is not built (python3 tools/get_k8s.py)")
+    try:
+        bin_dir: Path = get_k8s.ensure_binaries()
+    except get_k8s.GetK8sError as error:
+        _unavailable(f"tools/get_k8s.py failed: {error}")
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def control_plane(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK with two Ready nodes."""
+    if shutil.which("openssl") is None:
+        _unavailable("openssl is not on PATH (it makes the control plane's certificates)")
+    kubectl = venv_tool("kubectl")
+    if kubectl is None:
+        _unavailable("kubectl is not in .venv/bin nor on PATH (python3 tools/get_helm.py)")
+    assert kubectl is not None
+    plane = ControlPlane(
+        bin_dir=k8s_bin,
+        work_dir=tmp_path_factory.mktemp("kube"),
+        kubectl_binary=kubectl,
+        free_port=_root_conftest().free_port,
+    )
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def shoal_crds(control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with crds/ applied and Established (as `kubectl apply -f crds/` does it)."""
+    control_plane.kubectl("apply", "-f", str(CRD_DIR))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", f"--timeout={ESTABLISH_TIMEOUT_S}s")
+    return control_plane
