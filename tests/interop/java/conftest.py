@@ -279,8 +279,8 @@ def java(java_classes: Path, rocketmq_lib: Path, tmp_path: Path) -> Iterator[Jav
     runner.stop_all()
 
 
-def start_shoal(root: Path, flush_disk_type: str) -> Any:
-    """A shoal NameServer + Broker (tests/conftest.py's Cluster) in `root`."""
+def start_shoal(root: Path, flush_disk_type: str, extra_conf: dict[str, str] | None = None) -> Any:
+    """A shoal NameServer + Broker (tests/conftest.py's Cluster) in `root`; `extra_conf` adds or overrides keys."""
     root_conftest = _root_conftest()
     free_port = root_conftest.free_port
     running = root_conftest.Cluster(root, free_port(), root_conftest.free_broker_port(), free_port())
@@ -291,6 +291,8 @@ def start_shoal(root: Path, flush_disk_type: str) -> Any:
         # transaction check-back within seconds, not a minute (RocketMQ's defaults: 6 s and 60 s)
         "transactionTimeOut": "1000",
         "transactionCheckInterval": "1000",
+        "enablePropertyFilter": "true",  # SQL92 subscriptions (test_filter.py); RocketMQ's default is false
+        **(extra_conf or {}),
     }
     try:
         running.start_broker(conf=conf)
@@ -307,6 +309,21 @@ def shoal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     running = start_shoal(tmp_path_factory.mktemp(f"shoal-{flush_disk_type.lower()}"), flush_disk_type)
     yield running
     running.stop_all()
+
+
+@pytest.fixture(scope="module")
+def shoal_with(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[dict[str, str]], Any]]:
+    """Start more ASYNC_FLUSH clusters with broker.conf keys added or overridden; all stopped after the module."""
+    started: list[Any] = []
+
+    def start(extra_conf: dict[str, str]) -> Any:
+        running = start_shoal(tmp_path_factory.mktemp("shoal-with"), "ASYNC_FLUSH", extra_conf)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop_all()
 
 
 @pytest.fixture(scope="module")
