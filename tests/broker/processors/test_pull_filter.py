@@ -5,6 +5,7 @@ with RocketMQ 4.9.7's response codes and remarks."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import decode_header
-from shoal.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
+from shoal.protocol import MessageModel, PullSysFlag, RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData, SubscriptionData
 from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from shoal.remoting import RemotingClient
@@ -323,3 +324,27 @@ def test_filter_support_retry_filters_retry_messages_by_the_original_topic(  # t
         return [p["a"] for p in delivered]
 
     assert _run(running.broker_addr, scenario) == expected
+
+
+def test_a_broadcasting_group_without_consume_broadcast_enable_is_refused_on_pull(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Goal: as RocketMQ, a pull of a BROADCASTING group whose subscription group has
+    consumeBroadcastEnable=false gets NO_PERMISSION. Method: create the group, heartbeat, pull."""
+
+    async def scenario(wire: Wire) -> RemotingCommand:
+        await wire.send({"a": "1"})
+        config = json.dumps({"groupName": GROUP, "consumeBroadcastEnable": False}).encode()
+        created = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config)
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        subscription = SubscriptionData(topic=TOPIC, sub_string="*", sub_version=100)
+        consumer = ConsumerData(GROUP, message_model=MessageModel.BROADCASTING, subscription_data_set=(subscription,))
+        beat = await wire.call(
+            RequestCode.HEART_BEAT, body=HeartbeatData("127.0.0.1@filter", (), (consumer,)).to_json()
+        )
+        assert beat.code == ResponseCode.SUCCESS, beat.remark
+        return await wire.pull(0, sub_version=100)
+
+    answer = _run(cluster.broker_addr, scenario)
+    assert (answer.code, answer.remark) == (
+        ResponseCode.NO_PERMISSION,
+        f"the consumer group[{GROUP}] can not consume by broadcast way",
+    )
