@@ -114,7 +114,7 @@ def produce(java: Any, shoal: Any, topic: str, count: int) -> list[dict[str, Any
     )
     assert not result.of("error"), result.events
     sent = result.of("sent")
-    assert len(sent) == count
+    assert len(sent) == count, (result.events, result.stderr[-2000:])
     return sent
 
 
