@@ -13,18 +13,22 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.kube.control_plane import ControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
 ESTABLISH_TIMEOUT_S = 60
+HELM_COMMAND_TIMEOUT_S = 240
 
 
 def _load_tool() -> ModuleType:
@@ -100,3 +104,50 @@ def shoal_crds(control_plane: ControlPlane) -> ControlPlane:
     control_plane.kubectl("apply", "-f", str(CRD_DIR))
     control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", f"--timeout={ESTABLISH_TIMEOUT_S}s")
     return control_plane
+
+
+class Helm:
+    """The helm binary with its homes in a temporary folder, acting in one namespace as the cluster's admin."""
+
+    def __init__(self, binary: Path, home: Path, kubeconfig: Path, namespace: str) -> None:
+        self.binary = binary
+        self.namespace = namespace
+        self.env = {
+            **os.environ,
+            "HOME": str(home),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+            "KUBECONFIG": str(kubeconfig),
+        }
+
+    @classmethod
+    def for_cluster(cls, plane: ControlPlane, home: Path, namespace: str) -> Helm:
+        binary = venv_tool("helm")
+        if binary is None:
+            pytest.fail("helm not found in .venv/bin nor on PATH: run `python3 tools/get_helm.py`")
+        assert binary is not None
+        return cls(binary, home, plane.kubeconfig, namespace)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.binary), *args, "--namespace", self.namespace],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=HELM_COMMAND_TIMEOUT_S,
+            check=False,
+            cwd=REPO_ROOT,
+        )
+
+    def __call__(self, *args: str) -> str:
+        result = self.run(*args)
+        assert result.returncode == 0, f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+        return result.stdout
+
+    def manifest(self, release: str) -> list[dict[str, Any]]:
+        return [doc for doc in yaml.safe_load_all(self("get", "manifest", release)) if doc]
+
+    def uninstall_quietly(self, release: str) -> None:
+        """Teardown: remove the release if a test left it installed."""
+        self.run("uninstall", release, "--ignore-not-found", "--wait")

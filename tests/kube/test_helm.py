@@ -5,16 +5,13 @@ release (install, upgrade, uninstall); KWOK plays the operator's pod, so `--wait
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.kube.conftest import venv_tool
+from tests.kube.conftest import Helm
 from tests.kube.control_plane import ControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,55 +19,16 @@ CHART = REPO_ROOT / "charts" / "shoal"
 RELEASE = "shoal"
 NAMESPACE = "shoal-system"
 HELM_TIMEOUT_S = 180
+"""Each step is a few seconds here; --wait gives up after this."""
 CRD_NAMES = ("brokers.shoal.io", "topics.shoal.io", "storeanalyses.shoal.io")
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "StorageClass", "CustomResourceDefinition"}
 
 
-class Helm:
-    """The helm binary with its homes in a temporary folder, talking to the test cluster as its admin."""
-
-    def __init__(self, binary: Path, home: Path, kubeconfig: Path) -> None:
-        self.binary = binary
-        self.env = {
-            **os.environ,
-            "HOME": str(home),
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
-
-    def __call__(self, *args: str) -> str:
-        result = subprocess.run(
-            [str(self.binary), *args, "--namespace", NAMESPACE],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=HELM_TIMEOUT_S + 30,
-            check=False,
-            cwd=REPO_ROOT,
-        )
-        assert result.returncode == 0, f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
-        return result.stdout
-
-    def manifest(self) -> list[dict[str, Any]]:
-        return [doc for doc in yaml.safe_load_all(self("get", "manifest", RELEASE)) if doc]
-
-
 @pytest.fixture(scope="module")
 def helm(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
-    binary = venv_tool("helm")
-    if binary is None:
-        pytest.fail("helm not found in .venv/bin nor on PATH: run `python3 tools/get_helm.py`")
-    helm = Helm(binary, tmp_path_factory.mktemp("helm-home"), control_plane.kubeconfig)
+    helm = Helm.for_cluster(control_plane, tmp_path_factory.mktemp("helm-home"), NAMESPACE)
     yield helm
-    subprocess.run(
-        [str(binary), "uninstall", RELEASE, "--namespace", NAMESPACE, "--ignore-not-found", "--wait"],
-        env=helm.env,
-        capture_output=True,
-        timeout=HELM_TIMEOUT_S,
-        check=False,
-    )
+    helm.uninstall_quietly(RELEASE)
 
 
 def contained(rendered: Any, live: Any, path: str = "") -> list[str]:
@@ -123,7 +81,7 @@ def test_install_creates_what_helm_renders(control_plane: ControlPlane, helm: He
     """`helm install --wait` succeeds; every rendered object is on the server as rendered, the CRDs are
     Established, and the operator pod is scheduled onto a KWOK node and Ready with the chart's account."""
     helm("install", RELEASE, str(CHART), "--create-namespace", "--wait", f"--timeout={HELM_TIMEOUT_S}s")
-    manifest = helm.manifest()
+    manifest = helm.manifest(RELEASE)
     assert {obj["kind"] for obj in manifest} == {
         "ServiceAccount", "StorageClass", "ClusterRole", "ClusterRoleBinding", "Deployment"
     }  # fmt: skip
@@ -143,7 +101,7 @@ def test_upgrade_applies_changed_values(control_plane: ControlPlane, helm: Helm)
         "upgrade", RELEASE, str(CHART), "--wait", f"--timeout={HELM_TIMEOUT_S}s",
         "--set", "logLevel=debug", "--set", "watchNamespaces={team-a,team-b}", "--set", "storageClass.create=false",
     )  # fmt: skip
-    manifest = helm.manifest()
+    manifest = helm.manifest(RELEASE)
     assert "StorageClass" not in {obj["kind"] for obj in manifest}
     _check_live_as_rendered(control_plane, manifest)
     assert _live(control_plane, {"kind": "StorageClass", "metadata": {"name": "shoal-hostpath"}}) is None
@@ -158,7 +116,7 @@ def test_upgrade_applies_changed_values(control_plane: ControlPlane, helm: Helm)
 
 def test_uninstall_removes_the_release_but_keeps_the_crds(control_plane: ControlPlane, helm: Helm) -> None:
     """`helm uninstall --wait` deletes every object of the release; the CRDs (chart crds/) stay, as helm documents."""
-    manifest = helm.manifest()
+    manifest = helm.manifest(RELEASE)
     helm("uninstall", RELEASE, "--wait", f"--timeout={HELM_TIMEOUT_S}s")
     for obj in manifest:
         assert _live(control_plane, obj) is None, f"{obj['kind']}/{obj['metadata']['name']} survived uninstall"
