@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -322,10 +323,10 @@ def verify_store(store_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def spark_jobs() -> Iterator[None]:
     """`shoal spark run` in this process (local mode): it reuses a session tests/spark started, else
-    starts one (about 7 s) and stops it after the test."""
+    starts one (about 7 s) on its first job and stops it after this module."""
     already = SparkSession.getActiveSession()
     yield
     started = SparkSession.getActiveSession()
@@ -409,7 +410,8 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     config = store_dir / "config"
     assert (store_dir / "abort").is_file() == (stop == "sigkill")
     assert GROUP in (config / "consumerOffset.json").read_text()
-    assert_spark_sees_what_java_read(store_dir, tmp_path / "spark", before)
+    # Spark reads the CommitLog as RocketMQ left it, after the checks that must run while the delay is still due
+    rocketmq_commitlog = shutil.copytree(store_dir / "commitlog", tmp_path / "rocketmq-commitlog" / "commitlog")
     verified = verify_store(store_dir)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     shoal = brokers.shoal({**STORE_SETTINGS, **QUICK_CHECKS, "storePathRootDir": str(store_dir)})
@@ -434,3 +436,4 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     verified = verify_store(store_dir)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     json.loads((config / "topics.json").read_text())
+    assert_spark_sees_what_java_read(rocketmq_commitlog.parent, tmp_path / "spark", before)
