@@ -21,11 +21,13 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from shoal.broker import limits
+from shoal.broker.broker_stats import BrokerStats
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
 from shoal.broker.config import BrokerSettings
 from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
+from shoal.broker.processors.broker_admin import BrokerAdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.group_admin import GroupAdminProcessors
 from shoal.broker.processors.reply import ReplyProcessor
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 SCAN_CHANNELS_INTERVAL_S = 10.0
 REGISTER_DEBOUNCE_S = 0.05  # topic changes in a burst (auto-creation) cause one registration
 REGISTER_RETRY_S = 2.0  # while some NameServer has not accepted us yet
+STATS_TICK_INTERVAL_S = 1.0  # RocketMQ samples its TPS figures once a second
 
 
 def _now_ms() -> int:
@@ -62,6 +65,8 @@ class BrokerController:
         self.settings = settings
         self.config = settings.broker
         self.metrics = BrokerMetrics()
+        self.stats = BrokerStats(self.metrics, self.config.broker_cluster_name)
+        """mqadmin's views of the metrics (TPS, statsAll windows, daily totals), sampled every second."""
         self.registry = CollectorRegistry()
         self.server = RemotingServer(
             "broker",
@@ -177,6 +182,7 @@ class BrokerController:
             loop.create_task(self._registration_loop(first_delay=True)),
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
+            loop.create_task(self._every(STATS_TICK_INTERVAL_S, self.stats.tick, now=True)),
         ]
         log.info(  # self.role, not broker.conf's: fencing at start may have made this broker a slave
             "broker %s[%d] of %s serving on port %d (%s, %s; VIP channel: %s)",
@@ -232,10 +238,15 @@ class BrokerController:
             groups=parts.groups,
             offsets=parts.offsets,
             store=parts.store,
-            metrics=self.metrics,
-            boot_timestamp_ms=self.boot_timestamp_ms,
             register_all=self.register_all,
-            runtime_fields=self.replication.runtime_fields,
+        )
+        broker_admin = BrokerAdminProcessors(
+            settings=self.settings,
+            store=parts.store,
+            stats=self.stats,
+            extra_runtime=lambda: {"brokerRole": self.role.role.value, **self.replication.runtime_fields()},
+            schedule_offsets=lambda: dict(parts.schedule.offsets),
+            broker_permission_changed=self._broker_permission_changed,
         )
         group_admin = GroupAdminProcessors(
             config=self.config,
@@ -279,7 +290,11 @@ class BrokerController:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_subscription_groups,
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
             RequestCode.GET_CONSUME_STATS: admin.consume_stats,
-            RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+            RequestCode.GET_BROKER_RUNTIME_INFO: broker_admin.runtime_info,
+            RequestCode.GET_BROKER_CONFIG: broker_admin.broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: broker_admin.update_broker_config,
+            RequestCode.VIEW_BROKER_STATS_DATA: broker_admin.view_stats,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: broker_admin.clean_expired_consume_queues,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: group_admin.update_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: group_admin.delete_group,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: group_admin.producer_connections,
@@ -329,6 +344,15 @@ class BrokerController:
     @property
     def is_master(self) -> bool:
         return self.role.is_master
+
+    async def _broker_permission_changed(self) -> None:
+        """brokerPermission changed at run time: as RocketMQ, move the topics' data version (the
+        NameServers re-read routes only when it moves) and register at once."""
+        table = self.parts.topics.table
+        some_topic = next(iter(table.all().values()), None)
+        if some_topic is not None:
+            table.put(some_topic)  # the same entry again: only the data version moves
+        await self.register_all()
 
     def _became_master(self) -> None:
         schedule = self.parts.schedule

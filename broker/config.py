@@ -13,6 +13,7 @@ value as written and what the key takes.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import ipaddress
 import math
@@ -597,6 +598,8 @@ class BrokerSettings:
     broker: BrokerConfig
     store: StoreSettings
     unknown_keys: tuple[str, ...] = ()
+    config_path: Path | None = None
+    """The broker.conf read at start (`-c`); UPDATE_BROKER_CONFIG rewrites it, as RocketMQ does."""
 
 
 EMBEDDED_BROKER_CONF = """\
@@ -615,7 +618,9 @@ fileReservedTime=48
 """
 
 
-def load_broker_settings(conf: Mapping[str, str], root_dir: Path | None = None) -> BrokerSettings:
+def load_broker_settings(
+    conf: Mapping[str, str], root_dir: Path | None = None, *, config_path: Path | None = None
+) -> BrokerSettings:
     """Settings from broker.conf keys over the embedded defaults; store keys go to the store.
 
     Every key is checked against its `Allowed`, then the relations between keys: a `ConfigError`
@@ -633,7 +638,50 @@ def load_broker_settings(conf: Mapping[str, str], root_dir: Path | None = None) 
     except ValueError as error:  # the store's own relations (maxMessageSize vs segment size)
         raise ConfigError(str(error)) from None
     _check_store_relations(store)
-    return BrokerSettings(broker, store, tuple(sorted(unknown)))
+    return BrokerSettings(broker, store, tuple(sorted(unknown)), config_path)
+
+
+def apply_conf_changes(
+    broker: BrokerConfig, store: StoreSettings, changes: Mapping[str, str]
+) -> tuple[BrokerConfig, StoreSettings]:
+    """Copies of `broker` and `store` with broker.conf `changes` (known keys only) applied, each
+    key and every relation checked as at load: a `ConfigError` for the first problem."""
+    by_java = {f.metadata["java"]: f for f in fields(BrokerConfig)}
+    values: dict[str, Any] = {}
+    for key, raw in changes.items():
+        spec = by_java.get(key)
+        if spec is None:
+            continue
+        allowed: Allowed = spec.metadata["allowed"]
+        try:
+            value = _convert(_TYPES.get(str(spec.type), str), raw)
+        except ValueError:
+            raise allowed.refuse(key, raw) from None
+        allowed.check(key, raw, value)
+        values[spec.name] = value
+    try:
+        new_broker = dataclasses.replace(broker, **values)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    _check_broker_relations(new_broker)
+    store_changes = {key: raw for key, raw in changes.items() if key in STORE_KEYS}
+    _check_store_keys(store_changes)
+    replacements: dict[str, Any] = {}  # top-level fields (group "") and replaced groups
+    groups: dict[str, dict[str, Any]] = {}
+    for key, raw in store_changes.items():
+        group, name, parse = STORE_KEYS[key]
+        if group:
+            groups.setdefault(group, {})[name] = parse(raw.strip())
+        else:
+            replacements[name] = parse(raw.strip())
+    for group, named in groups.items():
+        replacements[group] = dataclasses.replace(getattr(store, group), **named)
+    try:
+        new_store = store.with_changes(**replacements)
+    except ValueError as error:  # the store's own relations (maxMessageSize vs segment size)
+        raise ConfigError(str(error)) from None
+    _check_store_relations(new_store)
+    return new_broker, new_store
 
 
 def load_namesrv_config(conf: Mapping[str, str]) -> tuple[NamesrvConfig, list[str]]:

@@ -19,6 +19,7 @@ BORN_HOSTS_CACHED_MAX_COUNT = 100_000  # encoded client addresses the send proce
 LISTEN_BACKLOG_MAX_COUNT = 1024  # connections the kernel queues before the broker accepts them
 REGISTER_PERIOD_MIN_MS = 10_000  # registerNameServerPeriod is clamped to 10 s ..
 REGISTER_PERIOD_MAX_MS = 60_000  # .. 60 s, as RocketMQ does
+STATS_ITEMS_MAX_COUNT = 100_000  # (statsName, statsKey) windows kept for VIEW_BROKER_STATS_DATA (~2 KB each)
 
 assert GATHER_WRITE_MIN_BYTES < CONNECTION_WRITE_BUFFER_HIGH_BYTES
 assert 0 < REGISTER_PERIOD_MIN_MS < REGISTER_PERIOD_MAX_MS

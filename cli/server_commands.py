@@ -116,7 +116,7 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
     if port is not None:
         conf["listenPort"] = str(port)
     with one_line_startup_errors():
-        settings = load_broker_settings(conf)
+        settings = load_broker_settings(conf, config_path=config_path)
     for key in settings.unknown_keys:
         log.warning("broker.conf: key %s is not used by Shoal", key)
 

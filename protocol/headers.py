@@ -512,6 +512,21 @@ class GetConsumeStatsRequestHeader(CustomHeader):
     topic: str | None = field(default=None, metadata=java("topic"))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetBrokerConfigResponseHeader(CustomHeader):
+    """GET_BROKER_CONFIG (26) response: the configuration's DataVersion as JSON."""
+
+    version: str = field(metadata=java("version"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewBrokerStatsDataRequestHeader(CustomHeader):
+    """VIEW_BROKER_STATS_DATA (315): one BrokerStatsManager item (e.g. TOPIC_PUT_NUMS, topic)."""
+
+    stats_name: str = field(metadata=java("statsName"))
+    stats_key: str = field(metadata=java("statsKey"))
+
+
 # --- nameserver (spec §8.10) ---
 
 
@@ -713,6 +728,7 @@ REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
     RequestCode.ADD_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
     RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+    RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
     RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicRequestHeader,
     RequestCode.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,

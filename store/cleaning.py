@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ class CleaningService(ServiceThread):
         """True while usage is above the warning level: puts answer SERVICE_NOT_AVAILABLE."""
         self.manual_delete_rounds = 0
         self.last_round = CleaningRound()
+        self.round_lock = threading.Lock()
+        """Held by each round, and by whoever else removes ConsumeQueues (no two deleters of one file)."""
 
     def request_manual_delete(self, rounds: int = 20) -> None:
         """DELETE_EXPIRED_COMMITLOG: the next rounds delete expired files whatever the hour."""
@@ -112,6 +115,10 @@ class CleaningService(ServiceThread):
 
     def run_round(self) -> CleaningRound:
         """One cleaning round (what the service does every `cleanResourceInterval`)."""
+        with self.round_lock:
+            return self._run_round_locked()
+
+    def _run_round_locked(self) -> CleaningRound:
         result = CleaningRound()
         ratio, clean_now, space_pressure = self.check_disk()
         result.disk_usage_ratio, result.disk_full = ratio, self.disk_full

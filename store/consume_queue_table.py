@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from shoal.store.consume_queue import ConsumeQueue
@@ -78,6 +78,14 @@ class ConsumeQueueTable:
         if topic_dir.exists():
             shutil.rmtree(topic_dir, ignore_errors=True)
         return len(doomed)
+
+    def remove_if(self, doomed: Callable[[ConsumeQueue], bool]) -> list[ConsumeQueue]:
+        """Take the queues `doomed` picks out of the table; the caller destroys them."""
+        with self._lock:
+            removed = {key: queue for key, queue in self._queues.items() if doomed(queue)}
+            if removed:
+                self._queues = {key: queue for key, queue in self._queues.items() if key not in removed}
+        return list(removed.values())
 
     def destroy_all(self) -> None:
         for queue in self:

@@ -21,10 +21,11 @@ Two failures never stop it silently while the broker keeps acknowledging:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from shoal.formats.java_hash import tags_code
@@ -141,6 +142,13 @@ class Dispatcher:
     def failing(self) -> bool:
         """True while dispatch cannot write ConsumeQueue or index files (the store refuses puts)."""
         return self.write_failure is not None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold dispatch still (no ConsumeQueue or index writes) while the caller changes the
+        ConsumeQueue table (CLEAN_EXPIRED_CONSUMEQUEUE)."""
+        with self._lock:
+            yield
 
     def note_damage(self, ranges: list[DamagedRange]) -> None:
         """Damaged ranges recovery found and reported: skipped silently when dispatch meets them."""

@@ -14,6 +14,7 @@ dispatching, ConsumeQueue flushing and cleaning run in their own threads (see do
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -543,6 +544,39 @@ class MessageStore:
             ):
                 found.append(record)
         return found
+
+    # --- retention on request ---
+    def clean_expired_consume_queues(self, keep_topics: frozenset[str]) -> list[tuple[str, int]]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (DefaultMessageStore.cleanExpiredConsumerQueue): destroy every
+        ConsumeQueue whose last message ends below the CommitLog's first byte (retention deleted
+        all of it), but those of `keep_topics`; an empty queue is kept (it may be new). A topic
+        left without queues loses its directory, and a removed queue's next message starts at
+        queue offset 0 again, as in RocketMQ. Returns the (topic, queueId) removed.
+
+        Lock order (docs/locking.md): the cleaner's round lock, then dispatch held still, then the
+        table's lock; the queue offsets are dropped afterwards under `CommitLog.put_lock` alone."""
+        with self.cleaner.round_lock, self.dispatcher.paused():
+            min_offset = self.commitlog.min_offset
+            removed = self.consume_queues.remove_if(
+                lambda queue: queue.topic not in keep_topics and 0 <= queue.max_physical_offset < min_offset
+            )
+            for queue in removed:
+                queue.destroy()
+            remaining = self.consume_queues.topics()
+            for topic in {queue.topic for queue in removed} - remaining:
+                with contextlib.suppress(OSError):
+                    durability.rmdir(self.consume_queues.directory / topic)
+        with self.commitlog.put_lock:
+            for queue in removed:
+                self.commitlog.topic_queue_table.pop((queue.topic, queue.queue_id), None)
+        for queue in removed:
+            log.info(
+                "cleanExpiredConsumerQueue: %s/%d destroyed (below CommitLog offset %d)",
+                queue.topic,
+                queue.queue_id,
+                min_offset,
+            )
+        return [(queue.topic, queue.queue_id) for queue in removed]
 
     # --- metrics ---
     def stats(self) -> dict[str, float]:

@@ -1,11 +1,10 @@
 """Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, topic create/update/delete, config
-bodies, topic and consume stats, runtime info (spec §8.8)."""
+bodies, topic and consume stats (spec §8.8). Broker-level requests (runtime info, broker config,
+stats, cleaning) are in `broker_admin`."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 
     from shoal.broker.config import BrokerConfig
     from shoal.broker.group_manager import SubscriptionGroupManager
-    from shoal.broker.metrics import BrokerMetrics
     from shoal.broker.replication.role import BrokerRoleState
     from shoal.broker.topic_manager import TopicManager
     from shoal.store import MessageStore
@@ -55,8 +53,7 @@ if TYPE_CHECKING:
 
 class AdminProcessors:
     """Given only what these requests touch: the broker's config and role, topics, groups,
-    offsets, the store, the metrics, when it booted, and two hooks: `register_all` (tell the
-    NameServers now) and `runtime_fields` (replication's HA fields for GET_BROKER_RUNTIME_INFO)."""
+    offsets, the store, and `register_all` (tell the NameServers now)."""
 
     def __init__(
         self,
@@ -67,10 +64,7 @@ class AdminProcessors:
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetTable,
         store: MessageStore,
-        metrics: BrokerMetrics,
-        boot_timestamp_ms: int,
         register_all: Callable[[], Awaitable[None]],
-        runtime_fields: Callable[[], dict[str, str]],
     ) -> None:
         self.config = config
         self.role = role
@@ -78,10 +72,7 @@ class AdminProcessors:
         self.groups = groups
         self.offsets = offsets
         self.store = store
-        self.metrics = metrics
-        self.boot_timestamp_ms = boot_timestamp_ms
         self.register_all = register_all
-        self.runtime_fields = runtime_fields
 
     # --- offsets ---
     def max_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
@@ -259,23 +250,6 @@ class AdminProcessors:
                     last_timestamp_ms=0,
                 )
         return make_response(request, ResponseCode.SUCCESS, body=ConsumeStats(offset_table=table).to_json())
-
-    def runtime_info(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_RUNTIME_INFO: `{"table":{...}}` of strings, like RocketMQ's KVTable."""
-        stats = self.store.stats()
-        table = {
-            "brokerVersionDesc": "Shoal (RocketMQ 4.9 compatible)",
-            "msgPutTotalTodayNow": str(self.metrics.messages_in_total),
-            "msgGetTotalTodayNow": str(self.metrics.messages_out_total),
-            "commitLogMinOffset": str(stats["commitlog_min_offset"]),
-            "commitLogMaxOffset": str(stats["commitlog_max_offset"]),
-            "dispatchBehindBytes": str(stats["dispatch_behind_bytes"]),
-            "bootTimestamp": str(self.boot_timestamp_ms),
-            "runtime": f"{int(time.time() - self.boot_timestamp_ms / 1000)} s",
-            "brokerRole": self.role.role.value,
-            **self.runtime_fields(),
-        }
-        return make_response(request, ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode("utf-8"))
 
     def all_consumer_offsets_wrapper(self) -> ConsumerOffsetSerializeWrapper:
         return ConsumerOffsetSerializeWrapper(offset_table=self.offsets.all())
