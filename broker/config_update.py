@@ -129,8 +129,8 @@ def refusal_of(properties: Mapping[str, str]) -> str | None:
 def checked_update(
     broker: BrokerConfig, store: StoreSettings, properties: Mapping[str, str]
 ) -> tuple[BrokerConfig, StoreSettings]:
-    """The settings with `properties` applied, each checked as at load; ConfigError, or
-    ValueError naming refused keys (`refusal_of`)."""
+    """Copies of the settings with `properties` applied, each checked as at load; a ConfigError
+    names refused keys (`refusal_of`) or the first bad value or relation."""
     refusal = refusal_of(properties)
     if refusal is not None:
         raise ConfigError(refusal)
