@@ -233,3 +233,28 @@ def test_clean_expired_cq_removes_queues_whose_messages_retention_deleted(
     assert_no_exception(status)
     max_offsets = [int(m.group(1)) for m in re.finditer(r"^broker-a\s+\d+\s+\d+\s+(\d+)\s", status, re.MULTILINE)]
     assert sum(max_offsets) == 240, status  # the live topic's queues kept every offset
+
+
+def test_update_broker_permission_reaches_the_name_server_at_once(
+    java: Any, shoal: Any, unique: Callable[[str], str]
+) -> None:
+    """brokerPermission=4 (read only) through updateBrokerConfig: topicRoute shows every topic of
+    the broker read-only right away (re-registered with a new data version, as RocketMQ), a send
+    fails; 6 restores writing."""
+    ns, addr = shoal.namesrv_addr, shoal.broker_addr
+    topic = unique("permission")
+    produce = {"namesrv": ns, "topic": topic, "mode": "sync", "count": 1, "retries": 0}
+    assert len(java.run("Produce", produce).of("sent")) == 1
+    try:
+        updated = java.mqadmin("updateBrokerConfig", "-n", ns, "-b", addr, "-k", "brokerPermission", "-v", "4")
+        assert f"update broker config success, {addr}" in updated, updated
+        route = java.mqadmin("topicRoute", "-n", ns, "-t", topic)
+        assert '"perm":4' in route and '"perm":6' not in route, route
+        assert config_of(java, shoal)["brokerPermission"] == "4"
+        refused = java.run("Produce", produce)
+        assert not refused.of("sent") and refused.of("error"), refused.events
+    finally:
+        restored = java.mqadmin("updateBrokerConfig", "-n", ns, "-b", addr, "-k", "brokerPermission", "-v", "6")
+    assert f"update broker config success, {addr}" in restored, restored
+    assert '"perm":6' in java.mqadmin("topicRoute", "-n", ns, "-t", topic)
+    assert len(java.run("Produce", produce).of("sent")) == 1
