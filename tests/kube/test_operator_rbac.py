@@ -148,6 +148,43 @@ def test_broker_children_are_created_with_only_the_charts_grants(shoal_crds: Con
     assert not refused, refused
 
 
+def _objects(plane: ControlPlane, kind: str, namespace: str | None = BROKER_NAMESPACE) -> list[dict[str, Any]]:
+    scope = ["-n", namespace] if namespace else []
+    items: list[dict[str, Any]] = json.loads(plane.kubectl("get", kind, *scope, "-o", "json").stdout)["items"]
+    return items
+
+
+def test_broker_pods_are_scheduled_next_to_their_volumes(shoal_crds: ControlPlane, operator: Operator) -> None:
+    """The StatefulSet controller makes the pods, the PV binder binds each data claim to the PV the operator
+    pre-bound, the scheduler puts each broker pod on its PV's node, and KWOK runs every pod."""
+    plane = shoal_crds
+    replicas = sum(s["spec"]["replicas"] for s in _objects(plane, "statefulsets"))
+
+    def running() -> list[dict[str, Any]]:
+        pods = [p for p in _objects(plane, "pods") if p["metadata"]["name"].startswith("orders-")]
+        ok = len(pods) == replicas and all(p["status"].get("phase") == "Running" for p in pods)
+        return pods if ok else []
+
+    pods = _wait_for(f"{replicas} Running pods of the Broker", running, operator)
+    assert {ip["ip"].split(".")[0] for p in pods for ip in p["status"]["podIPs"]} == {"127"}
+    pinned = {}
+    for volume in _objects(plane, "persistentvolumes", None):
+        claim = volume["spec"]["claimRef"]["name"]
+        terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        (pinned[claim],) = {v for t in terms for e in t["matchExpressions"] for v in e["values"]}
+    claims = {c["metadata"]["name"]: c for c in _objects(plane, "persistentvolumeclaims")}
+    assert set(claims) == set(pinned), (sorted(claims), sorted(pinned))
+    assert all(c["status"]["phase"] == "Bound" for c in claims.values()), claims
+    with_data = 0
+    for pod in pods:
+        for volume in pod["spec"]["volumes"]:
+            claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+            if claim is not None:
+                with_data += 1
+                assert pod["spec"]["nodeName"] == pinned[claim], (pod["metadata"]["name"], claim)
+    assert with_data == len(pinned) > 0
+
+
 def test_status_written_by_the_operator_is_kept_by_the_server(shoal_crds: ControlPlane, operator: Operator) -> None:
     """Broker, Topic and StoreAnalysis status patches come back as sent: every field the operator writes is
     declared in the CRD, so the server prunes nothing (KMock keeps anything, so only this can show it)."""
@@ -164,6 +201,26 @@ def test_status_written_by_the_operator_is_kept_by_the_server(shoal_crds: Contro
         assert _wait_for(f"{kind} status conditions", status, operator)
     pruned = [line for line in operator.output().splitlines() if PRUNED in line]
     assert not pruned, pruned
+
+
+def test_deleting_the_broker_lets_the_garbage_collector_remove_its_children(
+    shoal_crds: ControlPlane, operator: Operator
+) -> None:
+    """`kubectl delete broker` returns once the operator has released its finalizer, and the real garbage
+    collector then removes the StatefulSets, pods, Services, ConfigMaps and PDB through owner references."""
+    plane = shoal_crds
+    owned = ("statefulsets", "pods", "services", "configmaps", "poddisruptionbudgets")
+    before = {kind: [n for n in _names(plane, kind) if n.startswith("orders-")] for kind in owned}
+    assert all(before.values()), before
+    for stateful_set in _objects(plane, "statefulsets"):
+        owners = [(o["kind"], o["name"]) for o in stateful_set["metadata"].get("ownerReferences", [])]
+        assert owners == [("Broker", "orders")], (stateful_set["metadata"]["name"], owners)
+    plane.kubectl("delete", "broker", "orders", "-n", BROKER_NAMESPACE, f"--timeout={int(RECONCILE_TIMEOUT_S)}s")
+
+    def gone() -> bool:
+        return not any(n.startswith("orders-") for kind in owned for n in _names(plane, kind))
+
+    _wait_for("the garbage collector to remove the Broker's children", gone, operator)
 
 
 def test_a_removed_grant_is_reported_in_the_log(shoal_crds: ControlPlane, operator: Operator) -> None:
