@@ -144,10 +144,13 @@ class Dispatcher:
         return self.write_failure is not None
 
     @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
+    def paused(self, *, caught_up: bool = False) -> Iterator[None]:
         """Hold dispatch still (no ConsumeQueue or index writes) while the caller changes the
-        ConsumeQueue table (CLEAN_EXPIRED_CONSUMEQUEUE)."""
+        ConsumeQueue table (CLEAN_EXPIRED_CONSUMEQUEUE). `caught_up`: first dispatch what is
+        already appended, so no unit of a queue being removed is still on its way to it."""
         with self._lock:
+            if caught_up and self.write_failure is None:
+                self._dispatch_locked(1 << 62)
             yield
 
     def note_damage(self, ranges: list[DamagedRange]) -> None:

@@ -546,6 +546,23 @@ class MessageStore:
         return found
 
     # --- retention on request ---
+    def delete_topic(self, topic: str) -> int:
+        """DELETE_TOPIC_IN_BROKER (DefaultMessageStore.cleanUnusedTopic): destroy the topic's
+        ConsumeQueues and forget their next queue offsets, so a topic created again under the name
+        starts at queue offset 0 in fresh ConsumeQueues. Its records stay in the CommitLog until
+        retention. Returns how many queues were removed.
+
+        Same lock order as `clean_expired_consume_queues`. Dispatch first catches up and is then held
+        still, so no unit of the topic appended before the delete lands in a queue created afterwards
+        (the broker appends on the loop that runs this, so nothing is appended meanwhile)."""
+        with self.cleaner.round_lock, self.dispatcher.paused(caught_up=True):
+            removed = self.consume_queues.remove_topic(topic)
+            with self.commitlog.put_lock:
+                for key in [key for key in self.commitlog.topic_queue_table if key[0] == topic]:
+                    del self.commitlog.topic_queue_table[key]
+        log.info("topic %s deleted: %d ConsumeQueues destroyed", topic, removed)
+        return removed
+
     def clean_expired_consume_queues(self, keep_topics: frozenset[str]) -> list[tuple[str, int]]:
         """CLEAN_EXPIRED_CONSUMEQUEUE (DefaultMessageStore.cleanExpiredConsumerQueue): destroy every
         ConsumeQueue whose last message ends below the CommitLog's first byte (retention deleted

@@ -200,7 +200,7 @@ class AdminProcessors:
             )
         self.topics.delete(header.topic)
         self.offsets.remove_topic(header.topic)
-        self.store.consume_queues.remove_topic(header.topic)
+        self.store.delete_topic(header.topic)
         return make_response(request, ResponseCode.SUCCESS)
 
     def all_topic_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
