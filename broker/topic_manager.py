@@ -19,6 +19,7 @@ from shoal.formats.topics import (
     SELF_TEST_TOPIC,
     TBW102,
     TIMER_TOPIC,
+    is_system_topic,
     validate_topic_name,
 )
 from shoal.protocol import TopicFilterType
@@ -81,6 +82,17 @@ class TopicManager:
             self.table.put(
                 dataclasses.replace(scheduled, read_queue_nums=schedule_queues, write_queue_nums=schedule_queues)
             )
+
+    def is_system(self, topic: str) -> bool:
+        """`TopicValidator.isSystemTopic` on a running broker: the fixed set, plus what RocketMQ's
+        TopicConfigManager adds at start (the cluster and broker names, `<cluster>_REPLY_TOPIC`, and
+        the trace topic when traceTopicEnable). Those are refused by topic create and delete."""
+        c = self.config
+        return (
+            is_system_topic(topic)
+            or topic in (c.broker_cluster_name, c.broker_name, f"{c.broker_cluster_name}_REPLY_TOPIC")
+            or (c.trace_topic_enable and topic == c.msg_trace_topic_name)
+        )
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from shoal.broker import limits
 from shoal.broker.remoting_server import ServerConnection
-from shoal.formats.topics import is_system_topic, validate_topic_name
+from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
@@ -162,7 +162,7 @@ class AdminProcessors:
         problem = validate_topic_name(header.topic)
         if problem is not None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
-        if header.topic == header.default_topic or is_system_topic(header.topic):
+        if header.topic == header.default_topic or self.topics.is_system(header.topic):
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is conflict with system topic."
             )
@@ -194,7 +194,7 @@ class AdminProcessors:
 
     def delete_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
-        if is_system_topic(header.topic):
+        if self.topics.is_system(header.topic):
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is a system topic and cannot be deleted"
             )

@@ -32,3 +32,18 @@ def test_trace_topic_is_created_only_when_trace_topic_enable(tmp_path: Path) -> 
     custom = builtins(tmp_path / "custom", BrokerConfig(trace_topic_enable=True, msg_trace_topic_name="MyTraces"))
     assert custom.get("MyTraces") is not None
     assert custom.get("RMQ_SYS_TRACE_TOPIC") is None
+
+
+def test_the_running_broker_adds_its_cluster_broker_reply_and_trace_topics_to_the_system_set(tmp_path: Path) -> None:
+    """Goal: as RocketMQ's TopicConfigManager calls TopicValidator.addSystemTopic at start, topic
+    create/delete refuse the cluster and broker names, `<cluster>_REPLY_TOPIC` and the configured
+    trace topic (only when traceTopicEnable); ordinary names stay user topics. Method: is_system."""
+    config = BrokerConfig(
+        broker_cluster_name="Blue", broker_name="blue-a", trace_topic_enable=True, msg_trace_topic_name="MyTraces"
+    )
+    topics = builtins(tmp_path / "on", config)
+    for topic in ("Blue", "blue-a", "Blue_REPLY_TOPIC", "MyTraces", "RMQ_SYS_TRACE_TOPIC", "TBW102", "rmq_sys_x"):
+        assert topics.is_system(topic), topic
+    assert not topics.is_system("Orders")
+    untraced = builtins(tmp_path / "off", BrokerConfig(msg_trace_topic_name="MyTraces"))
+    assert not untraced.is_system("MyTraces")
