@@ -176,6 +176,9 @@ class ControlPlane:
             "--tls-cert-file", str(pki.serving_cert), "--tls-private-key-file", str(pki.serving_key),
             "--client-ca-file", str(pki.ca_cert),
             "--authorization-mode", "RBAC",
+            # On top of the default plugins: what hardened clusters (OpenShift among them) enable. Setting
+            # blockOwnerDeletion on a child then needs `update` on the owner's finalizers subresource.
+            "--enable-admission-plugins", "OwnerReferencesPermissionEnforcement",
             "--service-account-issuer", SERVICE_ACCOUNT_ISSUER,
             "--service-account-key-file", str(pki.service_account_public_key),
             "--service-account-signing-key-file", str(pki.service_account_key),
