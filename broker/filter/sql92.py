@@ -35,6 +35,7 @@ FilterEvaluationError; `Sql92Filter.matches` is what the broker uses.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -164,14 +165,15 @@ class _Failure(Exception):
 
 
 @dataclass(slots=True)
-class _Node:
+class _Node(abc.ABC):
     depth: int = field(default=1, init=False)
     is_constant = False  # org.apache.rocketmq.filter.expression.ConstantExpression
     is_boolean = False  # BooleanExpression
     is_property = False  # PropertyExpression
 
+    @abc.abstractmethod
     def evaluate(self, properties: Mapping[str, str]) -> Value:
-        raise NotImplementedError
+        """The node's value for one message's properties (RocketMQ's Expression.evaluate)."""
 
 
 @dataclass(slots=True)
