@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -89,16 +90,18 @@ def java_classes(rocketmq_lib: Path, request: pytest.FixtureRequest, tmp_path_fa
     classes = cache / digest.hexdigest()[:16]
     if (classes / ".compiled").is_file():
         return classes
-    partial = cache / f"{classes.name}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
+    # a folder of its own: two pytest runs compiling at once must not share (or delete) one
+    partial = Path(tempfile.mkdtemp(dir=cache, prefix=f"{classes.name}.partial."))
     command = ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(partial), "-cp", f"{rocketmq_lib}/*"]
     result = subprocess.run(
         [*command, *map(str, sources)], capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
     )
     assert result.returncode == 0, f"javac failed:\n{result.stdout}\n{result.stderr}"
     (partial / ".compiled").write_text("")
-    shutil.rmtree(classes, ignore_errors=True)
+    if (classes / ".compiled").is_file():  # another run finished first: keep its complete folder
+        shutil.rmtree(partial, ignore_errors=True)
+        return classes
+    shutil.rmtree(classes, ignore_errors=True)  # an incomplete folder an interrupted run left
     partial.rename(classes)
     return classes
 
