@@ -10,7 +10,7 @@ PACKAGE_DIRS := formats store protocol remoting broker client operator spark cli
 PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) -name '*.py' 2>/dev/null) pyproject.toml
 DATA_DIR ?= data
 
-.PHONY: run test lint typecheck imports unit bench clean help
+.PHONY: run test lint typecheck imports unit bench bench-vs-rocketmq clean help
 
 help:
 	@echo "make run    set up a virtualenv, start a local NameServer + Broker (data in ./$(DATA_DIR)) and show a produce/consume round trip; Ctrl-C stops"
@@ -69,6 +69,10 @@ test: lint typecheck imports unit
 
 bench: $(VENV)/.installed
 	$(PY) bench/store_append.py
+
+# Shoal beside Apache RocketMQ 4.9.7 with the Java client (about 20 min; BENCH_ARGS=--quick for a smoke run).
+bench-vs-rocketmq: $(VENV)/.installed $(VENV)/.rocketmq-jars
+	$(PY) bench/vs_rocketmq.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

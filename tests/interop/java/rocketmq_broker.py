@@ -26,8 +26,8 @@ does not follow storePathRootDir in MessageStoreConfig (its default is ~/store/c
 Replication: `settings` take brokerId, brokerRole (SYNC_MASTER, SLAVE); brokerIP2 is 127.0.0.1, the host of
 the haServerAddr a master registers (BrokerConfig's default is a LAN address).
 
-Used by tests/interop/java/test_store_exchange.py and test_replication_exchange.py; loaded by file path
-(pytest's importlib mode).
+Used by tests/interop/java/test_store_exchange.py, test_replication_exchange.py and bench/vs_rocketmq.py; loaded
+by file path (pytest's importlib mode; the benchmark keeps this one copy rather than a second launcher).
 """
 
 from __future__ import annotations
