@@ -56,7 +56,7 @@ $(VENV)/.rocketmq-jars: tools/get_rocketmq.py tests/interop/java/pom.xml $(VENV)
 
 # kube-apiserver, kube-controller-manager, kube-scheduler, etcd (k8s.io/kubernetes 1.37 from the Go module
 # proxy, tools/k8s) and kwok for tests/kube, built by tools/get_k8s.py into $SHOAL_CACHE_DIR/k8s-<version>
-# (cold: about 12 min on 2 cores; cached: seconds). If it cannot build (no `go`, say), CI=true stops here;
+# (cold: 12-27 min on 2 cores; cached: seconds). If it cannot build (no `go`, say), CI=true stops here;
 # elsewhere the tests in tests/kube skip with the reason, and the next `make test` tries again.
 $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/k8s/main.go $(VENV)/bin/activate
 	@if $(PY) tools/get_k8s.py; then touch $@; elif [ -n "$$CI" ]; then exit 1; \

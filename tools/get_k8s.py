@@ -14,7 +14,8 @@ The binaries land in `$SHOAL_CACHE_DIR/k8s-1.37.2/bin` (default `~/.cache/shoal`
 holding the SHA-256 of tools/k8s/ and the versions; the next run does nothing while the stamp
 matches and every binary is there (--force rebuilds). Go's module and build caches live under
 `$SHOAL_CACHE_DIR/go/` so that a fresh clone on the same machine rebuilds from cache in seconds.
-A cold build took about 10 minutes here (2 shared cores) and 4.4 GB of caches.
+A cold build costs about 15 CPU-minutes: 12 minutes on the 2 cores here when they were quiet, 27 while
+other work ran; it leaves 5 GB of Go caches. With the caches, a rebuild (say after a clone) takes 30 s.
 Uses the standard library and the `go` tool only (Go >= 1.26).
 
     python3 tools/get_k8s.py              # build if needed; prints the bin folder
@@ -58,7 +59,7 @@ PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd
 """Names shoal-k8s answers to (tools/k8s/main.go); each becomes a symlink to it."""
 VERSION_PACKAGE = "k8s.io/component-base/version"
 BUILD_TIMEOUT_S = 3600
-"""The cold build takes about 10 minutes on 2 cores; an hour means it is stuck."""
+"""A cold build takes 12-27 minutes on 2 cores; an hour means it is stuck."""
 PROGRESS_EVERY_PACKAGES = 200
 NICENESS = 15
 """The build shares 2 cores with whatever else runs; keep it from starving tests and servers."""
