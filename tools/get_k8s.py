@@ -86,7 +86,7 @@ def binary_names() -> tuple[str, ...]:
 
 def sources_sha256() -> str:
     """Hash of what the build depends on: our module's files and the pinned versions."""
-    digest = hashlib.sha256(f"{KUBERNETES_VERSION} {KWOK_MODULE}@{KWOK_VERSION}\n".encode())
+    digest = hashlib.sha256(f"{KUBERNETES_VERSION} {KWOK_MODULE}@{KWOK_VERSION} {KWOK_STAGES}\n".encode())
     for name in MODULE_FILES:
         digest.update(name.encode() + b"\0" + (MODULE_DIR / name).read_bytes())
     return digest.hexdigest()
