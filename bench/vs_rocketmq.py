@@ -43,6 +43,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
+PY_LOAD = Path(__file__).resolve().parent / "py_load.py"
+CLIENTS = ("java", "python")
 LOAD_JVM_OPTIONS = ("-Xms256m", "-Xmx512m", "-XX:+UseParallelGC")
 CONFIGS: dict[str, dict[str, str]] = {
     "ASYNC_FLUSH": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
@@ -311,11 +313,16 @@ System = ShoalSystem | RocketMQSystem
 
 @dataclass
 class Java:
+    """Runs the load generator: bench/java/Load.java, or its twin bench/py_load.py on shoal.client."""
+
     lib: Path
     classes: Path
     log_dir: Path
+    client: str = "java"
 
     def command(self, args: dict[str, object]) -> list[str]:
+        if self.client == "python":
+            return [sys.executable, str(PY_LOAD), *(f"{key}={value}" for key, value in args.items())]
         properties = {
             "rocketmq.client.logRoot": str(self.log_dir),
             "rocketmq.client.logLevel": "WARN",
@@ -542,7 +549,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Shoal vs Apache RocketMQ 4.9.7 with the same Java client: throughput, latency, RSS, CPU, "
+        description="Shoal vs Apache RocketMQ 4.9.7 with the same client (--client): throughput, latency, RSS, CPU, "
         "cold start and recovery; medians of --reps runs and Shoal/RocketMQ ratios (about 20 min by default).",
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny counts, 1 repetition, 16 MB recovery")
@@ -562,6 +569,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--segment-mb", type=int, default=1024, help="mappedFileSizeCommitLog of both brokers in MB (--quick: 64)"
     )
+    parser.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="java",
+        help="the load generator: the RocketMQ 4.9.7 Java client (bench/java/Load.java) or shoal.client "
+        "(bench/py_load.py, same phases); cold start and recovery are probed with it too",
+    )
     parser.add_argument("--json", type=Path, help="write every run and the summary rows here")
     parser.add_argument("--work-dir", type=Path, help="stores and logs (default: a temporary folder, removed)")
     parser.add_argument(
@@ -572,7 +586,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.reps, args.count, args.batch_count, args.warm, args.recovery_mb = 1, 300, 640, 50, 16
+        args.reps, args.count, args.batch_count, args.warm = 1, 300, 640, 50
+        args.recovery_mb = min(args.recovery_mb, 16)  # --recovery-mb 0 still skips it
         args.segment_mb = 64
     args.configs = [config for config in args.configs.split(",") if config]
     args.modes = [mode for mode in args.modes.split(",") if mode]
@@ -592,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         work = args.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shoal-vs-rocketmq-")))
         work.mkdir(parents=True, exist_ok=True)
-        java = Java(lib, classes, work / "client-logs")
+        java = Java(lib, classes, work / "client-logs", args.client)
         if args.profile:
             return profile(java, args, work)
         loads = [os.getloadavg()[0]]
@@ -638,8 +653,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(table)
         print(
-            f"\n{meta['date']}, {meta['seconds']} s, {meta['cpus']} CPUs, 1-min load average during the runs: "
-            f"mean {meta['loadAvgMean']:.2f}, max {meta['loadAvgMax']:.2f}"
+            f"\nclient: {args.client}; {meta['date']}, {meta['seconds']} s, {meta['cpus']} CPUs, "
+            f"1-min load average during the runs: mean {meta['loadAvgMean']:.2f}, max {meta['loadAvgMax']:.2f}"
         )
     return 0
 

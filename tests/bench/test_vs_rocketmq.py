@@ -1,4 +1,5 @@
-"""bench/vs_rocketmq.py --quick end to end: both brokers, every configuration and send mode, a figure in every row.
+"""bench/vs_rocketmq.py --quick end to end: both brokers, every configuration and send mode, a figure in every row;
+and once with --client python (shoal.client as the load generator).
 
 Real processes: Shoal's namesrv and broker, RocketMQ 4.9.7's NamesrvStartup and BrokerStartup, and the Java load
 generator (bench/java/Load.java). Needs java, javac and RocketMQ's jars (tools/get_rocketmq.py): without them it
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,23 +41,27 @@ def _require_java() -> None:
     pytest.skip(reason)
 
 
-def test_quick_run_fills_every_row(tmp_path: Path) -> None:
+def run_quick(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str]:
+    """bench/vs_rocketmq.py --quick with `extra` arguments: its JSON report and its stdout."""
     _require_java()
     out = tmp_path / "result.json"
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--work-dir", str(tmp_path / "work")],
+        [sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--work-dir", str(tmp_path / "work"), *extra],
         capture_output=True,
         text=True,
         timeout=QUICK_TIMEOUT_S,
         check=False,
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text()), result.stdout
+
+
+def check_rows(report: dict[str, Any], stdout: str, configs: tuple[str, ...], recovery: bool) -> None:
     rows = report["rows"]
-    expected = len(CONFIGS) * (len(MODES) * MODE_METRICS + BROKER_METRICS) + 2  # + cold start, recovery
+    expected = len(configs) * (len(MODES) * MODE_METRICS + BROKER_METRICS) + 1 + recovery  # + cold start
     assert len(rows) == expected
     assert {(row["config"], row["mode"]) for row in rows if row["mode"] in MODES} == {
-        (config, mode) for config in CONFIGS for mode in MODES
+        (config, mode) for config in configs for mode in MODES
     }
     for row in rows:
         for key in ("shoal", "rocketmq"):  # a latency in whole ms may be 0
@@ -66,11 +72,25 @@ def test_quick_run_fills_every_row(tmp_path: Path) -> None:
             assert row["shoal"] > 0 and row["rocketmq"] > 0, row
     metrics = {row["metric"] for row in rows}
     assert "cold start to first SEND_OK s" in metrics
-    assert "restart after SIGKILL to first SEND_OK s" in metrics
+    assert ("restart after SIGKILL to first SEND_OK s" in metrics) == recovery
     # Every timed message reached the live consumer and the draining group, on both brokers.
     for run in report["runs"]:
         for figures in run["result"]["modes"].values():
             assert figures["failures"] == 0 and figures["liveDone"] and figures["drained"], (run["system"], figures)
     # The printed markdown table has the same rows.
-    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    table = [line for line in stdout.splitlines() if line.startswith("| ")]
     assert len(table) == expected + 1  # header
+
+
+def test_quick_run_fills_every_row(tmp_path: Path) -> None:
+    """The Java client against both brokers: every configuration, send mode, cold start and recovery."""
+    report, stdout = run_quick(tmp_path)
+    check_rows(report, stdout, CONFIGS, recovery=True)
+
+
+def test_python_client_drives_both_brokers(tmp_path: Path) -> None:
+    """--client python (bench/py_load.py on shoal.client): the same phases and figures, one configuration."""
+    report, stdout = run_quick(tmp_path, "--client", "python", "--configs", "ASYNC_FLUSH", "--recovery-mb", "0")
+    assert report["meta"]["args"]["client"] == "python"
+    assert "client: python" in stdout
+    check_rows(report, stdout, ("ASYNC_FLUSH",), recovery=False)
