@@ -308,7 +308,7 @@ class ControlPlane:
         """kubectl against this cluster (as the admin unless `kubeconfig` says otherwise)."""
         result = subprocess.run(
             [str(self.kubectl_binary), "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],
-            input=input_text,
+            input=input_text if input_text is not None else "",
             capture_output=True,
             text=True,
             timeout=START_TIMEOUT_S,

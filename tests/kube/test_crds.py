@@ -144,7 +144,9 @@ def api(shoal_crds: ControlPlane) -> Iterator[kubernetes.client.CustomObjectsApi
     try:
         yield kubernetes.client.CustomObjectsApi(client)
     finally:
-        shoal_crds.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+        # Wait until it is gone: an operator started later (test_operator_rbac) watches every namespace
+        # and would try to reconcile the Brokers left here while the namespace terminates.
+        shoal_crds.kubectl("delete", "namespace", NAMESPACE, "--timeout=120s")
         client.close()
 
 
