@@ -27,6 +27,7 @@ tests/kube/conftest.py imports `ensure_binaries` and `cached_bin` from this file
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -137,22 +138,22 @@ def run_go(command: list[str], *, cwd: Path, env: dict[str, str], log_path: Path
     with log_path.open("a") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
-        process = subprocess.Popen(
+        with subprocess.Popen(
             command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            tail.append(line.rstrip())
-            if not line.startswith(("go: ", "#")):
-                packages += 1
-                if packages % PROGRESS_EVERY_PACKAGES == 0:
-                    elapsed_s = time.monotonic() - started
-                    print(f"  {what}: {packages} packages compiled ({elapsed_s:.0f} s)", file=sys.stderr)
-            if time.monotonic() - started > BUILD_TIMEOUT_S:
-                process.kill()
-                break
-        returncode = process.wait()
+        ) as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                log.write(line)
+                tail.append(line.rstrip())
+                if not line.startswith(("go: ", "#")):
+                    packages += 1
+                    if packages % PROGRESS_EVERY_PACKAGES == 0:
+                        elapsed_s = time.monotonic() - started
+                        print(f"  {what}: {packages} packages compiled ({elapsed_s:.0f} s)", file=sys.stderr)
+                if time.monotonic() - started > BUILD_TIMEOUT_S:
+                    process.kill()
+                    break
+            returncode = process.wait()
     elapsed_s = time.monotonic() - started
     if elapsed_s > BUILD_TIMEOUT_S:
         raise GetK8sError(f"{what}: go did not finish within {BUILD_TIMEOUT_S} s; its output is in {log_path}")
@@ -254,7 +255,14 @@ def ensure_binaries(*, force: bool = False, root: Path | None = None) -> Path:
         if bin_dir is not None:
             return bin_dir
     directory.mkdir(parents=True, exist_ok=True)
-    return build(directory, root)
+    # Two test runs (or checkouts) sharing the cache must not build into one bin.partial at once.
+    with (directory / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force:
+            bin_dir = cached_bin(directory)
+            if bin_dir is not None:
+                return bin_dir
+        return build(directory, root)
 
 
 def main(argv: list[str] | None = None) -> int:
