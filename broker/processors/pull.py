@@ -175,10 +175,9 @@ class PullProcessor:
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
                 f"[{topic.read_queue_nums}] consumer:[{connection.address}]",
             )
-        message_filter, error = self._message_filter(request, header, consume_broadcast=group.consume_broadcast_enable)
-        if error is not None:
-            return error
-        assert message_filter is not None
+        message_filter = self._message_filter(request, header, consume_broadcast=group.consume_broadcast_enable)
+        if isinstance(message_filter, RemotingCommand):
+            return message_filter
         found = self._read(header, message_filter)
         code = self._code_of(found.status, header.queue_offset)
         next_offset = found.next_begin_offset
@@ -223,9 +222,9 @@ class PullProcessor:
 
     def _message_filter(
         self, request: RemotingCommand, header: PullMessageRequestHeader, *, consume_broadcast: bool
-    ) -> tuple[MessageFilter | None, RemotingCommand | None]:
+    ) -> MessageFilter | RemotingCommand:
         """The pull's filter, from its own subscription (sysFlag SUBSCRIPTION: DefaultMQPullConsumer,
-        lite pull) or from what the group's heartbeats registered; else RocketMQ's refusal."""
+        lite pull) or from what the group's heartbeats registered; else RocketMQ's refusal (a response)."""
         sql92: Sql92Filter | None = None
         tag_codes: frozenset[int] | None = None
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
@@ -238,32 +237,32 @@ class PullProcessor:
                 except FilterError as failure:
                     log.warning("pull of %s on %s: %s", header.consumer_group, header.topic, failure)
                     if self.config.enable_property_filter:
-                        return None, make_response(
+                        return make_response(
                             request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
                         )
         else:
             info = self.consumers.find(header.consumer_group)
             if info is None:
-                return None, make_response(
+                return make_response(
                     request,
                     ResponseCode.SUBSCRIPTION_NOT_EXIST,
                     f"the consumer's group info not exist, group: {header.consumer_group}",
                 )
             if not consume_broadcast and info.message_model == "BROADCASTING":
-                return None, make_response(
+                return make_response(
                     request,
                     ResponseCode.NO_PERMISSION,
                     f"the consumer group[{header.consumer_group}] can not consume by broadcast way",
                 )
             subscription = info.subscriptions.get(header.topic)
             if subscription is None:
-                return None, make_response(
+                return make_response(
                     request,
                     ResponseCode.SUBSCRIPTION_NOT_EXIST,
                     f"the consumer's subscription not exist, topic: {header.topic}",
                 )
             if subscription.sub_version < header.sub_version:
-                return None, make_response(
+                return make_response(
                     request, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
                 )
             expression_type = subscription.expression_type
@@ -272,18 +271,18 @@ class PullProcessor:
             else:
                 registered = self.consumers.filters.get(header.topic, header.consumer_group)
                 if registered is None:
-                    return None, make_response(
+                    return make_response(
                         request,
                         ResponseCode.FILTER_DATA_NOT_EXIST,
                         "The broker's consumer filter data is not exist!Your expression may be wrong!",
                     )
                 if registered.client_version < header.sub_version:
-                    return None, make_response(
+                    return make_response(
                         request, ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest"
                     )
                 sql92 = registered.compiled
         if not is_tag_type(expression_type) and not self.config.enable_property_filter:
-            return None, make_response(
+            return make_response(
                 request,
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {expression_type}",
@@ -298,7 +297,7 @@ class PullProcessor:
             self.consumers.filters,
             filter_support_retry=self.config.filter_support_retry,
         )
-        return message_filter, None
+        return message_filter
 
     def _read(self, header: PullMessageRequestHeader, message_filter: MessageFilter) -> GetResult:
         """The store's answer, its messages filtered by properties when the filter needs them. Up to
@@ -322,7 +321,8 @@ class PullProcessor:
             found.status = GetMessageStatus.NO_MATCHED_MESSAGE
             if found.next_begin_offset - header.queue_offset >= SQL92_SCAN_UNITS_MAX_COUNT:
                 return found
-            assert found.next_begin_offset > offset, (found.next_begin_offset, offset)
+            if found.next_begin_offset <= offset:  # the store made no progress: answer, never spin
+                return found
             offset = found.next_begin_offset
 
     @staticmethod
