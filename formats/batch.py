@@ -14,11 +14,16 @@ A batch body is a run of blocks, one per message, big-endian:
     22+B    P     PROPERTIES           shoal.formats.properties
 
 The broker expands each block into one full CommitLog record (shoal.formats.record).
+
+The C++ client (rocketmq-client-cpp 1.2.x, PyPI `rocketmq`) zlib-compresses a whole batch body over
+its compressMsgBodyOverHowmuch (4 KiB) and sets the COMPRESSED sysflag on the request; the Java
+client never compresses a batch. `inflate_batch_body` undoes that before the blocks are read.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -83,3 +88,18 @@ def encode_batch_body(items: Iterable[tuple[int, bytes, bytes]]) -> bytes:
         parts.append(PROPERTIES_LENGTH.pack(len(properties)))
         parts.append(properties)
     return b"".join(parts)
+
+
+def inflate_batch_body(data: bytes | memoryview, size_max: int) -> bytes:
+    """A zlib-compressed batch body, inflated; BatchBodyError if it is not zlib data or would
+    inflate beyond `size_max` bytes (the broker's maxMessageSize: never inflate unbounded)."""
+    inflater = zlib.decompressobj()
+    try:
+        inflated = inflater.decompress(data, size_max + 1)
+    except zlib.error as error:
+        raise BatchBodyError(f"the batch body is flagged compressed but is not zlib data: {error}") from None
+    if len(inflated) > size_max or inflater.unconsumed_tail:
+        raise BatchBodyError(f"the batch body inflates beyond maxMessageSize={size_max} bytes")
+    if not inflater.eof:
+        raise BatchBodyError("the batch body is flagged compressed but its zlib stream is truncated")
+    return inflated

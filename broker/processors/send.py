@@ -19,7 +19,7 @@ from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
-from shoal.formats.batch import decode_batch_body
+from shoal.formats.batch import decode_batch_body, inflate_batch_body
 from shoal.formats.errors import BatchBodyError
 from shoal.formats.properties import (
     CLUSTER,
@@ -27,7 +27,14 @@ from shoal.formats.properties import (
     decode_properties,
 )
 from shoal.formats.record import encode_host
-from shoal.formats.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, MULTI_TAGS_FLAG, gets_consume_queue_entry
+from shoal.formats.sysflag import (
+    COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK,
+    MULTI_TAGS_FLAG,
+    CompressionType,
+    compression_type,
+    gets_consume_queue_entry,
+)
 from shoal.formats.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -303,6 +310,15 @@ class SendProcessor:
 
     def _append_batch(self, message: MessageToStore) -> PutResult:
         try:
+            if message.sysflag & COMPRESSED_FLAG:  # the C++ client's compressed batch: stored inflated
+                if compression_type(message.sysflag) is not CompressionType.ZLIB:
+                    raise BatchBodyError("a compressed batch body must be zlib")
+                size_max = self.store.settings.commitlog.message_body_size_max_bytes
+                message = dataclasses.replace(
+                    message,
+                    body=inflate_batch_body(message.body, size_max),
+                    sysflag=message.sysflag & ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK),
+                )
             items = decode_batch_body(message.body, count_max=store_limits.BATCH_MESSAGES_MAX_COUNT)
         except BatchBodyError as error:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(error))

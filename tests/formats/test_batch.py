@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.formats.batch import BLOCK_HEADER, BatchItem, encode_batch_body
+from shoal.formats.batch import BLOCK_HEADER, BatchItem, encode_batch_body, inflate_batch_body
 from shoal.formats.batch import decode_batch_body as decode_with_count_max
 from shoal.formats.errors import BatchBodyError
 
@@ -197,3 +198,30 @@ def test_one_corrupted_byte_decodes_or_raises_message_illegal(
     except BatchBodyError:
         return
     assert decoded
+
+
+def test_a_zlib_compressed_batch_body_inflates_to_its_blocks() -> None:
+    """Goal: the C++ client's compressed batch (the whole body deflated) reads back as its blocks.
+    Method: deflate an encoded body, inflate, decode."""
+    body = encode_batch_body([(0, b"a" * 3000, b"KEYS\x01k1"), (7, b"b" * 3000, b"")])
+    inflated = inflate_batch_body(zlib.compress(body), 1 << 20)
+    assert inflated == body
+    assert [(item.flag, bytes(item.body)[:1]) for item in decode_with_count_max(inflated, count_max=10)] == [
+        (0, b"a"),
+        (7, b"b"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x00\x00\x00\x10not zlib at all", "not zlib data"),
+        (zlib.compress(b"x" * 3000)[:-6], "truncated"),
+        (zlib.compress(b"x" * 5000), "beyond maxMessageSize=4096"),
+    ],
+)
+def test_a_bad_compressed_batch_body_is_refused_without_inflating_unbounded(data: bytes, message: str) -> None:
+    """Goal: not-zlib, truncated and over-limit bodies are BatchBodyError naming why; a zlib bomb
+    is never inflated past the limit. Method: three bodies against a 4 KiB limit."""
+    with pytest.raises(BatchBodyError, match=message):
+        inflate_batch_body(data, 4096)
