@@ -32,7 +32,6 @@ from shoal.formats.sysflag import (
     COMPRESSION_TYPE_MASK,
     MULTI_TAGS_FLAG,
     CompressionType,
-    compression_type,
     gets_consume_queue_entry,
 )
 from shoal.formats.topics import (
@@ -64,6 +63,8 @@ log = logging.getLogger(__name__)
 
 SEND_BACK_MIN_VERSION = 121  # MQVersion V3_4_9: maxReconsumeTimes in the header is honoured from here
 PRODUCER_SYSFLAG_BITS = COMPRESSED_FLAG | COMPRESSION_TYPE_MASK
+ZLIB_COMPRESSION_BITS = (0, CompressionType.ZLIB << 8)
+"""The compression-type bits of a zlib body: 0 before 4.9.4, ZLIB (3) since; other values are refused, never parsed."""
 """The only bits of a send's `sysFlag` that are stored as sent: how the client compressed the body.
 The broker owns the rest: the v6 host bits (the CommitLog sets them from the hosts it writes; a
 client's would make the record undecodable), MULTI_TAGS (the topic config), the transaction
@@ -311,7 +312,7 @@ class SendProcessor:
     def _append_batch(self, message: MessageToStore) -> PutResult:
         try:
             if message.sysflag & COMPRESSED_FLAG:  # the C++ client's compressed batch: stored inflated
-                if compression_type(message.sysflag) is not CompressionType.ZLIB:
+                if message.sysflag & COMPRESSION_TYPE_MASK not in ZLIB_COMPRESSION_BITS:
                     raise BatchBodyError("a compressed batch body must be zlib")
                 size_max = self.store.settings.commitlog.message_body_size_max_bytes
                 message = dataclasses.replace(
