@@ -68,6 +68,7 @@ DELAY_LEVEL = 3
 DELAY_MS = 10_000
 """Level 3 of the default messageDelayLevel (1s 5s 10s ...): still due when the other broker has started."""
 DELAY_LATE_MAX_MS = 5_000
+READ_ATTEMPTS_MAX_COUNT = 2
 """How late a delayed message may arrive (RocketMQ's ScheduleMessageService polls every 100 ms)."""
 COMPARED_FIELDS = (
     "topic",
@@ -181,11 +182,19 @@ def write_everything(java: Any, namesrv: str) -> dict[str, Any]:
 
 
 def read_all(java: Any, namesrv: str, topic: str, count: int, timeout_ms: int = 30_000) -> dict[tuple[int, int], Any]:
-    """Every message of `topic` from queue offset 0 (LitePull assign + seek 0), by (queueId, queueOffset)."""
-    args = {"namesrv": namesrv, "group": f"read_{topic}_{time.monotonic_ns()}", "topic": topic, "mode": "assign"}
-    result = java.run("LitePull", {**args, "seek": 0, "count": count, "timeoutMs": timeout_ms})
-    assert not result.of("error"), result.events
-    by_position = {(line["queueId"], line["queueOffset"]): line for line in result.of("received")}
+    """Every message of `topic` from queue offset 0 (LitePull assign + seek 0), by (queueId, queueOffset).
+
+    A second LitePull (a new group) reads again when the first came back short: a loaded CI run once saw
+    4.9.7's LitePull never pull one queue in 30 s while the store held its 4 units (checked on disk), and
+    the same test passed alone. Both attempts are LitePull against the same broker; no message is assumed."""
+    by_position: dict[tuple[int, int], Any] = {}
+    for _attempt in range(READ_ATTEMPTS_MAX_COUNT):
+        args = {"namesrv": namesrv, "group": f"read_{topic}_{time.monotonic_ns()}", "topic": topic, "mode": "assign"}
+        result = java.run("LitePull", {**args, "seek": 0, "count": count, "timeoutMs": timeout_ms})
+        assert not result.of("error"), result.events
+        by_position = {(line["queueId"], line["queueOffset"]): line for line in result.of("received")}
+        if len(by_position) == count:
+            break
     assert len(by_position) == count, f"{topic}: {len(by_position)} of {count} read: {sorted(by_position)}"
     return by_position
 
