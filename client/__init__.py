@@ -16,6 +16,7 @@ from shoal.client.blocking import (
     BlockingTransactionProducer,
 )
 from shoal.client.consume_service import ConsumeOrderlyStatus, ConsumeStatus, Listener
+from shoal.client.credentials import Credentials
 from shoal.client.errors import (
     ClientStateError,
     InvalidMessageError,
@@ -78,6 +79,7 @@ __all__ = [
     "ConsumeStatus",
     "ConsumerConnection",
     "ConsumerSettings",
+    "Credentials",
     "HaStatus",
     "InvalidMessageError",
     "InvalidSubscriptionError",

@@ -58,7 +58,11 @@ class ClientInstance:
     ) -> None:
         self.settings = settings
         self.client_id = make_client_id(settings, instance_name)
-        self.remoting = ClientRemoting(handler=self._handle_request, connect_timeout_s=settings.connect_timeout_s)
+        self.remoting = ClientRemoting(
+            handler=self._handle_request,
+            connect_timeout_s=settings.connect_timeout_s,
+            credentials=settings.credentials,
+        )
         addresses = parse_namesrv_addresses(namesrv_addrs)
         self.namesrv = NameServerClient(addresses, self.remoting, settings.request_timeout_s)
         self.routes = RouteTable(self.namesrv, default_topic=default_topic, default_queue_nums=default_topic_queue_nums)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shoal.client import limits
+from shoal.protocol.acl_signature import Credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,9 @@ class ClientSettings:
     """The part of the client id after '@'; None: `<pid>#<nanos>` (Java's changeInstanceNameToPID)."""
     client_ip: str | None = None
     """The address in the client id and message ids; None: the host's outbound IPv4 address."""
+    credentials: Credentials | None = None
+    """ACL keys (RocketMQ plain ACL): when set, every request to brokers and NameServers is signed
+    as Java's AclClientRPCHook signs it. None: requests go unsigned (brokers without aclEnable)."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_s", "request_timeout_s", "route_refresh_interval_s", "heartbeat_interval_s"):

@@ -14,10 +14,12 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import NoReturn
 
 from shoal.protocol import RemotingCommand, make_request
+from shoal.protocol.acl_signature import Credentials
 from shoal.remoting import limits
 from shoal.remoting.connection import Connection
 from shoal.remoting.errors import RemotingConnectError, RemotingError
@@ -69,9 +71,15 @@ class RemotingClient:
         *,
         handler: RequestHandler | None = None,
         connect_timeout_s: float = limits.CONNECT_TIMEOUT_S,
+        credentials: Credentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.ssl_context = ssl_context
+        """TLS for every connection (`shoal.remoting.tls.ClientTlsSettings.context`); None: plain."""
         self.handler = handler
         self.connect_timeout_s = connect_timeout_s
+        self.credentials = credentials
+        """When set, every request this client sends is ACL-signed (Java's AclClientRPCHook)."""
         self._connections: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Future[RemotingConnection]] = {}
         self._opaque = itertools.count(1)
@@ -104,12 +112,21 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             host, port = split_address(address)
+            tls = self.ssl_context
             _transport, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: RemotingConnection(address, self.handler), host, port),
-                self.connect_timeout_s,
+                loop.create_connection(
+                    lambda: RemotingConnection(address, self.handler),
+                    host,
+                    port,
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                    ssl_handshake_timeout=limits.TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None,
+                ),
+                self.connect_timeout_s + (limits.TLS_HANDSHAKE_TIMEOUT_S if tls is not None else 0.0),
             )
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise RemotingConnectError(f"cannot connect to {address}: {exc or 'timed out'}") from None
+        except (OSError, TimeoutError, ValueError) as exc:  # ssl.SSLError is an OSError
+            what = " over TLS" if self.ssl_context is not None else ""
+            raise RemotingConnectError(f"cannot connect to {address}{what}: {exc or 'timed out'}") from None
         return connection
 
     async def invoke(
@@ -125,6 +142,8 @@ class RemotingClient:
         try:
             connection = await self.connection(address)
             request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
+            if self.credentials is not None:
+                self.credentials.sign(request.ext_fields, body)
             return await connection.request(request, timeout_s)
         except RemotingError as error:
             self.failed(error)
@@ -134,9 +153,10 @@ class RemotingClient:
     ) -> None:
         try:
             connection = await self.connection(address)
-            connection.send(
-                make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body, oneway=True)
-            )
+            request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body, oneway=True)
+            if self.credentials is not None:
+                self.credentials.sign(request.ext_fields, body)
+            connection.send(request)
         except RemotingError as error:
             self.failed(error)
 

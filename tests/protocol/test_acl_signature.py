@@ -1,0 +1,85 @@
+"""ACL request signatures: content order and encoding as Java's AclClientRPCHook, HMAC-SHA1 + Base64."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from shoal.protocol.acl_signature import (
+    ACCESS_KEY,
+    SECURITY_TOKEN,
+    SIGNATURE,
+    UNIQUE_KEY_QUERY,
+    Credentials,
+    content_prefix,
+    signature_of,
+    verify,
+)
+
+RFC2202_CASE2_DIGEST = bytes.fromhex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
+
+
+def test_signature_is_base64_hmac_sha1_of_values_then_body() -> None:
+    """RFC 2202 test case 2 (key "Jefe"), its data split between one field value and the body."""
+    signature = signature_of({"x": "what do ya want "}, b"for nothing?", "Jefe")
+    assert signature == base64.b64encode(RFC2202_CASE2_DIGEST).decode()
+
+
+def test_content_is_values_only_sorted_by_key_without_signature() -> None:
+    """Keys never appear; values follow Java TreeMap order; Signature is left out."""
+    fields = {"topic": "T", "AccessKey": "ak", "a": "1", "Signature": "zzz", "B": "2"}
+    assert content_prefix(fields) == b"ak" + b"2" + b"1" + b"T"  # AccessKey < B < a < topic
+
+
+def test_key_order_is_java_utf16_order_outside_the_bmp() -> None:
+    """U+FFFD sorts after a supplementary character in Java (surrogates are 0xD800..), unlike str order."""
+    fields = {"\ufffd": "bmp", "\U0001f600": "astral"}
+    assert content_prefix(fields) == b"astralbmp"
+
+
+def test_unpaired_surrogates_encode_as_question_marks_like_java() -> None:
+    """A JSON header may carry a lone surrogate; Java's getBytes(UTF-8) writes '?' for it."""
+    assert content_prefix({"k": "a\ud800b"}) == b"a?b"
+
+
+def test_sign_then_verify_round_trip_and_any_change_fails() -> None:
+    """The signed request verifies; a changed value, body or secret does not."""
+    credentials = Credentials("RocketMQ", "12345678", security_token="tok")
+    fields = {"topic": "TopicTest", "queueId": "1"}
+    credentials.sign(fields, b"body")
+    assert fields[ACCESS_KEY] == "RocketMQ" and fields[SECURITY_TOKEN] == "tok" and SIGNATURE in fields
+    assert verify(fields, b"body", "12345678")
+    assert not verify(fields, b"bodx", "12345678")
+    assert not verify(fields, b"body", "12345679")
+    assert not verify({**fields, "queueId": "2"}, b"body", "12345678")
+    assert not verify({k: v for k, v in fields.items() if k != SIGNATURE}, b"body", "12345678")
+
+
+def test_unique_key_query_is_accepted_whether_signed_in_or_left_out() -> None:
+    """Java signs _UNIQUE_KEY_QUERY in (it is added before the hook); RocketMQ's check leaves it out."""
+    credentials = Credentials("RocketMQ", "12345678")
+    signed_in = {"topic": "T", UNIQUE_KEY_QUERY: "true"}
+    credentials.sign(signed_in, None)
+    assert verify(signed_in, None, "12345678")
+    left_out = {"topic": "T"}
+    credentials.sign(left_out, None)
+    assert verify({**left_out, UNIQUE_KEY_QUERY: "true"}, None, "12345678")
+
+
+def test_credentials_hide_the_secret_and_refuse_empty_keys() -> None:
+    """repr shows the access key only; empty keys are refused at construction."""
+    text = repr(Credentials("ak", "very-secret", "token-x"))
+    assert "ak" in text and "very-secret" not in text and "token-x" not in text
+    with pytest.raises(ValueError):
+        Credentials("", "s")
+    with pytest.raises(ValueError):
+        Credentials("a", "")
+
+
+def test_a_resent_signature_replaces_the_old_one() -> None:
+    """Signing a dict that already holds a Signature signs over the other fields only."""
+    credentials = Credentials("ak", "sk")
+    fields = {"x": "1", SIGNATURE: "stale"}
+    credentials.sign(fields, None)
+    assert verify(fields, None, "sk")
