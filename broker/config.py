@@ -410,7 +410,8 @@ class NamesrvConfig:
     listen_port: int = field(default=9876, metadata={"java": "listenPort", "allowed": PORT_OR_ANY})
     listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost", "allowed": HOST})
     broker_expired_timeout_ms: int = field(
-        default=120_000, metadata={"java": "brokerChannelExpiredTime", "allowed": INTERVAL_MS}
+        default=limits.BROKER_EXPIRED_TIMEOUT_MS,
+        metadata={"java": "brokerChannelExpiredTime", "allowed": INTERVAL_MS},
     )
     scan_interval_ms: int = field(
         default=10_000, metadata={"java": "scanNotActiveBrokerInterval", "allowed": INTERVAL_MS}

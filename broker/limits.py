@@ -44,6 +44,7 @@ PARTIAL_FRAME_TIMEOUT_DEFAULT_S = 60  # a request frame still incomplete after t
 SERVER_CONNECTIONS_DEFAULT_MAX_COUNT = 10_000  # maxConnections: beyond this new connections are closed at once
 STALE_SCAN_INTERVAL_MIN_S = 0.1  # the scan for idle and stalled connections runs at most this often ...
 STALE_SCAN_INTERVAL_MAX_S = 10.0  # ... and at least this often (each timeout is overrun by one interval at most)
+BROKER_EXPIRED_TIMEOUT_MS = 120_000  # NameServer brokerChannelExpiredTime: no registration this long drops a broker
 
 assert STALE_SCAN_INTERVAL_MIN_S < STALE_SCAN_INTERVAL_MAX_S <= PARTIAL_FRAME_TIMEOUT_DEFAULT_S
 

@@ -122,7 +122,11 @@ class NameServer:
             registered.topic_config_serialize_wrapper,
             _now_ms(),
             connection,
+            peer_host=connection.peer_host,
+            expired_after_ms=self.config.broker_expired_timeout_ms,
         )
+        if result.refused is not None:
+            return make_response(request, ResponseCode.NO_PERMISSION, f"registration refused: {result.refused}")
         order = self.kv.get(ORDER_TOPIC_CONFIG)
         response_header = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
@@ -136,6 +140,17 @@ class NameServer:
 
     def unregister_broker(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        refused = self.routes.takeover_refusal(
+            header.broker_name,
+            header.broker_id,
+            header.broker_addr,
+            connection.peer_host,
+            _now_ms(),
+            self.config.broker_expired_timeout_ms,
+        )
+        if refused is not None:
+            log.warning("UNREGISTER_BROKER refused: %s", refused)
+            return make_response(request, ResponseCode.NO_PERMISSION, f"unregistration refused: {refused}")
         self.routes.unregister_broker(header.cluster_name, header.broker_addr, header.broker_name, header.broker_id)
         return make_response(request, ResponseCode.SUCCESS)
 

@@ -5,6 +5,13 @@
 
 A broker is live while it re-registers within `broker_expired_timeout_ms`; otherwise, or when
 its connection closes, it is removed along with the queues it alone served.
+
+Unlike RocketMQ 4.9.7, a live registration is not taken over by anyone who asks: a REGISTER_BROKER
+for a (brokerName, brokerId) that is live at another address, or for a live address from another
+host, is refused until the live one expires or its connection closes. Otherwise any client could
+redirect a broker's route, and closing its connection dropped the real broker for up to a
+registration period. A broker closing one of its connections stays while another of its
+connections registered it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from shoal.broker import limits
 from shoal.protocol.route_bodies import (
     BrokerData,
     ClusterInfo,
@@ -32,13 +40,18 @@ class BrokerLiveInfo:
     last_update_ms: int
     data_version: DataVersion
     ha_server_addr: str
-    connection_key: object | None = None
+    peer_host: str = ""
+    """The host the registration came from ("" when unknown: then it is not compared)."""
+    connection_keys: set[object] = field(default_factory=set)
+    """The open connections that registered it; it goes when the last one closes."""
 
 
 @dataclass
 class RegisterResult:
     master_addr: str | None = None
     ha_server_addr: str | None = None
+    refused: str | None = None
+    """Why the registration was refused (a live broker holds the name and id, or the address)."""
 
 
 @dataclass
@@ -58,7 +71,14 @@ class RouteInfoManager:
         topics: TopicConfigSerializeWrapper,
         now_ms: int,
         connection_key: object | None = None,
+        *,
+        peer_host: str = "",
+        expired_after_ms: int = limits.BROKER_EXPIRED_TIMEOUT_MS,
     ) -> RegisterResult:
+        refused = self.takeover_refusal(broker_name, broker_id, broker_addr, peer_host, now_ms, expired_after_ms)
+        if refused is not None:
+            log.warning("REGISTER_BROKER refused: %s", refused)
+            return RegisterResult(refused=refused)
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         broker = self.broker_addr_table.get(broker_name)
         first = broker is None
@@ -84,8 +104,11 @@ class RouteInfoManager:
             self._drop_topics_no_longer_served(broker_name, set(topics.topic_config_table))
         if previous is None:
             log.info("new broker registered: %s %s[%d] at %s", cluster, broker_name, broker_id, broker_addr)
+        keys = previous.connection_keys if previous is not None else set()
+        if connection_key is not None:
+            keys.add(connection_key)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
-            now_ms, topics.data_version, ha_server_addr, connection_key
+            now_ms, topics.data_version, ha_server_addr, peer_host or (previous.peer_host if previous else ""), keys
         )
         result = RegisterResult()
         if broker_id != MASTER_ID:
@@ -94,6 +117,33 @@ class RouteInfoManager:
                 result.master_addr = master
                 result.ha_server_addr = self.broker_live_table[master].ha_server_addr
         return result
+
+    def takeover_refusal(
+        self, broker_name: str, broker_id: int, broker_addr: str, peer_host: str, now_ms: int, expired_after_ms: int
+    ) -> str | None:
+        """Why a registration (or unregistration) would take over a live broker it is not; None if it would not."""
+        broker = self.broker_addr_table.get(broker_name)
+        holder_addr = broker.broker_addrs.get(broker_id) if broker is not None else None
+        if holder_addr is not None and holder_addr != broker_addr:
+            holder = self.broker_live_table.get(holder_addr)
+            if holder is not None and now_ms - holder.last_update_ms <= expired_after_ms:
+                return (
+                    f"{broker_name}[{broker_id}] is live at {holder_addr}; a registration claiming {broker_addr}"
+                    f" from {peer_host or 'an unknown host'} waits until it expires or its connection closes"
+                )
+        live = self.broker_live_table.get(broker_addr)
+        if (
+            live is not None
+            and live.peer_host
+            and peer_host
+            and live.peer_host != peer_host
+            and now_ms - live.last_update_ms <= expired_after_ms
+        ):
+            return (
+                f"{broker_addr} is live, registered from {live.peer_host}; a request for {broker_name}[{broker_id}]"
+                f" from {peer_host} waits until it expires or its connection closes"
+            )
+        return None
 
     def _drop_topics_no_longer_served(self, broker_name: str, served: set[str]) -> None:
         for topic in list(self.topic_queue_table):
@@ -147,8 +197,10 @@ class RouteInfoManager:
 
     def connection_closed(self, connection_key: object) -> None:
         for addr, live in list(self.broker_live_table.items()):
-            if live.connection_key is connection_key:
-                self.remove_broker_at(addr, "its connection closed")
+            if connection_key in live.connection_keys:
+                live.connection_keys.discard(connection_key)
+                if not live.connection_keys:
+                    self.remove_broker_at(addr, "its connection closed")
 
     def route(self, topic: str) -> TopicRouteData | None:
         queues = self.topic_queue_table.get(topic)

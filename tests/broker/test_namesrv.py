@@ -5,6 +5,7 @@ idle or stalled connections are closed."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from shoal.protocol import RequestCode, ResponseCode
+from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_request
+from shoal.protocol.framing import FrameDecoder, encode_frame_bytes
+from shoal.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from shoal.protocol.route_bodies import RegisterBrokerBody, TopicRouteData
 from shoal.remoting import RemotingClient
 from tests.broker.test_remoting_server import seconds_until_closed
 from tests.conftest import Cluster, free_port
@@ -110,3 +114,73 @@ def test_idle_and_stalled_connections_to_the_namesrv_are_closed(namesrv: Cluster
     log = namesrv.log("namesrv")
     assert "closed 0 connections idle over 2 s (serverChannelMaxIdleTimeSeconds) and 1 with a request frame" in log
     assert "closed 1 connections idle over 2 s (serverChannelMaxIdleTimeSeconds) and 0 with a request frame" in log
+
+
+def _request_from(
+    source_host: str, address: str, code: int, ext_fields: dict[str, str], body: bytes
+) -> RemotingCommand:
+    """Send one request over a socket bound to `source_host` (another loopback address plays another
+    machine) and return the answer."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5.0, source_address=(source_host, 0)) as sock:
+        sock.sendall(encode_frame_bytes(make_request(code, opaque=1, ext_fields=ext_fields, body=body)))
+        decoder = FrameDecoder()
+        while True:
+            chunk = sock.recv(65536)
+            assert chunk, "the NameServer closed the connection without answering"
+            answers = decoder.feed(chunk)
+            if answers:
+                return answers[0]
+
+
+def _route_addrs(address: str, topic: str) -> dict[int, str]:
+    async def ask() -> dict[int, str]:
+        client = RemotingClient()
+        try:
+            response = await client.invoke(address, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout_s=5.0)
+        finally:
+            await client.close()
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        route = TopicRouteData.from_json(bytes(response.body or b""))
+        return dict(route.broker_datas[0].broker_addrs)
+
+    return asyncio.run(ask())
+
+
+def test_a_registration_cannot_take_over_a_live_broker(cluster: Cluster) -> None:
+    """Goal: the probe's hijack fails on the wire: REGISTER_BROKER carrying the live broker's name
+    and id, from another address or another host, is refused with NO_PERMISSION and logged; the
+    route keeps the real broker, also after the intruder's connection closes; UNREGISTER_BROKER
+    from another host is refused too. Method: a real NameServer + Broker; raw requests from
+    127.0.0.2 and 127.0.0.1."""
+    topic = "TBW102"  # every broker registers it
+    real = _route_addrs(cluster.namesrv_addr, topic)
+    assert real == {0: cluster.broker_addr}
+    broker_name = "broker-a"  # the default brokerName: the cluster fixture does not set one
+    body = RegisterBrokerBody().to_json()
+    for source, claimed in (
+        ("127.0.0.1", "127.0.0.1:1"),
+        ("127.0.0.2", "127.0.0.2:1"),
+        ("127.0.0.2", cluster.broker_addr),
+    ):
+        header = RegisterBrokerRequestHeader(
+            broker_name=broker_name,
+            broker_addr=claimed,
+            cluster_name="DefaultCluster",
+            ha_server_addr=claimed,
+            broker_id=0,
+        )
+        answer = _request_from(source, cluster.namesrv_addr, RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+        assert answer.code == ResponseCode.NO_PERMISSION, (source, claimed, answer.remark)
+        assert answer.remark is not None and answer.remark.startswith("registration refused: ")
+        assert _route_addrs(cluster.namesrv_addr, topic) == real
+    unregister = UnregisterBrokerRequestHeader(
+        broker_name=broker_name, broker_addr=cluster.broker_addr, cluster_name="DefaultCluster", broker_id=0
+    )
+    answer = _request_from(
+        "127.0.0.2", cluster.namesrv_addr, RequestCode.UNREGISTER_BROKER, unregister.to_ext_fields(), b""
+    )
+    assert answer.code == ResponseCode.NO_PERMISSION, answer.remark
+    time.sleep(1.0)  # the intruders' connections are closed: the real broker must still be routed
+    assert _route_addrs(cluster.namesrv_addr, topic) == real
+    assert "REGISTER_BROKER refused" in cluster.log("namesrv")

@@ -74,3 +74,54 @@ def test_wipe_and_add_write_permission() -> None:
     route = routes.route("T")
     assert route is not None and route.queue_datas[0].perm == 4
     assert routes.set_write_permission("b", writable=True) == 2
+
+
+def test_a_live_brokers_name_and_id_are_not_taken_over_from_another_address() -> None:
+    """Goal: the probe's hijack fails: a REGISTER_BROKER claiming a live (name, id) at another
+    address is refused and routes keep the live broker. Method: register, claim it from elsewhere
+    before and after the expiry."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=0, peer_host="10.0.0.1")
+    result = routes.register_broker(
+        "C", "evil:1", "b", 0, "evil:2", _topics(9, "T"), now_ms=1000, peer_host="10.6.6.6", expired_after_ms=120_000
+    )
+    assert result.refused is not None and "b[0] is live at m:1" in result.refused
+    route = routes.route("T")
+    assert route is not None and route.broker_datas[0].broker_addrs == {0: "m:1"}
+    later = routes.register_broker(
+        "C", "new:1", "b", 0, "new:2", _topics(2, "T"), now_ms=121_001, peer_host="10.0.0.9", expired_after_ms=120_000
+    )
+    assert later.refused is None
+    route = routes.route("T")
+    assert route is not None and route.broker_datas[0].broker_addrs == {0: "new:1"}
+
+
+def test_a_live_address_is_not_taken_over_from_another_host() -> None:
+    """Goal: claiming a live broker's own address from another host is refused too, under any id.
+    Method: register from 10.0.0.1; claim the address as id 0 and id 1 from 10.6.6.6; the real
+    broker re-registering from its host is still accepted."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=0, peer_host="10.0.0.1")
+    for broker_id in (0, 1):
+        result = routes.register_broker(
+            "C", "m:1", "b", broker_id, "m:2", _topics(1, "T"), now_ms=10, peer_host="10.6.6.6"
+        )
+        assert result.refused is not None and "registered from 10.0.0.1" in result.refused
+    assert (
+        routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(2, "T"), now_ms=20, peer_host="10.0.0.1").refused
+        is None
+    )
+    assert routes.broker_addr_table["b"].broker_addrs == {0: "m:1"}
+
+
+def test_a_broker_stays_while_another_of_its_connections_registered_it() -> None:
+    """Goal: closing one connection that registered a broker does not drop it while another open
+    connection registered it too. Method: register over two keys, close one, then the other."""
+    routes = RouteInfoManager()
+    first, second = object(), object()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=0, connection_key=first)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=5, connection_key=second)
+    routes.connection_closed(second)
+    assert routes.route("T") is not None
+    routes.connection_closed(first)
+    assert routes.route("T") is None
