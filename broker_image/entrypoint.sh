@@ -11,6 +11,8 @@
 #                  its marker names $SHOAL_CLUSTER_UID; anything else is left in place
 #   operator       the kopf operator (python -m shoal.operator)
 #   render-broker-conf  print the path of the rendered broker.conf (what `broker` would run with)
+# SHOAL_LISTEN_HOST (optional): the one address namesrv and broker bind (listenHost, metricsHost),
+# for pods that share a network with others (hostNetwork); unset, they bind every address.
 # See operator/manifests.py for how the operator sets these up, docs/images.md for the image.
 set -eu
 
@@ -41,6 +43,10 @@ render_broker_conf() {
         echo "# ordinal $n"
         cat "$SHOAL_CONFIG_DIR/broker-$n.conf"
         if [ -n "${POD_IP:-}" ]; then echo "brokerIP1=$POD_IP"; fi
+        if [ -n "${SHOAL_LISTEN_HOST:-}" ]; then
+            echo "listenHost=$SHOAL_LISTEN_HOST"
+            echo "metricsHost=$SHOAL_LISTEN_HOST"
+        fi
     } > "$RENDERED_DIR/broker.conf"
     echo "$RENDERED_DIR/broker.conf"
 }
@@ -87,7 +93,7 @@ cleanup_store() {
 command="${1:-broker}"
 [ "$#" -gt 0 ] && shift
 case "$command" in
-    namesrv) exec shoal namesrv "$@" ;;
+    namesrv) exec shoal namesrv ${SHOAL_LISTEN_HOST:+--host "$SHOAL_LISTEN_HOST"} "$@" ;;
     broker) conf="$(render_broker_conf)"; exec shoal broker -c "$conf" "$@" ;;
     render-broker-conf) render_broker_conf ;;
     prepare-store) prepare_store ;;

@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kube.control_plane import ControlPlane
+from tests.kube.control_plane import PROCESS_IMAGES, ControlPlane
+from tests.kube.kube_api import KubeApi
+from tests.kube.pod_runner import PodRunner
+from tests.kube.pod_sandbox import shoal_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -122,6 +125,35 @@ def shoal_crds(control_plane: ControlPlane) -> ControlPlane:
     control_plane.kubectl("apply", "-f", str(CRD_DIR))
     control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", f"--timeout={ESTABLISH_TIMEOUT_S}s")
     return control_plane
+
+
+SHOAL_PROCESS_IMAGE = PROCESS_IMAGES[0]
+
+
+def admin_api(plane: ControlPlane) -> KubeApi:
+    assert plane.pki is not None
+    admin = plane.pki.identity("shoal-test-admin", "system:masters")
+    return KubeApi(plane.server, str(plane.pki.ca_cert), str(admin.cert), str(admin.key))
+
+
+@pytest.fixture(scope="module")
+def pod_runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodRunner]:
+    """The process runner (pod_runner.py) playing kubelet for pods of the Shoal image on the KWOK nodes,
+    for one test module: its sandboxes need mount namespaces, so root and unshare."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        _unavailable("the process runner needs root, unshare and nsenter (a mount namespace per container)")
+    runner = PodRunner(
+        admin_api(control_plane),
+        tmp_path_factory.mktemp("runner"),
+        control_plane.node_names,
+        {SHOAL_PROCESS_IMAGE: shoal_image()},
+        control_plane.server,
+    )
+    runner.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
 
 
 class Helm:

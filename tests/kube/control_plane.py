@@ -37,6 +37,9 @@ STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.2
 CERT_DAYS = 2
 LOG_TAIL_LINES = 30
+PROCESS_IMAGES = ("shoal.test/shoal:process", "shoal.test/shoal-spark:process")
+"""Pods of these images are run as local processes by tests/kube/pod_runner.py; KWOK's pod stages
+(Running, Ready, Job completion, deletion) skip them, as kubelet's work is the runner's there."""
 OPENSSL_TIMEOUT_S = 30.0
 
 
@@ -226,10 +229,22 @@ class ControlPlane:
         self._wait_healthy("etcd", f"{client_url}/health", None)
         return client_url
 
+    def _kwok_stages(self) -> Path:
+        """KWOK's stages with the pod stages narrowed to pods of no image in PROCESS_IMAGES."""
+        stages = [s for s in yaml.safe_load_all((self.bin_dir / "kwok-stages.yaml").read_text()) if s]
+        for stage in stages:
+            if stage["spec"]["resourceRef"]["kind"] == "Pod":
+                stage["spec"]["selector"]["matchExpressions"].append(
+                    {"key": ".spec.containers.[].image", "operator": "NotIn", "values": list(PROCESS_IMAGES)}
+                )
+        path = self.work_dir / "kwok-stages.yaml"
+        path.write_text(yaml.safe_dump_all(stages))
+        return path
+
     def _start_kwok(self) -> None:
         self._spawn(
             "kwok",
-            "--config", str(self.bin_dir / "kwok-stages.yaml"),
+            "--config", str(self._kwok_stages()),
             "--kubeconfig", str(self.kubeconfig),
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector", f"{NODE_ANNOTATION}=fake",
