@@ -13,6 +13,7 @@ client's LitePull (assign + seek 0) describes them on each broker.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import json
@@ -34,6 +35,8 @@ from pyspark.sql import SparkSession
 
 from shoal.cli.main import cli
 from shoal.client import BlockingPullConsumer
+from shoal.protocol import RequestCode, ResponseCode
+from shoal.remoting import RemotingClient
 
 
 def _load_launcher() -> ModuleType:
@@ -94,6 +97,10 @@ TOPICS = {"XchgPlain": 24, "XchgBatch": 10, "XchgOrdered": 16}
 LATE_COUNT = 6
 STOP_SIGNALS = {"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
 OFFSETS_PERSIST_WAIT_S = 15.0
+ADMIN_TOPIC = "XchgAdmin"
+ADMIN_GROUP = "xchg_admin_group"
+ADMIN_TOPIC_CONFIG = {"readQueueNums": 3, "writeQueueNums": 3, "perm": 4}
+ADMIN_GROUP_CONFIG = {"retryMaxTimes": 5, "retryQueueNums": 2, "consumeBroadcastEnable": False, "brokerId": 0}
 """Both brokers persist consumer offsets every 5 s (flushConsumerOffsetInterval); a SIGKILL keeps only those."""
 
 
@@ -281,6 +288,43 @@ def assert_delayed_on_time_and_transaction_checked(
     assert committed["msgId"] == pending["tx"]["msgId"]
 
 
+def declare_admin_state(java: Any, namesrv: str, broker_addr: str) -> None:
+    """mqadmin updateTopic and updateSubGroup with values no default has: topics.json and
+    subscriptionGroup.json must carry them to the other broker."""
+    ns = ("-n", namesrv, "-b", broker_addr)
+    topic = ADMIN_TOPIC_CONFIG
+    output = java.mqadmin(
+        "updateTopic", *ns, "-t", ADMIN_TOPIC, "-r", str(topic["readQueueNums"]), "-w", str(topic["writeQueueNums"]),
+        "-p", str(topic["perm"]),
+    )  # fmt: skip
+    assert "success" in output, output
+    group = ADMIN_GROUP_CONFIG
+    output = java.mqadmin(
+        "updateSubGroup", *ns, "-g", ADMIN_GROUP, "-r", str(group["retryMaxTimes"]), "-q", str(group["retryQueueNums"]),
+        "-d", "false", "-i", str(group["brokerId"]),
+    )  # fmt: skip
+    assert "success" in output, output
+
+
+def assert_admin_state_served(broker_addr: str) -> None:
+    """GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG of the new broker hold what mqadmin declared
+    on the old one."""
+
+    async def ask(code: int) -> Any:
+        client = RemotingClient()
+        try:
+            response = await client.invoke(broker_addr, code, {}, timeout_s=10.0)
+        finally:
+            await client.close()
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return json.loads(bytes(response.body or b""))
+
+    topics = asyncio.run(ask(RequestCode.GET_ALL_TOPIC_CONFIG))["topicConfigTable"]
+    assert {key: topics[ADMIN_TOPIC][key] for key in ADMIN_TOPIC_CONFIG} == ADMIN_TOPIC_CONFIG, topics[ADMIN_TOPIC]
+    groups = asyncio.run(ask(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))["subscriptionGroupTable"]
+    assert {key: groups[ADMIN_GROUP][key] for key in ADMIN_GROUP_CONFIG} == ADMIN_GROUP_CONFIG, groups[ADMIN_GROUP]
+
+
 def wait_offsets_persisted(store_dir: Path) -> None:
     """Until the group's committed offsets are in consumerOffset.json (what survives a SIGKILL)."""
     offsets = store_dir / "config" / "consumerOffset.json"
@@ -295,6 +339,7 @@ def test_rocketmq_recovers_a_store_shoal_wrote_and_serves_every_message(java: An
     """Shoal writes and stops (SIGTERM / SIGKILL); RocketMQ 4.9.7 starts on its store: same messages, offsets, index."""
     shoal = brokers.shoal({**STORE_SETTINGS, **OPEN_TRANSACTIONS})
     written = write_everything(java, shoal.namesrv_addr)
+    declare_admin_state(java, shoal.namesrv_addr, shoal.broker_addr)
     before = read_everything(java, shoal.namesrv_addr)
     pending = send_delayed_and_open_transaction(java, shoal.namesrv_addr)
     if stop == "sigkill":
@@ -305,6 +350,7 @@ def test_rocketmq_recovers_a_store_shoal_wrote_and_serves_every_message(java: An
     serving_since_ms = time.time_ns() // 1_000_000
     namesrv = broker.namesrv_addr
     checker = start_checker(java, namesrv)
+    assert_admin_state_served(broker.addr)
     assert_same_messages(before, read_everything(java, namesrv))
     assert_group_resumes(java, namesrv, written["late"])
     target = before["XchgPlain"][next(iter(before["XchgPlain"]))]
@@ -407,6 +453,7 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     store_dir = tmp_path / "rocketmq-store"
     broker = brokers.rocketmq(store_dir, {**STORE_SETTINGS, **OPEN_TRANSACTIONS})
     written = write_everything(java, broker.namesrv_addr)
+    declare_admin_state(java, broker.namesrv_addr, broker.addr)
     committed_tx = java.run(
         "Transaction",
         {
@@ -433,6 +480,7 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     serving_since_ms = time.time_ns() // 1_000_000
     namesrv = shoal.namesrv_addr
     checker = start_checker(java, namesrv)
+    assert_admin_state_served(shoal.broker_addr)
     assert_same_messages(before, read_everything(java, namesrv))
     for topic, lines in before.items():
         by_shoal_client = shoal_client_reads(namesrv, topic)
