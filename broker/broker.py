@@ -21,6 +21,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from shoal.broker import limits
+from shoal.broker.acl import AccessValidator, AclFileWatcher, broker_credentials, start_acl
 from shoal.broker.broker_stats import BrokerStats
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
 from shoal.broker.config import BrokerSettings
@@ -99,6 +100,13 @@ class BrokerController:
         self.replication = ReplicationService(self.config, settings.store.config_dir)
         self.role = self.replication.role
         """Master or slave now, and the brokerId (replication changes it; `config` keeps broker.conf's)."""
+        self.acl: AccessValidator | None = None
+        self.acl_watcher: AclFileWatcher | None = None
+        if self.config.acl_enable:  # a plain_acl.yml that cannot be used fails here, before the store opens
+            self.acl, self.acl_watcher = start_acl(self.config.plain_acl_file, namesrv=False)
+            self.server.gate = self.vip_server.gate = self.acl.refusal
+        # registration and a slave's sync are signed with broker.conf's accessKey/secretKey when set
+        self.namesrv_client.credentials = self.replication.remoting.credentials = broker_credentials(self.config)
 
     # --- lifecycle ---
     async def start(self, *, host: str | None = None, port: int | None = None) -> None:
@@ -178,6 +186,8 @@ class BrokerController:
             self._metrics_server = MetricsServer(self.registry, self.health)
             self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)
         await self.register_all()  # clients asking the NameServer right after start find us
+        if self.acl_watcher is not None:
+            self.acl_watcher.start()
         self._tasks = [
             loop.create_task(self._registration_loop(first_delay=True)),
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
@@ -319,6 +329,8 @@ class BrokerController:
         if self._register_soon is not None:
             self._register_soon.cancel()
         parts = self.parts
+        if self.acl_watcher is not None:
+            await self.acl_watcher.stop()
         await parts.transaction_checker.stop()
         await self.replication.stop()
         await self.server.stop()

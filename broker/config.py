@@ -202,6 +202,17 @@ DELAY_TABLE = Allowed(
 ANY_TEXT = Allowed("any text", lambda value: isinstance(value, str))
 TIMEOUT_S = between(1, limits.CONFIG_INTERVAL_MAX_MS // 1000, "s")
 CONNECTIONS = between(1, limits.CONNECTIONS_MAX_COUNT)
+ACL_KEY = Allowed(
+    f"nothing, or {limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE + 1}..{limits.ACL_KEY_LENGTH_MAX} characters without blanks "
+    "(RocketMQ's rule for ACL keys)",
+    lambda value: isinstance(value, str)
+    and (value == "" or (limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE < len(value) <= limits.ACL_KEY_LENGTH_MAX))
+    and not any(character.isspace() for character in value),
+)
+FILE_PATH_OR_EMPTY = Allowed(
+    "a file path (printable text), or nothing for the default place",
+    lambda value: isinstance(value, str) and (value == "" or value.isprintable()),
+)
 PERMISSION = Allowed(
     "a permission: 6 (read and write), 4 (read only), 2 (write only) or 0, plus 1 to inherit",
     lambda value: type(value) is int and 0 <= value <= 7,
@@ -366,6 +377,16 @@ class BrokerConfig:
         default=False, metadata={"java": "rejectTransactionMessage", "allowed": BOOLEAN}
     )
     """Refuse half messages with NO_PERMISSION (RocketMQ's switch for brokers without transactions)."""
+    # --- plain ACL (spec §14; shoal.broker.acl, docs/security.md §2) ---
+    acl_enable: bool = field(default=False, metadata={"java": "aclEnable", "allowed": BOOLEAN})
+    """Check every request against plain_acl.yml (signature, permissions, admin codes), as RocketMQ."""
+    plain_acl_file: str = field(default="", metadata={"java": "plainAclFile", "allowed": FILE_PATH_OR_EMPTY})
+    """Shoal: where plain_acl.yml is; empty: ${ROCKETMQ_HOME}/conf/plain_acl.yml, RocketMQ's place.
+    Reloaded within a second of a change; a file that does not parse keeps the last good rules."""
+    access_key: str = field(default="", metadata={"java": "accessKey", "allowed": ACL_KEY})
+    """Shoal: the account this broker signs its own requests with (registration with NameServers
+    that have aclEnable, a slave's sync from its master). Empty: unsigned, as 4.9.7's broker."""
+    secret_key: str = field(default="", metadata={"java": "secretKey", "allowed": ACL_KEY}, repr=False)
 
     def __post_init__(self) -> None:
         parse_delay_levels(self.message_delay_level)  # a bad table fails at load, naming the key
@@ -430,6 +451,12 @@ class NamesrvConfig:
         metadata={"java": "maxConnections", "allowed": CONNECTIONS},
     )
     """The three connection settings mean what the broker's do."""
+    acl_enable: bool = field(default=False, metadata={"java": "aclEnable", "allowed": BOOLEAN})
+    """Shoal: REGISTER_BROKER and the other codes that change routes or this NameServer's config need
+    a signed admin account of plain_acl.yml (`shoal.broker.acl.NAMESRV_CHECKED_CODES`); route queries
+    stay open. 4.9.7's NameServer checks nothing."""
+    plain_acl_file: str = field(default="", metadata={"java": "plainAclFile", "allowed": FILE_PATH_OR_EMPTY})
+    """As the broker's: empty means ${ROCKETMQ_HOME}/conf/plain_acl.yml."""
 
 
 def _convert(kind: Any, raw: str) -> Any:
@@ -492,6 +519,8 @@ def _check_broker_relations(config: BrokerConfig) -> None:
             f"haSendHeartbeatInterval={config.ha_send_heartbeat_interval_ms} is not allowed: it must be shorter "
             f"than haHousekeepingInterval={config.ha_housekeeping_interval_ms}, or idle HA links are closed"
         )
+    if bool(config.access_key) != bool(config.secret_key):
+        raise ConfigError("accessKey and secretKey go together: set both (the broker signs its requests) or neither")
 
 
 def _check_fast_port(config: BrokerConfig) -> None:

@@ -100,9 +100,17 @@ def store_key_values(store: StoreSettings) -> dict[str, str]:
     return result
 
 
+SECRET_KEYS = frozenset({"secretKey"})
+"""Settings GET_BROKER_CONFIG never shows."""
+
+
 def config_properties(broker: BrokerConfig, store: StoreSettings) -> dict[str, str]:
     """All settings by their broker.conf names: what GET_BROKER_CONFIG answers."""
-    result = {java: value_text(getattr(broker, name)) for name, java in _JAVA_OF_BROKER_FIELD.items()}
+    result = {
+        java: value_text(getattr(broker, name))
+        for name, java in _JAVA_OF_BROKER_FIELD.items()
+        if java not in SECRET_KEYS  # any signed account may ask; the broker's secret stays in broker.conf
+    }
     result.update(store_key_values(store))
     return dict(sorted(result.items()))
 

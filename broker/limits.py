@@ -48,6 +48,19 @@ BROKER_EXPIRED_TIMEOUT_MS = 120_000  # NameServer brokerChannelExpiredTime: no r
 
 assert STALE_SCAN_INTERVAL_MIN_S < STALE_SCAN_INTERVAL_MAX_S <= PARTIAL_FRAME_TIMEOUT_DEFAULT_S
 
+# --- plain ACL (shoal.broker.acl) ---
+ACL_KEY_LENGTH_MIN_EXCLUSIVE = 6  # AclConstants: accessKey and secretKey must be longer than 6 characters
+ACL_KEY_LENGTH_MAX = 1024  # an accessKey/secretKey in plain_acl.yml; real ones are 8..64
+ACL_REQUEST_FIELD_LENGTH_MAX = 4096  # AccessKey/Signature/SecurityToken in a request: longer is refused unhashed
+ACL_FILE_SIZE_MAX_BYTES = 4 * 1024 * 1024  # plain_acl.yml; ~40k accounts of 100 bytes
+ACL_ACCOUNTS_MAX_COUNT = 10_000
+ACL_RELOAD_INTERVAL_S = 0.5  # RocketMQ's AclFileWatchService polls every 500 ms
+ACL_REFUSALS_LOGGED_PER_WINDOW_COUNT = 20  # refusals logged per window; the rest are counted in one line
+ACL_REFUSAL_LOG_WINDOW_S = 10.0
+ACL_HOST_CACHE_MAX_COUNT = 10_000  # peer hosts whose global-white decision is cached (cleared beyond / on reload)
+
+assert ACL_KEY_LENGTH_MIN_EXCLUSIVE < ACL_KEY_LENGTH_MAX <= ACL_REQUEST_FIELD_LENGTH_MAX
+
 # --- broker.conf / namesrv.conf ranges (shoal.broker.config checks every key against these) ---
 PORT_MAX = 65535
 CONFIG_INTERVAL_MAX_MS = 24 * 3600 * 1000  # a period or timeout above a day is a unit mistake (s for ms)

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import time
 
+from shoal.broker.acl import AclFileWatcher, start_acl
 from shoal.broker.config import ConfigError, NamesrvConfig, load_namesrv_config, parse_properties
 from shoal.broker.remoting_server import RemotingServer, ServerConnection
 from shoal.broker.route_info import RouteInfoManager
@@ -82,6 +83,10 @@ class NameServer:
         }
         for code, processor in codes.items():
             self.server.register(code, processor)
+        self.acl_watcher: AclFileWatcher | None = None
+        if config.acl_enable:  # route changes need a signed admin account (shoal.broker.acl)
+            validator, self.acl_watcher = start_acl(config.plain_acl_file, namesrv=True)
+            self.server.gate = validator.refusal
 
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         self.port = await self.server.start(
@@ -89,6 +94,8 @@ class NameServer:
             port if port is not None else self.config.listen_port,
         )
         self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
+        if self.acl_watcher is not None:
+            self.acl_watcher.start()
         return self.port
 
     async def stop(self) -> None:
@@ -96,6 +103,8 @@ class NameServer:
             self._scan.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan
+        if self.acl_watcher is not None:
+            await self.acl_watcher.stop()
         await self.server.stop()
 
     async def _scan_loop(self) -> None:

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 Response = RemotingCommand | None
 Processor = Callable[["ServerConnection", RemotingCommand], Response | Awaitable[Response]]
 ConnectionListener = Callable[["ServerConnection"], None]
+Gate = Callable[[str, RemotingCommand], RemotingCommand | None]
+"""(peer host, request) -> None to go on, or the response that refuses it."""
 
 
 class ServerConnection(Connection):
@@ -212,6 +214,9 @@ class RemotingServer:
         self.processors: dict[int, Processor] = {}
         self.withheld_codes: frozenset[int] = frozenset()
         """Codes this listener answers as unknown although a processor is registered (`sibling`)."""
+        self.gate: Gate | None = None
+        """Checked before any processor (the ACL: `shoal.broker.acl`); its answer refuses the request.
+        None (aclEnable=false): nothing extra runs per request."""
         self.connections: set[ServerConnection] = set()
         self.on_close: list[ConnectionListener] = []
         self._server: asyncio.AbstractServer | None = None
@@ -279,6 +284,11 @@ class RemotingServer:
         processor = self.processors.get(command.code)
         if processor is None or command.code in self.withheld_codes:
             return self.unsupported(command)
+        gate = self.gate
+        if gate is not None:
+            refused = gate(connection.peer_host, command)
+            if refused is not None:
+                return refused
         return processor(connection, command)
 
     def unsupported(self, command: RemotingCommand) -> Response:

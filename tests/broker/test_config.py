@@ -118,6 +118,10 @@ BAD_BROKER_VALUES: list[tuple[str, str]] = [
     ("storeReplyMessageEnable", "yes"),
     ("traceTopicEnable", "on"),
     ("msgTraceTopicName", "trace topic"),
+    ("aclEnable", "yes"),
+    ("plainAclFile", "conf/\x00acl.yml"),
+    ("accessKey", "short"),
+    ("secretKey", "has blanks in it"),
     ("fastListenPort", "65536"),
     ("haListenPort", "65536"),
     ("haMasterAddress", "master-without-port"),
@@ -196,6 +200,8 @@ BAD_NAMESRV_VALUES: list[tuple[str, str]] = [
     ("serverChannelMaxIdleTimeSeconds", "0"),
     ("serverChannelPartialFrameTimeoutSeconds", "86401"),
     ("maxConnections", "0"),
+    ("aclEnable", "1"),
+    ("plainAclFile", "\x07"),
 ]
 
 
