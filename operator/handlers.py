@@ -77,6 +77,21 @@ def broker_address(pod: Mapping[str, Any]) -> str:
     return f"{ip}:{manifests.BROKER_PORT}" if ip else ""
 
 
+def name_server_addresses(spec: BrokerSpec) -> list[str]:
+    """Where the operator reaches the NameServers: their pods' IPs from the API (it may run outside the
+    cluster, where `*.svc` names do not resolve), else the headless-Service names brokers use."""
+    if spec.name_server.replicas == 0:
+        return manifests.name_server_addresses(spec)
+    pods = kube.cluster_pods(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
+    addresses = sorted(
+        f"{ip}:{manifests.NAME_SERVER_PORT}"
+        for pod in pods
+        if (pod["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "nameserver"
+        and (ip := (pod.get("status") or {}).get("podIP"))
+    )
+    return addresses or manifests.name_server_addresses(spec)
+
+
 def _generation(body: Mapping[str, Any]) -> int:
     return int(body["metadata"].get("generation") or 0)
 
@@ -275,7 +290,7 @@ def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> i
         return None
 
     async def ask() -> int:
-        async with Admin(manifests.name_server_addresses(spec)) as admin:
+        async with Admin(name_server_addresses(spec)) as admin:
             await admin.set_write_permission(target.name, writable=False)
             return await admin.broker_consumer_lag(target.master_address)
 
@@ -515,7 +530,7 @@ def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> 
 
 def _reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
     spec, cluster = _topic_context(body, patch)
-    addresses = manifests.name_server_addresses(cluster)
+    addresses = name_server_addresses(cluster)
     try:
         outcome: topics.TopicOutcome = _run_admin(_apply_topic(addresses, cluster, spec), f"apply {spec.topic_name}")
     except NotReadyError as error:
@@ -560,6 +575,6 @@ def topic_deleted(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: 
         logger.info(f"Topic released without deleting anything on a cluster: {error}")
         return
     try:
-        _run_admin(_delete_topic(manifests.name_server_addresses(cluster), cluster.cluster_name, spec.topic_name), "")
+        _run_admin(_delete_topic(name_server_addresses(cluster), cluster.cluster_name, spec.topic_name), "")
     except NotReadyError as error:
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error

@@ -1,0 +1,175 @@
+"""The operator as a real process (the chart's ServiceAccount token) with its Broker's pods played by real
+`shoal namesrv` / `shoal broker` processes (pod_runner.py): the Broker becomes Ready as kubectl sees it, a
+Topic CR makes a real topic that carries a message, and a config change restarts the slave before the master."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shoal.client import Admin
+from tests.conftest import wait_until
+from tests.kube.conftest import SHOAL_PROCESS_IMAGE, Helm
+from tests.kube.control_plane import ControlPlane, write_kubeconfig
+from tests.kube.pod_runner import PodRunner
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "shoal"
+RELEASE = "procs"
+OPERATOR_NAMESPACE = "shoal-procs"
+NAMESPACE = "fleet"
+CLUSTER = "fleet"
+READY_TIMEOUT_S = 240
+STOP_TIMEOUT_S = 15.0
+NAME_SERVER_PORT = 9876
+
+
+@dataclass
+class Operator:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def operator(
+    shoal_crds: ControlPlane, pod_runner: PodRunner, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    """The chart installed and the operator run locally with its ServiceAccount's token; the Broker's
+    namespace is removed (while the runner still runs its pods) before the runner stops."""
+    plane = shoal_crds
+    home = tmp_path_factory.mktemp("operator-procs")
+    helm = Helm.for_cluster(plane, home / "helm", OPERATOR_NAMESPACE)
+    helm("install", RELEASE, str(CHART), "--create-namespace", "--wait", "--timeout=180s")
+    (account,) = [o["metadata"]["name"] for o in helm.manifest(RELEASE) if o["kind"] == "ServiceAccount"]
+    token = plane.kubectl("create", "token", account, "-n", OPERATOR_NAMESPACE, "--duration=2h").stdout.strip()
+    assert plane.pki is not None
+    kubeconfig = write_kubeconfig(
+        home / "operator.kubeconfig", plane.server, plane.pki.ca_cert, account, {"token": token}
+    )
+    plane.kubectl("create", "namespace", NAMESPACE)
+    log = home / "operator.log"
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "SHOAL_WATCH_NAMESPACES": NAMESPACE,
+        "SHOAL_ALLOWED_HOSTPATH_ROOTS": "/var/lib/shoal",
+        "SHOAL_LOG_LEVEL": "INFO",
+    }
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "shoal.operator"], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=home
+        )
+    try:
+        yield Operator(process, log)
+    finally:
+        plane.kubectl("delete", "brokers,topics", "--all", "-n", NAMESPACE, "--timeout=120s", check=False)
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        plane.kubectl("delete", "namespace", NAMESPACE, "--timeout=120s", check=False)
+        helm.uninstall_quietly(RELEASE)
+
+
+def _get(plane: ControlPlane, *what: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(plane.kubectl("get", *what, "-n", NAMESPACE, "-o", "json").stdout)
+    return found
+
+
+def _name_server(plane: ControlPlane) -> str:
+    pod = _get(plane, "pod", f"{CLUSTER}-ns-0")
+    return f"{pod['status']['podIP']}:{NAME_SERVER_PORT}"
+
+
+def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
+    result = plane.kubectl(
+        "wait", "--for=condition=Ready", what, "-n", NAMESPACE, f"--timeout={READY_TIMEOUT_S}s", check=False
+    )
+    assert result.returncode == 0, f"{what} not Ready: {result.stderr}\noperator log:\n{operator.output()[-4000:]}"
+
+
+def test_a_broker_of_real_processes_becomes_ready(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """examples/cluster.yaml with the process image: `kubectl wait --for=condition=Ready broker/fleet`
+    returns once the NameServer, the master and the slave run, and both brokers registered."""
+    plane = shoal_crds
+    body = yaml.safe_load((REPO_ROOT / "examples" / "cluster.yaml").read_text())
+    body["metadata"] = {"name": CLUSTER, "namespace": NAMESPACE}
+    body["spec"]["image"] = SHOAL_PROCESS_IMAGE
+    body["spec"]["nameServer"]["replicas"] = 1
+    body["spec"]["config"] = {"autoCreateTopicEnable": "false"}
+    plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
+    _wait_ready(plane, operator, f"broker/{CLUSTER}")
+
+    async def brokers() -> dict[str, dict[int, str]]:
+        async with Admin([_name_server(plane)]) as admin:
+            info = await admin.cluster_info()
+        return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()}
+
+    table = asyncio.run(brokers())
+    pods = {p["metadata"]["name"]: p["status"]["podIP"] for p in _get(plane, "pods")["items"]}
+    assert table == {f"{CLUSTER}-g0": {0: f"{pods[f'{CLUSTER}-g0-0']}:10911", 1: f"{pods[f'{CLUSTER}-g0-1']}:10911"}}, (
+        table
+    )
+    stores = list(
+        (pod_runner.work_dir / "nodes").glob(f"*/var/lib/shoal/{NAMESPACE}/{CLUSTER}/{CLUSTER}-g0-*/commitlog")
+    )
+    assert len(stores) == 2, stores
+
+
+def test_a_topic_cr_makes_a_real_topic(shoal_crds: ControlPlane, operator: Operator) -> None:
+    """examples/topic.yaml on the running cluster: the Topic becomes Ready, the master holds the topic
+    with 8 queues on the master and in the NameServer's route."""
+    plane = shoal_crds
+    body = yaml.safe_load((REPO_ROOT / "examples" / "topic.yaml").read_text())
+    body["metadata"] = {"name": "order-events", "namespace": NAMESPACE}
+    body["spec"]["clusterRef"]["name"] = CLUSTER
+    plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
+    _wait_ready(plane, operator, "topic/order-events")
+
+    async def check() -> None:
+        async with Admin([_name_server(plane)]) as admin:
+            route = await admin.topic_route("OrderEvents")
+            assert [q.write_queue_nums for q in route.queue_datas] == [8]
+            master = route.broker_datas[0].broker_addrs[0]
+            assert (await admin.broker_topic_configs(master))["OrderEvents"].read_queue_nums == 8
+
+    asyncio.run(check())
+
+
+def test_a_config_change_restarts_the_slave_before_the_master(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """A changed spec.config is a new config hash: the operator deletes the slave pod first, and the
+    master only once the slave is back and in sync (the runner's stop events give the order)."""
+    plane = shoal_crds
+    before = len(pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-"))
+    patch = {"spec": {"config": {"autoCreateTopicEnable": "false", "slaveReadEnable": "false"}}}
+    plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+
+    def rolled() -> bool:
+        return len(pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-")) >= before + 2
+
+    wait_until(rolled, READY_TIMEOUT_S, what="both broker pods restarted")
+    stops = [e.pod.rsplit("/", 1)[1] for e in pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-")[before:]]
+    assert stops[:2] == [f"{CLUSTER}-g0-1", f"{CLUSTER}-g0-0"], stops
+    slave_ready = [e for e in pod_runner.events_of("ready", f"{NAMESPACE}/{CLUSTER}-g0-1")][-1]
+    master_stop = pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-0")[-1]
+    assert slave_ready.time_s < master_stop.time_s
+    _wait_ready(plane, operator, f"broker/{CLUSTER}")
