@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
 
@@ -14,6 +15,7 @@ from shoal.client import (
     BlockingAdmin,
     BlockingProducer,
     BlockingPushConsumer,
+    ClientSettings,
     ConsumeStatus,
     Message,
     MessageExt,
@@ -21,6 +23,7 @@ from shoal.client import (
     MQClientError,
 )
 from shoal.client.admin import ha_status_of
+from shoal.client.credentials import resolve_credentials
 from shoal.protocol import ConsumeFromWhere, ResponseCode
 
 NAMESRV_OPTION = click.option(
@@ -32,10 +35,50 @@ NAMESRV_OPTION = click.option(
     help="NameServer(s), ';'-separated.",
 )
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def _remember(context: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Credential options are kept in the context's shared `meta`: `shoal admin --access-key ...
+    topics` and `shoal produce --access-key ...` both reach `_settings`."""
+    if value is not None:
+        context.meta[f"shoal.{param.name}"] = value
+
+
+def credential_options(command: _Command) -> _Command:
+    """--access-key/--secret-key/--credentials-file (else SHOAL_ACCESS_KEY/SHOAL_SECRET_KEY or
+    SHOAL_CREDENTIALS_FILE): requests are then ACL-signed, as Java's AclClientRPCHook signs them."""
+    command = click.option(
+        "--credentials-file",
+        type=click.Path(dir_okay=False),
+        expose_value=False,
+        callback=_remember,
+        help="YAML accessKey:/secretKey: (RocketMQ's tools.yml) or AccessKey=/SecretKey= lines.",
+    )(command)
+    command = click.option(
+        "--secret-key", expose_value=False, callback=_remember, help="ACL secret key (or env SHOAL_SECRET_KEY)."
+    )(command)
+    return click.option(
+        "--access-key", expose_value=False, callback=_remember, help="ACL access key (or env SHOAL_ACCESS_KEY)."
+    )(command)
+
+
+def _settings() -> ClientSettings:
+    """The client settings of this command: the credentials given to it or to `shoal admin`."""
+    context = click.get_current_context(silent=True)
+    meta = context.meta if context is not None else {}
+    try:
+        credentials = resolve_credentials(
+            meta.get("shoal.access_key"), meta.get("shoal.secret_key"), meta.get("shoal.credentials_file")
+        )
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    return ClientSettings(credentials=credentials)
+
 
 @contextmanager
 def _admin(namesrv_addr: str) -> Iterator[BlockingAdmin]:
-    admin = BlockingAdmin(namesrv_addr)
+    admin = BlockingAdmin(namesrv_addr, client_settings=_settings())
     try:
         admin.start()
         yield admin
@@ -96,6 +139,7 @@ def _message_json(message: MessageExt) -> str:
 
 
 @click.group()
+@credential_options
 def admin() -> None:
     """Inspect and change a running cluster (topics, routes, consumer progress, messages)."""
 
@@ -307,6 +351,7 @@ def promote(broker_addr: str, epoch: int | None, role: str, force: bool) -> None
 
 @click.command()
 @NAMESRV_OPTION
+@credential_options
 @click.argument("topic")
 @click.option("-c", "--count", default=1, show_default=True, help="Messages to send.")
 @click.option("-b", "--body", default="hello", show_default=True, help="Body text ({n} is the message number).")
@@ -325,7 +370,7 @@ def produce(
             "(check the spelling; `shoal admin topics` lists the topics)",
             err=True,
         )
-    producer = BlockingProducer(group, namesrv_addr)
+    producer = BlockingProducer(group, namesrv_addr, client_settings=_settings())
     producer.start()
     try:
         started = time.monotonic()
@@ -352,6 +397,7 @@ def produce(
 
 @click.command()
 @NAMESRV_OPTION
+@credential_options
 @click.argument("topic")
 @click.option("--group", default="CID_shoal_cli", show_default=True)
 @click.option(
@@ -384,7 +430,7 @@ def consume(
         return ConsumeStatus.CONSUME_SUCCESS
 
     where = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if from_first else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-    consumer = BlockingPushConsumer(group, namesrv_addr, consume_from_where=where)
+    consumer = BlockingPushConsumer(group, namesrv_addr, consume_from_where=where, client_settings=_settings())
     consumer.set_listener(listener)
     consumer.subscribe(topic, expression)
     consumer.start()

@@ -83,3 +83,9 @@ def test_a_resent_signature_replaces_the_old_one() -> None:
     fields = {"x": "1", SIGNATURE: "stale"}
     credentials.sign(fields, None)
     assert verify(fields, None, "sk")
+
+
+def test_the_cpp_clients_captured_route_query_signature() -> None:
+    """real-clients.md §1.4: the C++ client's unsigned route query (empty keys) as captured on the wire."""
+    fields = {"AccessKey": "", "OnsChannel": "ALIYUN", "topic": "TopicTest"}
+    assert signature_of(fields, None, "") == "N/YT7X6tJe5UfutmW+uNwTTJ7Fc="
