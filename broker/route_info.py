@@ -8,7 +8,8 @@ its connection closes, it is removed along with the queues it alone served.
 
 Unlike RocketMQ 4.9.7, a live registration is not taken over by anyone who asks: a REGISTER_BROKER
 for a (brokerName, brokerId) that is live at another address, or for a live address from another
-host, is refused until the live one expires or its connection closes. Otherwise any client could
+host, is refused until the live one expires or its connection closes. A live member of the same
+broker group may take over another id (a slave promoted past a hung master). Otherwise any client could
 redirect a broker's route, and closing its connection dropped the real broker for up to a
 registration period. A broker closing one of its connections stays while another of its
 connections registered it.
@@ -124,7 +125,11 @@ class RouteInfoManager:
         """Why a registration (or unregistration) would take over a live broker it is not; None if it would not."""
         broker = self.broker_addr_table.get(broker_name)
         holder_addr = broker.broker_addrs.get(broker_id) if broker is not None else None
-        if holder_addr is not None and holder_addr != broker_addr:
+        if (
+            holder_addr is not None
+            and holder_addr != broker_addr
+            and not self._is_member(broker, broker_addr, peer_host)
+        ):
             holder = self.broker_live_table.get(holder_addr)
             if holder is not None and now_ms - holder.last_update_ms <= expired_after_ms:
                 return (
@@ -144,6 +149,14 @@ class RouteInfoManager:
                 f" from {peer_host} waits until it expires or its connection closes"
             )
         return None
+
+    def _is_member(self, broker: BrokerData | None, broker_addr: str, peer_host: str) -> bool:
+        """Whether `broker_addr` is live in the same broker group, registered from `peer_host`: a promoted
+        slave taking over brokerId 0 from a hung master (the operator's failover) is one."""
+        if broker is None or broker_addr not in broker.broker_addrs.values():
+            return False
+        live = self.broker_live_table.get(broker_addr)
+        return live is not None and (not live.peer_host or not peer_host or live.peer_host == peer_host)
 
     def _drop_topics_no_longer_served(self, broker_name: str, served: set[str]) -> None:
         for topic in list(self.topic_queue_table):

@@ -125,3 +125,18 @@ def test_a_broker_stays_while_another_of_its_connections_registered_it() -> None
     assert routes.route("T") is not None
     routes.connection_closed(first)
     assert routes.route("T") is None
+
+
+def test_a_promoted_slave_takes_over_from_a_hung_master_but_the_old_master_cannot_take_it_back() -> None:
+    """Goal: failover past a hung master still works: a live member of the group re-registering as
+    brokerId 0 takes over at once; the old master, no longer a member, is then refused. Method:
+    master and slave live; the slave registers as 0; the master re-registers as 0."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=0, peer_host="10.0.0.1")
+    routes.register_broker("C", "s:1", "b", 1, "s:2", _topics(1, "T"), now_ms=0, peer_host="10.0.0.2")
+    promoted = routes.register_broker("C", "s:1", "b", 0, "s:2", _topics(2, "T"), now_ms=10, peer_host="10.0.0.2")
+    assert promoted.refused is None
+    assert routes.broker_addr_table["b"].broker_addrs == {0: "s:1"}
+    back = routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=20, peer_host="10.0.0.1")
+    assert back.refused is not None and "b[0] is live at s:1" in back.refused
+    assert routes.broker_addr_table["b"].broker_addrs == {0: "s:1"}
