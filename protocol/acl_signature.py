@@ -38,9 +38,9 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 """MixAll.UNIQUE_MSG_QUERY_FLAG: the verifying side leaves it out of the content."""
 
 
-def _java_order(key: str) -> bytes | str:
-    """Java String.compareTo order (UTF-16 code units); for keys inside the BMP this is str order."""
-    return key if key.isascii() else key.encode("utf-16-be", "surrogatepass")
+def _utf16(key: str) -> bytes:
+    """Big-endian UTF-16: its byte order is Java String.compareTo's order of UTF-16 code units."""
+    return key.encode("utf-16-be", "surrogatepass")
 
 
 def content_prefix(ext_fields: Mapping[str, str], excluded: Iterable[str] = (SIGNATURE,)) -> bytes:
@@ -50,7 +50,10 @@ def content_prefix(ext_fields: Mapping[str, str], excluded: Iterable[str] = (SIG
     """
     skip = set(excluded)
     keys = [key for key in ext_fields if key not in skip]
-    keys.sort(key=_java_order)
+    if all(key.isascii() for key in keys):
+        keys.sort()  # the usual case, and the same order
+    else:
+        keys.sort(key=_utf16)
     joined = "".join(ext_fields[key] for key in keys)
     try:
         return joined.encode("utf-8")

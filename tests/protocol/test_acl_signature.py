@@ -89,3 +89,9 @@ def test_the_cpp_clients_captured_route_query_signature() -> None:
     """real-clients.md §1.4: the C++ client's unsigned route query (empty keys) as captured on the wire."""
     fields = {"AccessKey": "", "OnsChannel": "ALIYUN", "topic": "TopicTest"}
     assert signature_of(fields, None, "") == "N/YT7X6tJe5UfutmW+uNwTTJ7Fc="
+
+
+def test_mixed_ascii_and_non_ascii_keys_sort_without_error() -> None:
+    """Found by the fuzz test: ASCII and non-ASCII keys together sort in UTF-16 order."""
+    fields = {"b": "2", "ä": "3", "a": "1", "\U0001f600": "4"}
+    assert content_prefix(fields) == b"12" + b"4" + b"3"
