@@ -25,7 +25,7 @@ from shoal.broker.acl import AccessValidator, AclFileWatcher, broker_credentials
 from shoal.broker.broker_stats import BrokerStats
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
 from shoal.broker.config import BrokerSettings
-from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer
+from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer, load_metrics_token
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.broker_admin import BrokerAdminProcessors
@@ -37,6 +37,7 @@ from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicatedBroker, ReplicationService
 from shoal.broker.replication.role import RoleHooks
 from shoal.broker.running_parts import RunningParts, open_running_parts
+from shoal.broker.tls_listener import ServerTls
 from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.broker.vip_channel import VIP_WITHHELD_CODES, bind_vip_socket
 from shoal.formats.record import encode_host
@@ -77,7 +78,11 @@ class BrokerController:
         )
         self.vip_server = self.server.sibling("broker-vip", withheld_codes=VIP_WITHHELD_CODES)
         """The VIP channel (listenPort - 2): the same processors, no pulls (`shoal.broker.vip_channel`)."""
-        self.namesrv_client = RemotingClient()
+        self.tls = ServerTls.from_settings(settings.tls.server)
+        """What the remoting and VIP ports do with TLS (a bad certificate fails here, before the store opens)."""
+        self.namesrv_client = RemotingClient(ssl_context=settings.tls.client.context())
+        """To the NameServers; TLS with useTLS / tls.enable (RocketMQ's BrokerOuterAPI client)."""
+        self.metrics_token = load_metrics_token(self.config.metrics_token_file)
         self.consumers = ConsumerManager(self._notify_ids_changed, self.config.channel_expired_timeout_ms / 1000)
         self.producers = ProducerManager(self.config.channel_expired_timeout_ms / 1000)
         self.locks = RebalanceLockManager()
@@ -97,7 +102,7 @@ class BrokerController:
         if settings.store.commitlog_dir_override is not None:
             check_store_dir(settings.store.commitlog_dir_override)
         # may switch role/id from config/epoch.json
-        self.replication = ReplicationService(self.config, settings.store.config_dir)
+        self.replication = ReplicationService(self.config, settings.store.config_dir, tls=settings.tls)
         self.role = self.replication.role
         """Master or slave now, and the brokerId (replication changes it; `config` keeps broker.conf's)."""
         self.acl: AccessValidator | None = None
@@ -167,9 +172,11 @@ class BrokerController:
             register_all=self.register_all,
         )
         await self.replication.start(hooks, replicated, self.server)  # HA port; a fenced master turns slave first
-        await self.server.start(host or config.listen_host, self.port, sock=sock)
+        await self.server.start(host or config.listen_host, self.port, sock=sock, tls=self.tls)
         if vip_sock is not None:
-            self.vip_port = await self.vip_server.start(host or config.listen_host, vip_port, sock=vip_sock)
+            self.vip_port = await self.vip_server.start(
+                host or config.listen_host, vip_port, sock=vip_sock, tls=self.tls
+            )
         self.registry.register(
             BrokerCollector(
                 metrics=self.metrics,
@@ -183,7 +190,7 @@ class BrokerController:
             )
         )
         if config.metrics_port >= 0:
-            self._metrics_server = MetricsServer(self.registry, self.health)
+            self._metrics_server = MetricsServer(self.registry, self.health, self.metrics_token)
             self.metrics_port = await self._metrics_server.start(config.metrics_host, metrics_port)
         await self.register_all()  # clients asking the NameServer right after start find us
         if self.acl_watcher is not None:

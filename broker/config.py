@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from shoal.broker import limits
+from shoal.remoting.tls import TlsConfigError, TlsSettings, is_tls_key, load_tls_settings
 from shoal.store import FlushDiskType, StoreSettings
 from shoal.store import limits as store_limits
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS
@@ -200,6 +201,9 @@ DELAY_TABLE = Allowed(
     lambda value: isinstance(value, str) and _is_delay_table(value),
 )
 ANY_TEXT = Allowed("any text", lambda value: isinstance(value, str))
+FILE_OR_EMPTY = Allowed(
+    "a file path without control characters, or nothing", lambda value: isinstance(value, str) and value.isprintable()
+)
 TIMEOUT_S = between(1, limits.CONFIG_INTERVAL_MAX_MS // 1000, "s")
 CONNECTIONS = between(1, limits.CONNECTIONS_MAX_COUNT)
 ACL_KEY = Allowed(
@@ -292,6 +296,11 @@ class BrokerConfig:
     metrics_port: int = field(default=0, metadata={"java": "metricsPort", "allowed": PORT_METRICS})
     """Shoal: HTTP port for /metrics and /healthz (0: listenPort + 100; -1: off)."""
     metrics_host: str = field(default="0.0.0.0", metadata={"java": "metricsHost", "allowed": HOST})
+    """Shoal: the interface of the metrics/health port; all, so Prometheus and kubelet reach it from
+    other hosts (`shoal local`: 127.0.0.1). docs/security.md §5."""
+    metrics_token_file: str = field(default="", metadata={"java": "metricsTokenFile", "allowed": FILE_OR_EMPTY})
+    """Shoal: a file holding a bearer token that /metrics then requires (`Authorization: Bearer ...`);
+    /healthz stays open for probes. Empty: /metrics is open."""
     max_connections: int = field(
         default=limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
         metadata={"java": "maxConnections", "allowed": CONNECTIONS},
@@ -630,6 +639,8 @@ class BrokerSettings:
     unknown_keys: tuple[str, ...] = ()
     config_path: Path | None = None
     """The broker.conf read at start (`-c`); UPDATE_BROKER_CONFIG rewrites it, as RocketMQ does."""
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    """The tls.* keys (RocketMQ's system properties, here in broker.conf) and the tls.config.file."""
 
 
 EMBEDDED_BROKER_CONF = """\
@@ -656,7 +667,8 @@ def load_broker_settings(
     Every key is checked against its `Allowed`, then the relations between keys: a `ConfigError`
     (one line: key, value, what is allowed) for the first problem."""
     merged = {**parse_properties(EMBEDDED_BROKER_CONF), **conf}
-    broker_keys = {k: v for k, v in merged.items() if k not in STORE_KEYS}
+    tls = load_tls_config({k: v for k, v in merged.items() if is_tls_key(k)})
+    broker_keys = {k: v for k, v in merged.items() if k not in STORE_KEYS and not is_tls_key(k)}
     store_keys = {k: v for k, v in merged.items() if k in STORE_KEYS}
     broker, unknown = _build(BrokerConfig, broker_keys)
     _check_broker_relations(broker)
@@ -668,7 +680,7 @@ def load_broker_settings(
     except ValueError as error:  # the store's own relations (maxMessageSize vs segment size)
         raise ConfigError(str(error)) from None
     _check_store_relations(store)
-    return BrokerSettings(broker, store, tuple(sorted(unknown)), config_path)
+    return BrokerSettings(broker, store, tuple(sorted(unknown)), config_path, tls)
 
 
 def apply_conf_changes(
@@ -715,6 +727,16 @@ def apply_conf_changes(
 
 
 def load_namesrv_config(conf: Mapping[str, str]) -> tuple[NamesrvConfig, list[str]]:
-    """NameServer settings from namesrv.conf keys, each checked (`ConfigError` as for the broker)."""
-    config, unknown = _build(NamesrvConfig, conf)
+    """NameServer settings from namesrv.conf keys, each checked (`ConfigError` as for the broker);
+    the tls.* keys are `load_tls_config`'s."""
+    config, unknown = _build(NamesrvConfig, {k: v for k, v in conf.items() if not is_tls_key(k)})
     return config, unknown
+
+
+def load_tls_config(conf: Mapping[str, str]) -> TlsSettings:
+    """The tls.* keys of a broker.conf or namesrv.conf (and the tls.config.file they name), as a
+    `ConfigError` when one is wrong. Certificates are read later, when the ports are set up."""
+    try:
+        return load_tls_settings({k: v for k, v in conf.items() if is_tls_key(k)})
+    except TlsConfigError as error:
+        raise ConfigError(str(error)) from None

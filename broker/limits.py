@@ -78,3 +78,7 @@ assert TOPIC_QUEUES_MAX_COUNT >= 1 and PORT_MAX == 2**16 - 1
 JAVA_LONG_MAX = 2**63 - 1  # keys RocketMQ holds in a Java long with no tighter bound of ours
 HA_INTERVAL_MIN_MS = 10  # = replication.settings.MIN_INTERVAL_MS (that module imports config: no cycle)
 HA_TRANSFER_BATCH_MAX_BYTES = 4 * 1024 * 1024  # = replication.limits.TRANSFER_BATCH_MAX_BYTES
+
+# --- TLS on the listening ports (shoal.broker.tls_listener) ---
+ACCEPT_RETRY_DELAY_S = 0.1  # after a failed accept (out of file descriptors): retry, do not spin
+TLS_LOGGED_PEERS_MAX_COUNT = 10_000  # hosts whose refused plain connection was logged once; cleared beyond

@@ -1,5 +1,9 @@
 """Prometheus metrics and the HTTP endpoint serving `/metrics` and `/healthz`.
 
+With `metricsTokenFile` set, /metrics answers 401 unless the request carries
+`Authorization: Bearer <the file's token>`; /healthz stays open, because kubelet probes carry no
+secret (docs/security.md §5).
+
 Hot paths only bump plain integers in dicts; a custom collector turns them (and store, long-poll
 and consumer-lag figures read at scrape time) into metric families. Exposition is
 prometheus-client's, so the text format is exactly what Prometheus expects.
@@ -8,6 +12,7 @@ prometheus-client's, so the text format is exactly what Prometheus expects.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -17,6 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from shoal.broker.config import ConfigError
 from shoal.store import MessageStore, PutResult
 
 if TYPE_CHECKING:
@@ -28,6 +34,7 @@ log = logging.getLogger(__name__)
 
 HTTP_REQUEST_MAX_BYTES = 8192
 HTTP_READ_TIMEOUT_S = 5.0
+METRICS_TOKEN_MAX_BYTES = 4096  # a bearer token; a larger file is the wrong file
 
 
 HA_GAUGES = (
@@ -215,29 +222,74 @@ def _counter(
     return family
 
 
+def load_metrics_token(path: str) -> str | None:
+    """The bearer token in `path` (surrounding blanks dropped); None when no file is configured.
+    A missing, unreadable, empty or oversized file is a one-line `ConfigError`."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(METRICS_TOKEN_MAX_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"metricsTokenFile={path}: cannot read it: {error.strerror or error}") from None
+    token = data.decode("utf-8", "replace").strip()
+    if len(data) > METRICS_TOKEN_MAX_BYTES or not token or not token.isprintable() or " " in token:
+        raise ConfigError(
+            f"metricsTokenFile={path} is not allowed: it must hold one token of printable characters without "
+            f"blanks, at most {METRICS_TOKEN_MAX_BYTES} bytes"
+        )
+    return token
+
+
+def bearer_matches(request_head: bytes, token: str) -> bool:
+    """Whether the request's Authorization header is `Bearer <token>` (compared in constant time)."""
+    for line in request_head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"authorization":
+            scheme, _, given = value.strip().partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
+    return False
+
+
 class MetricsServer:
     """A minimal HTTP/1.0 responder: GET /metrics (Prometheus text) and GET /healthz."""
 
-    def __init__(self, registry: CollectorRegistry, healthy: Callable[[], tuple[bool, str]]) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, healthy: Callable[[], tuple[bool, str]], token: str | None = None
+    ) -> None:
         self.registry = registry
         self.healthy = healthy
+        self.token = token
+        """When set, /metrics needs `Authorization: Bearer <token>`."""
+        self.unauthorized_total = 0
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._handle, host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("metrics on http://%s:%d/metrics", host, self.port)
+        log.info(
+            "metrics on http://%s:%d/metrics (%s)",
+            host,
+            self.port,
+            "bearer token required" if self.token is not None else "open",
+        )
         return self.port
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HTTP_READ_TIMEOUT_S)
-            line = request[: min(len(request), HTTP_REQUEST_MAX_BYTES)].split(b"\r\n", 1)[0].decode("latin-1")
+            head = request[: min(len(request), HTTP_REQUEST_MAX_BYTES)]
+            line = head.split(b"\r\n", 1)[0].decode("latin-1")
             parts = line.split()
             path = parts[1] if len(parts) >= 2 else ""
+            extra = ""
             if parts and parts[0] != "GET":
                 status, body, kind = "405 Method Not Allowed", b"only GET\n", "text/plain"
+            elif path.startswith("/metrics") and self.token is not None and not bearer_matches(head, self.token):
+                self.unauthorized_total += 1
+                status, body, kind = "401 Unauthorized", b"/metrics needs Authorization: Bearer <token>\n", "text/plain"
+                extra = 'WWW-Authenticate: Bearer realm="shoal metrics"\r\n'
             elif path.startswith("/metrics"):
                 status, body, kind = (
                     "200 OK",
@@ -250,10 +302,11 @@ class MetricsServer:
                 body, kind = (detail + "\n").encode(), "text/plain"
             else:
                 status, body, kind = "404 Not Found", b"try /metrics or /healthz\n", "text/plain"
-            head = (
-                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            response_head = (
+                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n{extra}"
+                "Connection: close\r\n\r\n"
             )
-            writer.write(head.encode() + body)
+            writer.write(response_head.encode() + body)
             await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
             pass

@@ -19,6 +19,7 @@ from shoal.broker.acl import AclFileWatcher, start_acl
 from shoal.broker.config import ConfigError, NamesrvConfig, load_namesrv_config, parse_properties
 from shoal.broker.remoting_server import RemotingServer, ServerConnection
 from shoal.broker.route_info import RouteInfoManager
+from shoal.broker.tls_listener import PLAIN_TLS, ServerTls
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.errors import BodyFormatError
 from shoal.protocol.headers import (
@@ -38,6 +39,7 @@ from shoal.protocol.headers import (
     WipeWritePermOfBrokerResponseHeader,
 )
 from shoal.protocol.route_bodies import DataVersion, KVTable, RegisterBrokerBody, register_body_crc32
+from shoal.remoting.tls import TlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +53,10 @@ def _now_ms() -> int:
 
 
 class NameServer:
-    def __init__(self, config: NamesrvConfig) -> None:
+    def __init__(self, config: NamesrvConfig, tls: TlsSettings | None = None) -> None:
         self.config = config
+        self.tls = ServerTls.from_settings(tls.server) if tls is not None else PLAIN_TLS
+        """The tls.* keys of namesrv.conf; TlsConfigError here for a bad certificate."""
         self.routes = RouteInfoManager()
         self.kv: dict[str, dict[str, str]] = {}
         self.server = RemotingServer(
@@ -92,6 +96,7 @@ class NameServer:
         self.port = await self.server.start(
             host if host is not None else self.config.listen_host,
             port if port is not None else self.config.listen_port,
+            tls=self.tls,
         )
         self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
         if self.acl_watcher is not None:

@@ -13,6 +13,7 @@ memoryviews when the transport has nothing buffered, so record bytes are never c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import socket
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from shoal.broker import limits
+from shoal.broker.tls_listener import PLAIN_TLS, ServerTls, TlsListener
 from shoal.protocol import (
     HeaderFieldError,
     ProtocolError,
@@ -54,6 +56,8 @@ class ServerConnection(Connection):
         self.partial_frame_since_s = 0.0
         """When the request frame still incomplete began to arrive; 0 when none is."""
         self._raw: socket.socket | None = None
+        self.tls = False
+        """Whether this connection runs over TLS (then every write goes through the transport)."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- asyncio.Protocol ---
@@ -66,7 +70,11 @@ class ServerConnection(Connection):
         self.address = f"{self.peer_host}:{self.peer_port}"
         transport.set_write_buffer_limits(high=limits.CONNECTION_WRITE_BUFFER_HIGH_BYTES)
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        self.tls = transport.get_extra_info("ssl_object") is not None
+        if self.tls and sock is not None:  # no raw socket: sendmsg would write around the TLS layer
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        elif sock is not None:
             try:
                 self._raw = socket.socket(fileno=sock.fileno())
                 self._raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -220,6 +228,7 @@ class RemotingServer:
         self.connections: set[ServerConnection] = set()
         self.on_close: list[ConnectionListener] = []
         self._server: asyncio.AbstractServer | None = None
+        self._tls_listener: TlsListener | None = None
         self._stale_task: asyncio.Task[None] | None = None
         self.requests_total = 0
         self.refused_total = 0
@@ -297,17 +306,34 @@ class RemotingServer:
             command, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {command.code} not supported"
         )
 
-    async def start(self, host: str, port: int, *, sock: socket.socket | None = None) -> int:
-        """Listen on host:port, or on an already bound `sock` (so the port is known before start)."""
+    async def start(
+        self, host: str, port: int, *, sock: socket.socket | None = None, tls: ServerTls = PLAIN_TLS
+    ) -> int:
+        """Listen on host:port, or on an already bound `sock` (so the port is known before start).
+        A port with a TLS certificate tells TLS from plain by the first byte (`TlsListener`); one
+        without is served by the event loop's own server."""
         loop = asyncio.get_running_loop()
-        if sock is not None:
-            self._server = await loop.create_server(lambda: ServerConnection(self), sock=sock)
+        if tls.sniffs:
+            if sock is None:
+                sock = socket.create_server((host, port), backlog=limits.LISTEN_BACKLOG_MAX_COUNT)
+            self._tls_listener = TlsListener(
+                self.name,
+                tls,
+                lambda: ServerConnection(self),
+                first_byte_timeout_s=self.idle_timeout_s,
+                pending_max_count=self.max_connections,
+            )
+            self._tls_listener.start(sock)
+            bound = int(sock.getsockname()[1])
         else:
-            self._server = await loop.create_server(lambda: ServerConnection(self), host, port, reuse_address=True)
-        sockets = self._server.sockets
-        bound = int(sockets[0].getsockname()[1]) if sockets else port
+            if sock is not None:
+                self._server = await loop.create_server(lambda: ServerConnection(self), sock=sock)
+            else:
+                self._server = await loop.create_server(lambda: ServerConnection(self), host, port, reuse_address=True)
+            sockets = self._server.sockets
+            bound = int(sockets[0].getsockname()[1]) if sockets else port
         self._stale_task = loop.create_task(self._close_stale_loop())
-        log.info("%s listening on %s:%d", self.name, host, bound)
+        log.info("%s listening on %s:%d (%s)", self.name, host, bound, tls.describe())
         return bound
 
     @property
@@ -353,6 +379,11 @@ class RemotingServer:
     async def stop(self) -> None:
         if self._stale_task is not None:
             self._stale_task.cancel()
+        if self._tls_listener is not None:
+            await self._tls_listener.stop()
+            self._tls_listener = None
+            for connection in list(self.connections):
+                connection.close()
         if self._server is not None:
             self._server.close()
             for connection in list(self.connections):

@@ -23,6 +23,7 @@ from shoal.broker.config import (
     NamesrvConfig,
     load_broker_settings,
     load_namesrv_config,
+    load_tls_config,
     parse_properties,
 )
 from shoal.broker.namesrv import NameServer
@@ -81,11 +82,13 @@ def namesrv(config_path: Path | None, port: int | None, host: str | None) -> Non
         conf["listenHost"] = host
     with one_line_startup_errors():
         config, unknown = load_namesrv_config(conf)
+        tls = load_tls_config(conf)
     for key in unknown:
         log.warning("namesrv.conf: unknown key %s ignored", key)
 
     async def main(stop: asyncio.Event) -> None:
-        server = NameServer(config)
+        with one_line_startup_errors():
+            server = NameServer(config, tls)
         with one_line_startup_errors():
             bound = await server.start()
         click.echo(f"NameServer listening on port {bound}", err=True)

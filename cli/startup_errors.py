@@ -7,7 +7,8 @@
 The commands that start servers (`shoal namesrv`, `shoal broker`, `shoal local`) turn what this
 returns into a click error (exit 1, one line on stderr). Only failures users cause are worded:
 a bad conf value (`ConfigError`), a store directory the machine cannot give (`PreflightError`), a
-store locked by another broker (`StoreLockedError`, with the holder's pid), a port in use or an
+store locked by another broker (`StoreLockedError`, with the holder's pid), a certificate file
+that is missing, unreadable or does not match its key (`TlsConfigError`), a port in use or an
 address that is not this machine's. Anything else is a bug and keeps its traceback.
 """
 
@@ -23,6 +24,7 @@ import click
 
 from shoal.broker.config import ConfigError
 from shoal.broker.preflight import PreflightError
+from shoal.remoting.tls import TlsConfigError
 from shoal.store.errors import StoreLockedError
 
 _BIND_ADDRESS = re.compile(r"address \('([^']*)', (\d+)")
@@ -56,7 +58,7 @@ def _bind_message(error: OSError) -> str | None:
 
 def startup_error_message(error: BaseException) -> str | None:
     """The one line to show for a failed start, or None when `error` is not a known startup failure."""
-    if isinstance(error, ConfigError | PreflightError | StoreLockedError):
+    if isinstance(error, ConfigError | PreflightError | StoreLockedError | TlsConfigError):
         return str(error)
     if isinstance(error, socket.gaierror):
         return f"cannot resolve the listen host: {error.strerror or error} (listenHost)"

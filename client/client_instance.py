@@ -62,6 +62,7 @@ class ClientInstance:
             handler=self._handle_request,
             connect_timeout_s=settings.connect_timeout_s,
             credentials=settings.credentials,
+            ssl_context=settings.tls.context(),
         )
         addresses = parse_namesrv_addresses(namesrv_addrs)
         self.namesrv = NameServerClient(addresses, self.remoting, settings.request_timeout_s)

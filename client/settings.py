@@ -6,10 +6,11 @@ to touch anything here beyond what the producer/consumer constructors take.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shoal.client import limits
 from shoal.protocol.acl_signature import Credentials
+from shoal.remoting.tls import ClientTlsSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,10 @@ class ClientSettings:
     credentials: Credentials | None = None
     """ACL keys (RocketMQ plain ACL): when set, every request to brokers and NameServers is signed
     as Java's AclClientRPCHook signs it. None: requests go unsigned (brokers without aclEnable)."""
+    tls: ClientTlsSettings = field(default_factory=ClientTlsSettings)
+    """TLS to NameServers and brokers: `ClientTlsSettings(enable=True)` is the Java client's
+    -Dtls.enable=true (any server certificate trusted, as RocketMQ's default test mode);
+    auth_server + trust_cert_path check the chain. Off by default, as in Java."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_s", "request_timeout_s", "route_refresh_interval_s", "heartbeat_interval_s"):

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import NoReturn
 
@@ -71,7 +72,10 @@ class RemotingClient:
         handler: RequestHandler | None = None,
         connect_timeout_s: float = limits.CONNECT_TIMEOUT_S,
         credentials: Credentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.ssl_context = ssl_context
+        """TLS for every connection (`shoal.remoting.tls.ClientTlsSettings.context`); None: plain."""
         self.handler = handler
         self.connect_timeout_s = connect_timeout_s
         self.credentials = credentials
@@ -108,12 +112,21 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             host, port = split_address(address)
+            tls = self.ssl_context
             _transport, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: RemotingConnection(address, self.handler), host, port),
-                self.connect_timeout_s,
+                loop.create_connection(
+                    lambda: RemotingConnection(address, self.handler),
+                    host,
+                    port,
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                    ssl_handshake_timeout=limits.TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None,
+                ),
+                self.connect_timeout_s + (limits.TLS_HANDSHAKE_TIMEOUT_S if tls is not None else 0.0),
             )
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise RemotingConnectError(f"cannot connect to {address}: {exc or 'timed out'}") from None
+        except (OSError, TimeoutError, ValueError) as exc:  # ssl.SSLError is an OSError
+            what = " over TLS" if self.ssl_context is not None else ""
+            raise RemotingConnectError(f"cannot connect to {address}{what}: {exc or 'timed out'}") from None
         return connection
 
     async def invoke(

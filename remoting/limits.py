@@ -8,3 +8,10 @@ PENDING_REQUESTS_MAX_COUNT = 65_536  # per connection; beyond this a caller is r
 OPAQUE_MAX = 2**31 - 1  # opaque is a Java int; request ids wrap below it
 
 assert CONNECT_TIMEOUT_S > 0 and REQUEST_TIMEOUT_S > 0 and PENDING_REQUESTS_MAX_COUNT <= OPAQUE_MAX
+
+# --- TLS (shoal.remoting.tls) ---
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # Netty SslHandler's default handshakeTimeoutMillis
+TLS_CONFIG_FILE_MAX_BYTES = 64 * 1024  # tls.properties: a few keys; anything larger is the wrong file
+TLS_PEM_FILE_MAX_BYTES = 1024 * 1024  # a certificate chain, key or trust bundle (a CA bundle is ~250 KB)
+
+assert TLS_CONFIG_FILE_MAX_BYTES < TLS_PEM_FILE_MAX_BYTES

@@ -30,6 +30,7 @@ from shoal.broker.replication.codec import (
 )
 from shoal.broker.replication.errors import HAProtocolError
 from shoal.broker.replication.settings import HASettings
+from shoal.broker.tls_listener import PLAIN_TLS, ServerTls, TlsListener
 from shoal.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
@@ -113,15 +114,36 @@ class HAServer:
         self.port = 0
         self.rejected_total = 0
         self._server: asyncio.AbstractServer | None = None
+        self._tls_listener: TlsListener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("HA listener on %s:%d", host, self.port)
+    async def start(self, host: str, port: int, *, tls: ServerTls = PLAIN_TLS) -> int:
+        """Listen for slaves; with `tls` (Shoal's tls.ha.enable) TLS per tls.server.mode."""
+        if tls.sniffs:
+            sock = socket.create_server((host, port))
+            self._tls_listener = TlsListener(
+                "HA",
+                tls,
+                self._stream_protocol,
+                first_byte_timeout_s=self.settings.housekeeping_interval_s,
+                pending_max_count=limits.SLAVE_CONNECTIONS_MAX_COUNT,
+            )
+            self._tls_listener.start(sock)
+            self.port = int(sock.getsockname()[1])
+        else:
+            self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+            self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("HA listener on %s:%d (%s)", host, self.port, tls.describe())
         return self.port
 
+    def _stream_protocol(self) -> asyncio.StreamReaderProtocol:
+        """What asyncio.start_server makes per connection: a reader and `_serve` with its writer."""
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve)
+
     async def stop(self) -> None:
+        if self._tls_listener is not None:
+            await self._tls_listener.stop()
+            self._tls_listener = None
         if self._server is not None:
             self._server.close()
         self.close_all()

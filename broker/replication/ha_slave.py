@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from shoal.broker.replication.codec import (
 )
 from shoal.broker.replication.errors import HAProtocolError, OffsetMismatchError, StaleEpochError
 from shoal.broker.replication.settings import HASettings
+from shoal.remoting import limits as remoting_limits
 from shoal.remoting import split_address
 from shoal.store import FlushDiskType, MessageStore
 
@@ -69,6 +71,8 @@ class HAClient:
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
         self._address_known = asyncio.Event()
+        self.ssl_context: ssl.SSLContext | None = None
+        """TLS to the master's HA port (Shoal's tls.ha.enable; RocketMQ's HA link is plain)."""
 
     def start(self) -> None:
         assert self._task is None, "started twice"
@@ -120,7 +124,17 @@ class HAClient:
 
     async def _connect_and_follow(self, address: str) -> None:
         host, port = split_address(address)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), limits.CONNECT_TIMEOUT_S)
+        tls = self.ssl_context
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host,
+                port,
+                ssl=tls,
+                server_hostname=host if tls is not None else None,
+                ssl_handshake_timeout=remoting_limits.TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None,
+            ),
+            limits.CONNECT_TIMEOUT_S + (remoting_limits.TLS_HANDSHAKE_TIMEOUT_S if tls is not None else 0.0),
+        )
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -48,9 +49,11 @@ from shoal.broker.replication.role import BrokerRoleState, RoleHooks
 from shoal.broker.replication.settings import HASettings
 from shoal.broker.replication.slave_sync import MetadataSync
 from shoal.broker.replication.truncation import TruncationReport, rebuild_topic_queue_table, truncate_store
+from shoal.broker.tls_listener import PLAIN_TLS, ServerTls
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, ShoalRequestCode, make_response
 from shoal.protocol.headers import RegisterBrokerResponseHeader
 from shoal.remoting import RemotingClient
+from shoal.remoting.tls import TlsConfigError, TlsSettings
 from shoal.store import MessageStore, PutResult, PutStatus
 from shoal.store.dispatching import DispatchRequest
 
@@ -86,8 +89,10 @@ class ReplicatedBroker:
 
 
 class ReplicationService:
-    def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
+    def __init__(self, config: BrokerConfig, config_dir: Path, *, tls: TlsSettings | None = None) -> None:
         self.config = config
+        self.tls = tls or TlsSettings()
+        """Slave sync (remoting) uses TLS with useTLS; the HA link only with Shoal's tls.ha.enable."""
         self.config_dir = config_dir
         self._broker: ReplicatedBroker | None = None
         self.epoch_file = EpochFile(config_dir)
@@ -96,7 +101,15 @@ class ReplicationService:
         self.role = BrokerRoleState(config.broker_role, config.broker_id)
         """The role and brokerId now: broker.conf's, then epoch.json's, then promotion's or fencing's."""
         self._hooks: RoleHooks | None = None
-        self.remoting = RemotingClient()
+        self.remoting = RemotingClient(ssl_context=self.tls.client.context())
+        self.ha_tls = PLAIN_TLS
+        if self.tls.ha_enable:
+            if not self.tls.server.serves_tls:
+                raise TlsConfigError(
+                    "tls.ha.enable=true needs tls.server.mode permissive or enforcing and tls.server.certPath/keyPath: "
+                    "every broker may become a master and serve the HA port"
+                )
+            self.ha_tls = ServerTls.from_settings(self.tls.server)
         self.server: HAServer | None = None
         self.client: HAClient | None = None
         self.metadata: MetadataSync | None = None
@@ -190,14 +203,14 @@ class ReplicationService:
         config = self.config
         host = config.listen_host
         if self.settings.listen_port >= 0:
-            return await server.start(host, self.settings.listen_port)
+            return await server.start(host, self.settings.listen_port, tls=self.ha_tls)
         port = self.broker.port + 1 if config.listen_port != 0 else 0
         if port and not (config.metrics_port >= 0 and port == config.metrics_port_effective):
             try:
-                return await server.start(host, port)
+                return await server.start(host, port, tls=self.ha_tls)
             except OSError as error:
                 log.warning("HA port %d (listenPort + 1) is not available (%s); using any free port", port, error)
-        return await server.start(host, 0)
+        return await server.start(host, 0, tls=self.ha_tls)
 
     @property
     def ha_address(self) -> str:
@@ -253,6 +266,8 @@ class ReplicationService:
             broker.register_soon,
         )
         self.client = HAClient(broker.store, self.settings, hooks)
+        if self.tls.ha_enable:  # the tls.client.* settings, whether or not useTLS is on for remoting
+            self.client.ssl_context = dataclasses.replace(self.tls.client, enable=True).context()
         self.client.start()
         self.metadata = MetadataSync(
             topics=broker.topics,

@@ -111,6 +111,7 @@ BAD_BROKER_VALUES: list[tuple[str, str]] = [
     ("metricsPort", "-2"),
     ("metricsPort", "65536"),
     ("metricsHost", "not a host"),
+    ("metricsTokenFile", "token\x00file"),
     ("maxConnections", "0"),
     ("maxConnections", "1000001"),
     ("haListenPort", "-2"),
