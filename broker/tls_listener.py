@@ -85,8 +85,8 @@ class TlsListener:
         self.plain_total = 0
         self.refused_plain_total = 0
         self.failed_handshakes_total = 0
-        self._refused_peers: set[str] = set()
-        """Peer hosts whose refused plain connection or failed handshake was logged (once each)."""
+        self._logged: set[tuple[str, str]] = set()
+        """(what, peer host) already logged: a refused plain connection and a failed handshake, once each per host."""
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
@@ -143,6 +143,7 @@ class TlsListener:
         if self.tls.mode is TlsMode.ENFORCING:
             self.refused_plain_total += 1
             self._log_once(
+                "plain",
                 peer_host,
                 "%s: closed a plain connection from %s: tls.server.mode=enforcing takes TLS only "
                 "(the client needs tls.enable=true); further ones from this host are not logged",
@@ -165,17 +166,20 @@ class TlsListener:
             )
         except (OSError, TimeoutError, ConnectionError) as error:  # ssl.SSLError is an OSError
             self.failed_handshakes_total += 1
-            self._log_once(peer_host, f"%s: TLS handshake with %s failed: {error}; further failures are not logged")
+            self._log_once(
+                "handshake", peer_host, f"%s: TLS handshake with %s failed: {error}; further failures are not logged"
+            )
             sock.close()
             return
         self.tls_total += 1
 
-    def _log_once(self, peer_host: str, message: str) -> None:
-        if peer_host in self._refused_peers:
+    def _log_once(self, what: str, peer_host: str, message: str) -> None:
+        key = (what, peer_host)
+        if key in self._logged:
             return
-        if len(self._refused_peers) >= limits.TLS_LOGGED_PEERS_MAX_COUNT:
-            self._refused_peers.clear()  # bounded: after many peers, a host may be logged again
-        self._refused_peers.add(peer_host)
+        if len(self._logged) >= limits.TLS_LOGGED_PEERS_MAX_COUNT:
+            self._logged.clear()  # bounded: after many peers, a host may be logged again
+        self._logged.add(key)
         log.warning(message, self.name, peer_host)
 
 
