@@ -16,6 +16,7 @@ from shoal.client import (
     BlockingProducer,
     BlockingPushConsumer,
     ClientSettings,
+    ClientTlsSettings,
     ConsumeStatus,
     Message,
     MessageExt,
@@ -63,6 +64,47 @@ def credential_options(command: _Command) -> _Command:
     )(command)
 
 
+def tls_options(command: _Command) -> _Command:
+    """--tls (the Java client's -Dtls.enable=true; any server certificate trusted, as RocketMQ's
+    default test mode), --tls-trust-cert (check the server's chain, tls.client.authServer=true),
+    --tls-cert/--tls-key (a client certificate for brokers that ask for one). Each also from the
+    environment: SHOAL_TLS=true, SHOAL_TLS_TRUST_CERT, SHOAL_TLS_CERT, SHOAL_TLS_KEY."""
+    for name, help_text in (
+        ("--tls-key", "PEM private key of --tls-cert."),
+        ("--tls-cert", "PEM client certificate (tls.client.certPath), for brokers that require one."),
+        ("--tls-trust-cert", "PEM CA file: check the server certificate against it (tls.client.authServer)."),
+    ):
+        envvar = "SHOAL_" + name[2:].upper().replace("-", "_")
+        command = click.option(
+            name, type=click.Path(dir_okay=False), envvar=envvar, expose_value=False, callback=_remember, help=help_text
+        )(command)
+    return click.option(
+        "--tls",
+        is_flag=True,
+        default=None,
+        envvar="SHOAL_TLS",
+        expose_value=False,
+        callback=_remember,
+        help="Connect over TLS (tls.enable=true; env SHOAL_TLS=true).",
+    )(command)
+
+
+def _tls_settings(meta: dict[str, Any]) -> ClientTlsSettings:
+    """TLS from the options: any of them turns TLS on; a trust file makes the client check the server."""
+    trust, cert, key = meta.get("shoal.tls_trust_cert"), meta.get("shoal.tls_cert"), meta.get("shoal.tls_key")
+    enable = bool(meta.get("shoal.tls")) or any((trust, cert, key))
+    if bool(cert) != bool(key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    return ClientTlsSettings(
+        enable=enable,
+        test_mode=not (trust or cert),
+        auth_server=bool(trust),
+        trust_cert_path=trust or "",
+        cert_path=cert or "",
+        key_path=key or "",
+    )
+
+
 def _settings() -> ClientSettings:
     """The client settings of this command: the credentials given to it or to `shoal admin`."""
     context = click.get_current_context(silent=True)
@@ -73,7 +115,7 @@ def _settings() -> ClientSettings:
         )
     except ValueError as error:
         raise click.ClickException(str(error)) from None
-    return ClientSettings(credentials=credentials)
+    return ClientSettings(credentials=credentials, tls=_tls_settings(meta))
 
 
 @contextmanager
@@ -140,6 +182,7 @@ def _message_json(message: MessageExt) -> str:
 
 @click.group()
 @credential_options
+@tls_options
 def admin() -> None:
     """Inspect and change a running cluster (topics, routes, consumer progress, messages)."""
 
@@ -352,6 +395,7 @@ def promote(broker_addr: str, epoch: int | None, role: str, force: bool) -> None
 @click.command()
 @NAMESRV_OPTION
 @credential_options
+@tls_options
 @click.argument("topic")
 @click.option("-c", "--count", default=1, show_default=True, help="Messages to send.")
 @click.option("-b", "--body", default="hello", show_default=True, help="Body text ({n} is the message number).")
@@ -398,6 +442,7 @@ def produce(
 @click.command()
 @NAMESRV_OPTION
 @credential_options
+@tls_options
 @click.argument("topic")
 @click.option("--group", default="CID_shoal_cli", show_default=True)
 @click.option(

@@ -62,6 +62,7 @@ from shoal.formats.message_id import (
 )
 from shoal.formats.topics import retry_topic
 from shoal.protocol import ConsumeFromWhere, MessageModel, MessageQueue
+from shoal.remoting.tls import ClientTlsSettings
 
 __all__ = [
     "Admin",
@@ -73,6 +74,7 @@ __all__ = [
     "BlockingTransactionProducer",
     "ClientSettings",
     "ClientStateError",
+    "ClientTlsSettings",
     "Connection",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",

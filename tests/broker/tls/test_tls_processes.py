@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from shoal.cli.main import cli
 from shoal.client import ClientSettings, Message, NoRouteError, Producer, PullConsumer, PullStatus, SendStatus
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingConnectError
@@ -273,3 +275,26 @@ async def commitlog_end(address: str) -> int:
             await client.close()
         return int(json.loads(bytes(response.body or b"{}"))["table"]["commitLogMaxOffset"])
     return -1
+
+
+def test_cli_commands_over_tls(tls_cluster: TlsCluster, tls_files: TlsFiles) -> None:
+    """Goal: `shoal admin/produce/consume --tls` (or SHOAL_TLS=true) reach an enforcing cluster, and
+    --tls-trust-cert checks the server. Method: create a topic, produce 2 and consume 2 over TLS;
+    without --tls the command fails; trusting an unrelated CA fails."""
+    tls_cluster.start_namesrv_with(tls_conf(tls_files, "enforcing"))
+    tls_cluster.start_broker(tls_conf(tls_files, "enforcing"))
+    runner = CliRunner()
+    namesrv = ["-n", tls_cluster.namesrv_addr]
+    created = runner.invoke(cli, ["admin", "--tls", "topic-create", "CliTls", *namesrv])
+    assert created.exit_code == 0, created.output
+    produced = runner.invoke(
+        cli, ["produce", "--tls-trust-cert", str(tls_files.ca), "CliTls", "-c", "2", *namesrv], env={}
+    )
+    assert produced.exit_code == 0 and produced.output.count("SEND_OK") == 2, produced.output
+    consumed = runner.invoke(
+        cli, ["consume", "CliTls", "-c", "2", "--timeout", "15", *namesrv], env={"SHOAL_TLS": "true"}
+    )
+    assert consumed.exit_code == 0 and consumed.output.count('"body"') == 2, consumed.output
+    assert runner.invoke(cli, ["admin", "topics", *namesrv]).exit_code != 0
+    wrong_ca = runner.invoke(cli, ["produce", "--tls-trust-cert", str(tls_files.other_ca), "CliTls", *namesrv])
+    assert wrong_ca.exit_code != 0 and "SEND_OK" not in wrong_ca.output
