@@ -38,16 +38,25 @@ render_broker_conf() {
     [ -r "$SHOAL_CONFIG_DIR/broker.conf" ] || die "missing $SHOAL_CONFIG_DIR/broker.conf"
     [ -r "$SHOAL_CONFIG_DIR/broker-$n.conf" ] || die "missing $SHOAL_CONFIG_DIR/broker-$n.conf (ordinal $n beyond replicasPerGroup?)"
     mkdir -p "$RENDERED_DIR"
+    (
+    umask 077
     {
         cat "$SHOAL_CONFIG_DIR/broker.conf"
         echo "# ordinal $n"
         cat "$SHOAL_CONFIG_DIR/broker-$n.conf"
         if [ -n "${POD_IP:-}" ]; then echo "brokerIP1=$POD_IP"; fi
+        # spec.acl: the account this broker signs its own requests with, from the mounted ACL
+        # Secret, so the secret key is in no ConfigMap (only in this pod's /tmp, mode 0600).
+        if [ -n "${SHOAL_ACL_DIR:-}" ] && [ -r "$SHOAL_ACL_DIR/accessKey" ]; then
+            echo "accessKey=$(cat "$SHOAL_ACL_DIR/accessKey")"
+            echo "secretKey=$(cat "$SHOAL_ACL_DIR/secretKey")"
+        fi
         if [ -n "${SHOAL_LISTEN_HOST:-}" ]; then
             echo "listenHost=$SHOAL_LISTEN_HOST"
             echo "metricsHost=$SHOAL_LISTEN_HOST"
         fi
     } > "$RENDERED_DIR/broker.conf"
+    )
     echo "$RENDERED_DIR/broker.conf"
 }
 

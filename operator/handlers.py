@@ -29,7 +29,7 @@ from typing import Any
 
 import kopf
 
-from shoal.client import Admin, HaStatus
+from shoal.client import Admin, ClientSettings, Credentials, HaStatus
 from shoal.client.errors import MQBrokerError, MQClientError
 from shoal.client.route import master_address
 from shoal.operator import (
@@ -42,12 +42,13 @@ from shoal.operator import (
     observe,
     placement,
     rollout,
+    secrets,
     status,
     steps,
     topics,
 )
 from shoal.operator.errors import InvalidSpecError, NotReadyError
-from shoal.operator.settings import allowed_host_roots, watched_namespaces
+from shoal.operator.settings import admin_credentials, allowed_host_roots, network_policy, watched_namespaces
 from shoal.operator.spec import BrokerSpec, TopicSpec, broker_spec_from, topic_spec_from
 
 __all__ = ["allowed_host_roots", "broker_address", "reconcile_broker", "reconcile_topic", "watched_namespaces"]
@@ -69,6 +70,14 @@ def _clock() -> datetime.datetime:
 
 def _now() -> str:
     return status.timestamp(_clock())
+
+
+def admin(addresses: Sequence[str]) -> Admin:
+    """An admin client signing with the operator's ACL account when the chart gives it one
+    (settings.admin_credentials: read on every use, so a rotated Secret applies at once)."""
+    keys = admin_credentials()
+    credentials = Credentials(*keys) if keys is not None else None
+    return Admin(list(addresses), client_settings=ClientSettings(credentials=credentials))
 
 
 def broker_address(pod: Mapping[str, Any]) -> str:
@@ -147,11 +156,11 @@ async def _ha_of(addresses: Mapping[str, str]) -> dict[str, HaStatus | None]:
     if not addresses:
         return {}
     # ha_status goes straight to each broker; the Admin's nameserver list is never consulted.
-    async with Admin(list(addresses.values())) as admin:
+    async with admin(list(addresses.values())) as client:
 
         async def one(address: str) -> HaStatus | None:
             try:
-                return await asyncio.wait_for(admin.ha_status(address), limits.ADMIN_TIMEOUT_S)
+                return await asyncio.wait_for(client.ha_status(address), limits.ADMIN_TIMEOUT_S)
             except (MQClientError, OSError, TimeoutError):
                 return None
 
@@ -204,8 +213,8 @@ def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logg
     role = "SYNC_MASTER" if spec.replication_mode == "Sync" else "ASYNC_MASTER"
 
     async def promote() -> None:
-        async with Admin([address]) as admin:
-            await admin.promote(address, role=role)
+        async with admin([address]) as client:
+            await client.promote(address, role=role)
 
     try:
         asyncio.run(asyncio.wait_for(promote(), limits.ADMIN_TIMEOUT_S))
@@ -290,9 +299,9 @@ def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> i
         return None
 
     async def ask() -> int:
-        async with Admin(name_server_addresses(spec)) as admin:
-            await admin.set_write_permission(target.name, writable=False)
-            return await admin.broker_consumer_lag(target.master_address)
+        async with admin(name_server_addresses(spec)) as client:
+            await client.set_write_permission(target.name, writable=False)
+            return await client.broker_consumer_lag(target.master_address)
 
     try:
         return asyncio.run(asyncio.wait_for(ask(), limits.ADMIN_TIMEOUT_S))
@@ -342,6 +351,20 @@ def reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *,
         metrics.set_ready("Broker", str(meta.get("namespace")), str(meta["name"]), patch.get("status"))
 
 
+def _mounted_secrets(spec: BrokerSpec) -> secrets.MountedSecrets:
+    """Read the Broker's ACL and TLS Secrets (and its cert-manager Certificate); NotReadyError
+    names what is missing."""
+    if spec.acl is None and spec.tls is None:
+        return secrets.MountedSecrets()
+    certificate = None
+    if spec.tls is not None and spec.tls.certificate_name:
+        name = spec.tls.certificate_name
+        certificate = kube.get(secrets.CERTIFICATE_API_VERSION, "Certificate", spec.namespace, name)
+    tls_secret = secrets.tls_secret_name(spec, certificate)
+    found = {name: kube.get("v1", "Secret", spec.namespace, name) for name in secrets.secret_names(spec, tls_secret)}
+    return secrets.mounted_secrets(spec, tls_secret, found)
+
+
 def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, raise_invalid: bool) -> None:
     try:
         spec = broker_spec_from(body, allowed_host_roots())
@@ -355,9 +378,16 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
     previous_groups = (body.get("status") or {}).get("groups")
     masters = rollout.master_ordinals(spec, previous_groups)
     storage_nodes = _storage_nodes(spec)
+    try:
+        mounted = _mounted_secrets(spec)
+    except NotReadyError as error:
+        _set_status(patch, secrets.unavailable_status(_generation(body), str(error), _now(), _previous(body)))
+        raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
     if not paused:
         actions: dict[str, int] = {}
-        for child in manifests.desired_state(spec, storage_nodes, masters):
+        for child in manifests.desired_state(
+            spec, storage_nodes, masters, mounted.tls_secret, mounted.digest, network_policy()
+        ):
             action, _ = kube.apply(child)
             actions[action] = actions.get(action, 0) + 1
         logger.info(f"Broker {spec.namespace}/{spec.name}: children {actions}")
@@ -473,8 +503,8 @@ def _topic_context(body: Mapping[str, Any], patch: kopf.Patch) -> tuple[TopicSpe
 async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: TopicSpec) -> topics.TopicOutcome:
     """Bring the topic on each placement group's master to the spec (topics.plan_topic)."""
     outcome = topics.TopicOutcome()
-    async with Admin(list(addresses)) as admin:
-        info = await admin.cluster_info()
+    async with admin(addresses) as client:
+        info = await client.cluster_info()
         registered = set(info.cluster_addr_table.get(cluster.cluster_name) or ())
         wanted = [manifests.group_name(cluster, g) for g in (spec.groups or range(cluster.groups))]
         for broker_name in wanted:
@@ -482,7 +512,7 @@ async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: Topi
             if address is None:
                 outcome.missing.append(broker_name)
                 continue
-            config = (await admin.broker_topic_configs(address)).get(spec.topic_name)
+            config = (await client.broker_topic_configs(address)).get(spec.topic_name)
             live = (
                 None
                 if config is None
@@ -490,10 +520,10 @@ async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: Topi
             )
             lag = None
             if topics.needs_removed_queue_lag(spec, live):
-                lag = await admin.broker_consumer_lag(address, spec.topic_name, spec.read_queue_nums)
+                lag = await client.broker_consumer_lag(address, spec.topic_name, spec.read_queue_nums)
             step = topics.plan_topic(spec, live, lag)
             if step.action in (topics.CREATE, topics.UPDATE):
-                await admin.create_topic(
+                await client.create_topic(
                     spec.topic_name,
                     broker_addr=address,
                     read_queue_nums=step.read_queue_nums,
@@ -506,8 +536,8 @@ async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: Topi
 
 
 async def _delete_topic(addresses: Sequence[str], cluster_name: str, topic_name: str) -> None:
-    async with Admin(list(addresses)) as admin:
-        await admin.delete_topic(topic_name, cluster=cluster_name)
+    async with admin(addresses) as client:
+        await client.delete_topic(topic_name, cluster=cluster_name)
 
 
 def _run_admin(work: Any, what: str) -> Any:

@@ -45,8 +45,11 @@ KINDS: Mapping[tuple[str, str], Kind] = {
     ("v1", "ConfigMap"): Kind("/api/v1", "configmaps", True),
     ("v1", "PersistentVolume"): Kind("/api/v1", "persistentvolumes", False),
     ("v1", "PersistentVolumeClaim"): Kind("/api/v1", "persistentvolumeclaims", True),
+    ("v1", "Secret"): Kind("/api/v1", "secrets", True),
+    ("cert-manager.io/v1", "Certificate"): Kind("/apis/cert-manager.io/v1", "certificates", True),
     ("apps/v1", "StatefulSet"): Kind("/apis/apps/v1", "statefulsets", True),
     ("policy/v1", "PodDisruptionBudget"): Kind("/apis/policy/v1", "poddisruptionbudgets", True),
+    ("networking.k8s.io/v1", "NetworkPolicy"): Kind("/apis/networking.k8s.io/v1", "networkpolicies", True),
     ("shoal.io/v1alpha1", "Broker"): Kind("/apis/shoal.io/v1alpha1", "brokers", True),
     ("shoal.io/v1alpha1", "Topic"): Kind("/apis/shoal.io/v1alpha1", "topics", True),
 }

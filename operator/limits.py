@@ -37,6 +37,10 @@ CONFIG_VALUE_LENGTH_MAX = 1024
 """Characters of one extra broker.conf value."""
 
 HOST_ROOT_LENGTH_MAX = 200
+SECRET_NAME_LENGTH_MAX = 253
+"""A Secret's name and a key of its data (Kubernetes' DNS-subdomain and key limits)."""
+SECRET_HASH_LENGTH = 16
+"""Hex digits of the SHA-256 of the ACL/TLS Secrets kept in the broker pod template."""
 """Characters of storage.hostPath.root; the per-pod directory appends namespace, cluster and pod."""
 
 REPLICATION_IN_SYNC_LAG_MAX_BYTES = 64 * 1024 * 1024

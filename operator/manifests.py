@@ -45,6 +45,13 @@ DAC_OVERRIDE: it creates the store marker `.shoal-store` (cluster UID, group, or
 an empty directory, refuses a directory whose marker names another cluster or that holds data
 without a marker, and chowns the directory to the broker's non-root user (fsGroup does not apply
 to hostPath volumes). The broker itself runs as UID 10001 with a read-only root filesystem.
+
+ACL and TLS (spec.acl, spec.tls): the Secrets are mounted read-only (ACL_MOUNT_PATH,
+TLS_MOUNT_PATH; files 0440, group `fsGroup` = the broker's group) into every broker pod, the TLS
+Secret into the NameServers too, and broker.conf / namesrv.conf point at them (SECURITY_KEYS).
+`secrets_hash`, a hash of the Secrets' data that the handler reads, sits in the pod templates:
+a changed ACL file or a renewed certificate makes a new StatefulSet revision, which the ordered
+roll (rollout.py) applies slaves first; the NameServers (RollingUpdate) follow on their own.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shoal.operator import limits
+from shoal.operator.settings import NetworkPolicySettings
 from shoal.operator.spec import BrokerSpec
 
 API_GROUP = "shoal.io"
@@ -85,6 +93,25 @@ LABEL_ORDINAL = "shoal.io/ordinal"
 ANNOTATION_CONFIG_HASH = "shoal.io/config-hash"
 ANNOTATION_STORAGE_NODE = "shoal.io/storage-node"
 ANNOTATION_RECLAIM_POLICY = "shoal.io/reclaim-policy"
+ANNOTATION_SECRETS_HASH = "shoal.io/secrets-hash"
+
+ACL_MOUNT_PATH = "/etc/shoal/acl"
+ACL_FILE_NAME = "plain_acl.yml"
+TLS_MOUNT_PATH = "/etc/shoal/tls"
+TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")
+"""The keys a kubernetes.io/tls Secret from cert-manager holds; each must be present."""
+SECRET_FILE_MODE = 0o440
+"""Owner root, group fsGroup (the broker's): readable by the broker, by nobody else."""
+NAME_SERVER_CONFIG_PATH = f"{CONFIG_MOUNT_PATH}/namesrv.conf"
+ACL_FILE_CONFIG_KEY = "plainAclFile"
+"""Where the broker reads plain_acl.yml (RocketMQ: $ROCKETMQ_HOME/conf/plain_acl.yml, moved by the
+system property rocketmq.acl.plain.file; Shoal takes a broker.conf key)."""
+BROKER_CREDENTIAL_KEYS = {"brokerAccessKey": "accessKey", "brokerSecretKey": "secretKey"}
+"""ACL Secret key -> file under ACL_MOUNT_PATH: the account brokers sign their own requests with
+(registration at ACL-enabled NameServers, a slave's sync). The entrypoint appends them to the
+rendered broker.conf (in the pod's /tmp), so they are never in a ConfigMap."""
+TLS_MODES = {"Enforcing": "enforcing", "Permissive": "permissive"}
+"""spec.tls.mode -> tls.server.mode (RocketMQ's TlsMode names)."""
 
 Object = dict[str, Any]
 
@@ -193,6 +220,63 @@ def _security_context_restricted() -> dict[str, Any]:
     }
 
 
+def _pod_security_context() -> dict[str, Any]:
+    """fsGroup makes mounted Secrets (0440) and PersistentClaim stores the broker's group; it does
+    not apply to hostPath volumes, which the prepare-store init container chowns instead."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": BROKER_UID,
+        "runAsGroup": BROKER_UID,
+        "fsGroup": BROKER_UID,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _secret_volumes(spec: BrokerSpec, tls_secret: str, broker: bool = True) -> list[Object]:
+    """The ACL and TLS Secret volumes (items pinned: a missing key fails the mount, not the broker).
+    NameServers (`broker` False) get plain_acl.yml only, never the brokers' own keys."""
+    volumes: list[Object] = []
+    if spec.acl is not None:
+        items = [{"key": spec.acl.key, "path": ACL_FILE_NAME}]
+        if broker:
+            items += [{"key": key, "path": path} for key, path in BROKER_CREDENTIAL_KEYS.items()]
+        volumes.append(
+            {
+                "name": "acl",
+                "secret": {"secretName": spec.acl.secret_name, "items": items, "defaultMode": SECRET_FILE_MODE},
+            }
+        )
+    if spec.tls is not None:
+        items = [{"key": key, "path": key} for key in TLS_KEYS]
+        volumes.append(
+            {"name": "tls", "secret": {"secretName": tls_secret, "items": items, "defaultMode": SECRET_FILE_MODE}}
+        )
+    return volumes
+
+
+def _secret_mounts(volumes: list[Object]) -> list[Object]:
+    paths = {"acl": ACL_MOUNT_PATH, "tls": TLS_MOUNT_PATH}
+    return [{"name": v["name"], "mountPath": paths[v["name"]], "readOnly": True} for v in volumes]
+
+
+def secrets_hash(secrets: Mapping[str, Mapping[str, str]]) -> str:
+    """A short hash of the mounted Secrets' data (Secret name -> its `data`): the pod template
+    annotation that rolls the pods when an ACL file or a certificate changes."""
+    digest = hashlib.sha256()
+    for name in sorted(secrets):
+        for key in sorted(secrets[name]):
+            digest.update(f"{name}\0{key}\0{secrets[name][key]}\0".encode())
+    return digest.hexdigest()[: limits.SECRET_HASH_LENGTH]
+
+
+def _template_annotations(secrets_digest: str, **others: str) -> dict[str, str]:
+    annotations = dict(others)
+    if secrets_digest:
+        annotations[ANNOTATION_SECRETS_HASH] = secrets_digest
+    return annotations
+
+
 def _pod_env() -> list[dict[str, Any]]:
     return [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -236,21 +320,54 @@ def name_server_service(spec: BrokerSpec) -> Object:
     }
 
 
-def name_server_stateful_set(spec: BrokerSpec) -> Object:
+def name_server_conf(spec: BrokerSpec) -> str:
+    """namesrv.conf: the ACL/TLS keys (security_keys), the only ones the operator sets."""
+    lines = [f"# Generated by shoal-operator from Broker {spec.namespace}/{spec.name}; edits are overwritten."]
+    lines += [f"{key}={value}" for key, value in security_keys(spec).items()]
+    return "\n".join(lines) + "\n"
+
+
+def name_server_config_map(spec: BrokerSpec) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(spec, f"{name_server_name(spec)}-config", "nameserver"),
+        "data": {"namesrv.conf": name_server_conf(spec)},
+    }
+
+
+def _secured(spec: BrokerSpec) -> bool:
+    return spec.acl is not None or spec.tls is not None
+
+
+def name_server_stateful_set(spec: BrokerSpec, tls_secret: str = "", secrets_digest: str = "") -> Object:
     """NameServers hold no data: RollingUpdate is safe (brokers register with every one)."""
     selector = selector_labels(spec, "nameserver")
+    secret_volumes = _secret_volumes(spec, tls_secret or (spec.tls.secret_name if spec.tls else ""), broker=False)
+    volumes: list[Object] = [{"name": "tmp", "emptyDir": {}}, *secret_volumes]
+    mounts: list[Object] = [{"name": "tmp", "mountPath": "/tmp"}, *_secret_mounts(secret_volumes)]
+    args = ["namesrv"]
+    if _secured(spec):
+        volumes.append({"name": "config", "configMap": {"name": f"{name_server_name(spec)}-config"}})
+        mounts.append({"name": "config", "mountPath": CONFIG_MOUNT_PATH, "readOnly": True})
+        args += ["-c", NAME_SERVER_CONFIG_PATH]
+    template_metadata: Object = {"labels": labels(spec, "nameserver")}
+    if _secured(spec):
+        template_metadata["annotations"] = _template_annotations(
+            secrets_digest, **{ANNOTATION_CONFIG_HASH: _short_hash(name_server_conf(spec))}
+        )
     container = {
         "name": "nameserver",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
-        "args": ["namesrv"],
+        "args": args,
         "env": _pod_env(),
         "ports": [{"name": "remoting", "containerPort": NAME_SERVER_PORT}],
         "readinessProbe": {"tcpSocket": {"port": NAME_SERVER_PORT}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": NAME_SERVER_PORT}, "periodSeconds": 10, "failureThreshold": 6},
         "resources": dict(spec.name_server.resources),
         "securityContext": _security_context_restricted(),
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts,
     }
     return {
         "apiVersion": "apps/v1",
@@ -263,12 +380,12 @@ def name_server_stateful_set(spec: BrokerSpec) -> Object:
             "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": labels(spec, "nameserver")},
+                "metadata": template_metadata,
                 "spec": {
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": _pod_security_context(),
                     "affinity": _anti_affinity(selector),
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    "volumes": volumes,
                 },
             },
         },
@@ -310,6 +427,29 @@ def broker_id(ordinal: int, master_ordinal: int = 0) -> int:
     return ordinal
 
 
+def security_keys(spec: BrokerSpec) -> dict[str, str]:
+    """broker.conf / namesrv.conf keys for spec.acl and spec.tls (RocketMQ 4.9.7's names), pointing
+    at the mounted Secrets. tls.enable and tls.ha.enable make the process's own connections
+    (registration, replication) TLS too."""
+    keys: dict[str, str] = {}
+    if spec.acl is not None:
+        keys["aclEnable"] = "true"
+        keys[ACL_FILE_CONFIG_KEY] = f"{ACL_MOUNT_PATH}/{ACL_FILE_NAME}"
+    if spec.tls is not None:
+        keys["tls.server.mode"] = TLS_MODES[spec.tls.mode]
+        keys["tls.server.certPath"] = f"{TLS_MOUNT_PATH}/tls.crt"
+        keys["tls.server.keyPath"] = f"{TLS_MOUNT_PATH}/tls.key"
+        keys["tls.server.trustCertPath"] = f"{TLS_MOUNT_PATH}/ca.crt"
+        keys["tls.enable"] = "true"
+        keys["tls.ha.enable"] = "true"
+        # The process's own connections check the peer's chain against the cluster's CA (RocketMQ's
+        # default trusts any certificate; host names are not checked, as in RocketMQ).
+        keys["tls.test.mode.enable"] = "false"
+        keys["tls.client.authServer"] = "true"
+        keys["tls.client.trustCertPath"] = f"{TLS_MOUNT_PATH}/ca.crt"
+    return keys
+
+
 def broker_conf(spec: BrokerSpec, group: int) -> str:
     """The broker.conf keys shared by every member of `group` (deterministic order)."""
     owned = {
@@ -324,6 +464,7 @@ def broker_conf(spec: BrokerSpec, group: int) -> str:
         "fileReservedTime": str(spec.file_reserved_hours),
         "deleteWhen": spec.delete_when,
         "diskMaxUsedSpaceRatio": str(spec.storage.disk_max_used_ratio_percent),
+        **security_keys(spec),
     }
     lines = ["# Generated by shoal-operator from Broker " + f"{spec.namespace}/{spec.name}; edits are overwritten."]
     lines += [f"{key}={value}" for key, value in owned.items()]
@@ -340,7 +481,11 @@ def broker_conf_for_ordinal(spec: BrokerSpec, ordinal: int, master_ordinal: int 
 def config_hash(spec: BrokerSpec, group: int) -> str:
     """Hash of what needs a restart to take effect; in the pod template, so a change makes a new
     StatefulSet revision and the operator's roll (OnDelete) picks the outdated pods."""
-    return hashlib.sha256(broker_conf(spec, group).encode()).hexdigest()[:16]
+    return _short_hash(broker_conf(spec, group))
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def group_config_map(spec: BrokerSpec, group: int, master_ordinal: int = 0) -> Object:
@@ -399,13 +544,17 @@ def _prepare_store_container(spec: BrokerSpec, group: int) -> Object:
     }
 
 
-def _broker_container(spec: BrokerSpec, group: int) -> Object:
+def _broker_container(spec: BrokerSpec, group: int, secret_volumes: list[Object]) -> Object:
     return {
         "name": "broker",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "args": ["broker"],
-        "env": [*_pod_env(), {"name": "SHOAL_CONFIG_DIR", "value": CONFIG_MOUNT_PATH}],
+        "env": [
+            *_pod_env(),
+            {"name": "SHOAL_CONFIG_DIR", "value": CONFIG_MOUNT_PATH},
+            *([{"name": "SHOAL_ACL_DIR", "value": ACL_MOUNT_PATH}] if spec.acl is not None else []),
+        ],
         "ports": [
             {"name": "remoting", "containerPort": BROKER_PORT},
             {"name": "vip", "containerPort": VIP_PORT},
@@ -420,6 +569,7 @@ def _broker_container(spec: BrokerSpec, group: int) -> Object:
             {"name": "store", "mountPath": STORE_MOUNT_PATH},
             {"name": "config", "mountPath": CONFIG_MOUNT_PATH, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *_secret_mounts(secret_volumes),
         ],
     }
 
@@ -444,14 +594,18 @@ def _volume_claim_templates(spec: BrokerSpec, group: int) -> list[Object]:
     ]
 
 
-def group_stateful_set(spec: BrokerSpec, group: int) -> Object:
+def group_stateful_set(spec: BrokerSpec, group: int, tls_secret: str = "", secrets_digest: str = "") -> Object:
     """One StatefulSet per group: Parallel (a down master never blocks its slaves' pods) and
-    OnDelete (the operator restarts pods itself: slaves first, then the master once in sync)."""
+    OnDelete (the operator restarts pods itself: slaves first, then the master once in sync).
+    `tls_secret` is the TLS Secret's name (a Certificate's secretName); `secrets_digest` the
+    hash of the mounted Secrets (secrets_hash)."""
     name = group_name(spec, group)
     selector = selector_labels(spec, "broker", group)
+    secret_volumes = _secret_volumes(spec, tls_secret or (spec.tls.secret_name if spec.tls else ""))
     volumes: list[Object] = [
         {"name": "config", "configMap": {"name": f"{name}-config"}},
         {"name": "tmp", "emptyDir": {}},
+        *secret_volumes,
     ]
     if spec.storage.type == "Ephemeral":
         volumes.insert(0, {"name": "store", "emptyDir": {"sizeLimit": spec.storage.size}})
@@ -469,14 +623,16 @@ def group_stateful_set(spec: BrokerSpec, group: int) -> Object:
             "template": {
                 "metadata": {
                     "labels": labels(spec, "broker", group),
-                    "annotations": {ANNOTATION_CONFIG_HASH: config_hash(spec, group)},
+                    "annotations": _template_annotations(
+                        secrets_digest, **{ANNOTATION_CONFIG_HASH: config_hash(spec, group)}
+                    ),
                 },
                 "spec": {
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": _pod_security_context(),
                     "affinity": _anti_affinity(selector),
                     "terminationGracePeriodSeconds": limits.BROKER_TERMINATION_GRACE_S,
                     "initContainers": [_prepare_store_container(spec, group)],
-                    "containers": [_broker_container(spec, group)],
+                    "containers": [_broker_container(spec, group, secret_volumes)],
                     "volumes": volumes,
                 },
             },
@@ -528,6 +684,78 @@ def store_persistent_volume(spec: BrokerSpec, group: int, ordinal: int, node: st
     }
 
 
+# ---------------------------------------------------------------- NetworkPolicies
+
+
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "shoal", "app.kubernetes.io/component": "operator"}
+"""Labels of the chart's operator pod (charts/shoal/templates/_helpers.tpl shoal.selectorLabels)."""
+
+
+def _operator_peer(policy: NetworkPolicySettings) -> list[Object]:
+    if not policy.operator_namespace:
+        return []
+    return [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": policy.operator_namespace}},
+            "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)},
+        }
+    ]
+
+
+def _port_rule(ports: list[int], peers: list[Object] | None) -> Object:
+    """Ingress on `ports` from `peers`; None: from every source."""
+    rule: Object = {"ports": [{"protocol": "TCP", "port": port} for port in ports]}
+    if peers is not None:
+        rule["from"] = peers
+    return rule
+
+
+def network_policies(spec: BrokerSpec, policy: NetworkPolicySettings) -> list[Object]:
+    """Ingress rules of the cluster's pods (egress is left open: DNS, NameServers, masters).
+
+    Brokers: the client ports (remoting, VIP) from `policy.clients` (every source when empty);
+    the HA port only from the same cluster's brokers (a slave connects to its master); metrics
+    from `policy.metrics`. NameServers: 9876 from the clients, the cluster's brokers and the
+    operator. The operator's pod always reaches the remoting ports (admin requests).
+    """
+    if not policy.enabled:
+        return []
+    own_brokers = [{"podSelector": {"matchLabels": selector_labels(spec, "broker")}}]
+    operator = _operator_peer(policy)
+    clients = [dict(peer) for peer in policy.clients] + operator if policy.clients else None
+    broker_rules = [
+        _port_rule([BROKER_PORT, VIP_PORT], None if clients is None else clients + own_brokers),
+        _port_rule([HA_PORT], own_brokers),
+        _port_rule([METRICS_PORT], [dict(peer) for peer in policy.metrics] + operator),
+    ]
+    result = [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _metadata(spec, f"{spec.name}-brokers", "broker"),
+            "spec": {
+                "podSelector": {"matchLabels": selector_labels(spec, "broker")},
+                "policyTypes": ["Ingress"],
+                "ingress": broker_rules,
+            },
+        }
+    ]
+    if spec.name_server.replicas > 0:
+        result.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": _metadata(spec, f"{name_server_name(spec)}", "nameserver"),
+                "spec": {
+                    "podSelector": {"matchLabels": selector_labels(spec, "nameserver")},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [_port_rule([NAME_SERVER_PORT], None if clients is None else clients + own_brokers)],
+                },
+            }
+        )
+    return result
+
+
 # ---------------------------------------------------------------- everything
 
 
@@ -535,21 +763,28 @@ def desired_state(
     spec: BrokerSpec,
     storage_nodes: Mapping[str, str] | None = None,
     masters: Mapping[int, int] | None = None,
+    tls_secret: str = "",
+    secrets_digest: str = "",
+    network_policy: NetworkPolicySettings | None = None,
 ) -> list[Object]:
     """Every object the Broker should own, in apply order.
 
     `storage_nodes` maps a pod name to the node chosen for its hostPath volume (the handler picks
     nodes once, spreading a group across nodes, and reads them back from existing PVs); pods
     without a node get no PV yet. `masters` maps a group index to the ordinal holding its master
-    role (default 0).
+    role (default 0). `tls_secret` names the TLS Secret (default spec.tls.secretName; the
+    handler resolves a cert-manager Certificate), `secrets_digest` is secrets_hash of the ACL and
+    TLS Secrets' data; `network_policy` the chart's NetworkPolicy settings (none by default).
     """
     storage_nodes = storage_nodes or {}
     masters = masters or {}
     objects: list[Object] = []
     if spec.name_server.replicas > 0:
+        if _secured(spec):
+            objects.append(name_server_config_map(spec))
         objects += [
             name_server_service(spec),
-            name_server_stateful_set(spec),
+            name_server_stateful_set(spec, tls_secret, secrets_digest),
             pod_disruption_budget(spec, "nameserver", None, 1),
         ]
     for group in range(spec.groups):
@@ -561,10 +796,10 @@ def desired_state(
         objects += [
             group_config_map(spec, group, masters.get(group, 0)),
             group_service(spec, group),
-            group_stateful_set(spec, group),
+            group_stateful_set(spec, group, tls_secret, secrets_digest),
             pod_disruption_budget(spec, "broker", group, spec.pdb_max_unavailable),
         ]
-    return objects
+    return objects + network_policies(spec, network_policy or NetworkPolicySettings())
 
 
 def group_children(spec: BrokerSpec, group: int) -> list[tuple[str, str, str]]:

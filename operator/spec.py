@@ -36,9 +36,17 @@ OPERATOR_OWNED_CONFIG_KEYS = (
     "fileReservedTime",
     "deleteWhen",
     "diskMaxUsedSpaceRatio",
+    "aclEnable",
+    "plainAclFile",
+    "accessKey",
+    "secretKey",
+    "useTLS",
 )
 """broker.conf keys the operator writes from typed fields or pod identity; spec.config may not
-set them (CEL rule on spec.config)."""
+set them, nor any key starting with OPERATOR_OWNED_CONFIG_PREFIX (CEL rule on spec.config). ACL
+and TLS are switched on through spec.acl and spec.tls, which also mount the files those keys
+point at."""
+OPERATOR_OWNED_CONFIG_PREFIX = "tls."
 
 RESERVED_TOPIC_NAMES = (
     "TBW102",
@@ -51,6 +59,11 @@ RESERVED_TOPIC_NAMES = (
 )
 RESERVED_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_")
 
+SECRET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+"""A Secret's (and a cert-manager Certificate's) name: a DNS subdomain."""
+SECRET_KEY_PATTERN = re.compile(r"^[-._a-zA-Z0-9]+$")
+"""A key of a Secret's data."""
+DEFAULT_ACL_KEY = "plain_acl.yml"
 TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -64,6 +77,7 @@ CEL_MESSAGES = {
     "one_storage": "set at most one of storage.hostPath and storage.persistentClaim",
     "reserved_topic": "topicName is a reserved RocketMQ system topic",
     "immutable": "field is immutable",
+    "tls_source": "tls needs exactly one of secretName and certificateName",
 }
 """Messages of the CRDs' `x-kubernetes-validations`, reused verbatim by the checks here."""
 
@@ -89,6 +103,25 @@ class StorageSpec:
 
 
 @dataclass(frozen=True)
+class AclSpec:
+    """RocketMQ plain ACL: `key` of Secret `secret_name` (the Broker's namespace) is plain_acl.yml."""
+
+    secret_name: str
+    key: str = DEFAULT_ACL_KEY
+
+
+@dataclass(frozen=True)
+class TlsSpec:
+    """TLS on every broker and NameServer port, from a kubernetes.io/tls Secret (tls.crt, tls.key,
+    ca.crt, as cert-manager writes them), named directly or through a cert-manager Certificate."""
+
+    secret_name: str = ""
+    certificate_name: str = ""
+    mode: str = "Enforcing"
+    """Enforcing (TLS only) | Permissive (TLS and plain connections)."""
+
+
+@dataclass(frozen=True)
 class BrokerSpec:
     """A whole Shoal cluster: NameServers and `groups` broker groups of one master plus slaves."""
 
@@ -110,6 +143,8 @@ class BrokerSpec:
     resources: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, str] = field(default_factory=dict)
     pdb_max_unavailable: int = 1
+    acl: AclSpec | None = None
+    tls: TlsSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +230,42 @@ def _storage_from(raw: Mapping[str, Any], allowed_roots: Sequence[str]) -> Stora
     )
 
 
+def _secret_name(value: Any, field_name: str) -> str:
+    name = str(value)
+    require(
+        len(name) <= limits.SECRET_NAME_LENGTH_MAX and SECRET_NAME_PATTERN.match(name) is not None,
+        field_name,
+        f"must be a DNS subdomain of at most {limits.SECRET_NAME_LENGTH_MAX} characters",
+    )
+    return name
+
+
+def _acl_from(raw: Mapping[str, Any] | None) -> AclSpec | None:
+    if raw is None:
+        return None
+    require("secretName" in raw, "spec.acl.secretName", "is required")
+    key = str(raw.get("key", DEFAULT_ACL_KEY))
+    require(
+        len(key) <= limits.SECRET_NAME_LENGTH_MAX and SECRET_KEY_PATTERN.match(key) is not None,
+        "spec.acl.key",
+        "must be a Secret data key (letters, digits, '-', '_', '.')",
+    )
+    return AclSpec(secret_name=_secret_name(raw["secretName"], "spec.acl.secretName"), key=key)
+
+
+def _tls_from(raw: Mapping[str, Any] | None) -> TlsSpec | None:
+    if raw is None:
+        return None
+    require(("secretName" in raw) != ("certificateName" in raw), "spec.tls", CEL_MESSAGES["tls_source"])
+    return TlsSpec(
+        secret_name=_secret_name(raw["secretName"], "spec.tls.secretName") if "secretName" in raw else "",
+        certificate_name=(
+            _secret_name(raw["certificateName"], "spec.tls.certificateName") if "certificateName" in raw else ""
+        ),
+        mode=one_of(raw.get("mode", "Enforcing"), "spec.tls.mode", ("Enforcing", "Permissive")),
+    )
+
+
 def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str]) -> BrokerSpec:
     """Parse a Broker object (metadata + spec), applying defaults; raise InvalidSpecError."""
     metadata = body["metadata"]
@@ -223,7 +294,12 @@ def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str])
     )
     require(mode != "Sync" or replicas_per_group >= 2, "spec", CEL_MESSAGES["sync_slaves"])
     config = {str(k): str(v) for k, v in spec.get("config", {}).items()}
-    require(not set(config) & set(OPERATOR_OWNED_CONFIG_KEYS), "spec.config", CEL_MESSAGES["owned_keys"])
+    require(
+        not set(config) & set(OPERATOR_OWNED_CONFIG_KEYS)
+        and not any(key.startswith(OPERATOR_OWNED_CONFIG_PREFIX) for key in config),
+        "spec.config",
+        CEL_MESSAGES["owned_keys"],
+    )
     require(len(config) <= limits.CONFIG_KEYS_MAX, "spec.config", f"at most {limits.CONFIG_KEYS_MAX} keys")
     for key, value in config.items():
         require(
@@ -260,6 +336,8 @@ def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str])
             0,
             limits.REPLICAS_PER_GROUP_MAX,
         ),
+        acl=_acl_from(spec.get("acl")),
+        tls=_tls_from(spec.get("tls")),
     )
 
 

@@ -31,9 +31,10 @@ EXPECTED_KINDS = {
     "CustomResourceDefinition": len(CRD_FILES),
     "ServiceAccount": 1,
     "StorageClass": 1,
-    "ClusterRole": 1,
-    "ClusterRoleBinding": 1,
+    "ClusterRole": 2,
+    "ClusterRoleBinding": 2,
     "Deployment": 1,
+    "NetworkPolicy": 1,
 }
 
 
@@ -110,7 +111,7 @@ def _one(objects: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 def _operator_env(objects: Sequence[dict[str, Any]]) -> dict[str, str]:
     (container,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
-    return {item["name"]: item["value"] for item in container["env"]}
+    return {item["name"]: item["value"] for item in container["env"] if "value" in item}
 
 
 def _validate_all(objects: Sequence[dict[str, Any]], kube_version: str) -> None:
@@ -152,6 +153,12 @@ VARIATIONS = {
         "tolerations[0].effect=NoSchedule",
     ),
     "log-level": ("logLevel=debug",),
+    "operator-credentials": ("operatorCredentials.secretName=shoal-operator-acl",),
+    "no-network-policy": ("networkPolicy.enabled=false",),
+    "network-policy-clients": (
+        "networkPolicy.clientsFrom[0].namespaceSelector.matchLabels.team=orders",
+        "networkPolicy.metricsNamespaceSelector=null",
+    ),
 }
 
 
@@ -249,11 +256,12 @@ def test_objects_live_in_the_release_namespace_and_bind_its_service_account(helm
     account = _one(objects, "ServiceAccount")
     assert account["metadata"]["namespace"] == NAMESPACE
     assert _one(objects, "Deployment")["metadata"]["namespace"] == NAMESPACE
-    binding = _one(objects, "ClusterRoleBinding")
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
-    ]
-    assert binding["roleRef"]["name"] == _one(objects, "ClusterRole")["metadata"]["name"]
+    roles = {role["metadata"]["name"] for role in objects if role["kind"] == "ClusterRole"}
+    for binding in (obj for obj in objects if obj["kind"] == "ClusterRoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+        ]
+        assert binding["roleRef"]["name"] in roles
     deployment = _one(objects, "Deployment")
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
     selector = deployment["spec"]["selector"]["matchLabels"]
@@ -309,3 +317,135 @@ def test_install_notes_name_the_watched_namespaces(helm: Helm) -> None:
     assert "the namespaces mq" in notes
     assert "pod-security.kubernetes.io/enforce=privileged" in notes
     assert f"deployment/{RELEASE}-operator" in notes
+
+
+# ---------------------------------------------------------------- security (issue 17)
+
+
+def _pod_spec(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = _one(objects, "Deployment")["spec"]["template"]["spec"]
+    return spec
+
+
+def test_operator_pod_runs_restricted(helm: Helm) -> None:
+    """Goal: the operator pod meets the Restricted Pod Security profile. Method: render the defaults and
+    read the pod and container securityContext: non-root 10001 (the image's user), read-only root with
+    an emptyDir /tmp, no privilege escalation, every capability dropped, seccomp RuntimeDefault."""
+    pod = _pod_spec(helm.template())
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "fsGroup": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {}} in pod["volumes"]
+    dockerfile = (REPO_ROOT / "broker_image" / "Dockerfile").read_text()
+    assert "\nUSER 10001:10001\n" in dockerfile, "the image's user is the uid the chart runs as"
+
+
+def test_operator_network_policy_admits_only_probes_and_metrics_namespaces(helm: Helm) -> None:
+    """Goal: the operator pod takes ingress only on its health and metrics ports, from the metrics
+    namespaces. Method: render defaults and a custom selector; read the NetworkPolicy."""
+    policy = _one(helm.template(), "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert sorted(p["port"] for p in rule["ports"]) == [8080, 8081]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    objects = helm.template(
+        "networkPolicy.metricsNamespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=observability"
+    )
+    (rule,) = _one(objects, "NetworkPolicy")["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}]
+    assert "NetworkPolicy" not in _kinds(helm.template("networkPolicy.enabled=false"))
+
+
+def test_network_policy_values_reach_the_operator_as_its_settings(helm: Helm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: the values the chart takes become the operator's NetworkPolicySettings. Method: render
+    clientsFrom and a metrics selector, feed the rendered env to settings.network_policy()."""
+    from shoal.operator import settings
+
+    objects = helm.template(
+        "networkPolicy.clientsFrom[0].namespaceSelector.matchLabels.team=orders",
+        "networkPolicy.metricsNamespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=observability",
+    )
+    env = _operator_env(objects)
+    monkeypatch.setenv("SHOAL_NETWORK_POLICY", env["SHOAL_NETWORK_POLICY"])
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    parsed = settings.network_policy()
+    assert parsed.enabled and parsed.operator_namespace == NAMESPACE
+    assert parsed.clients == ({"namespaceSelector": {"matchLabels": {"team": "orders"}}},)
+    assert parsed.metrics == ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}},)
+    (container,) = _pod_spec(objects)["containers"]
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
+    monkeypatch.setenv(
+        "SHOAL_NETWORK_POLICY", _operator_env(helm.template("networkPolicy.enabled=false"))["SHOAL_NETWORK_POLICY"]
+    )
+    assert not settings.network_policy().enabled
+
+
+def test_operator_credentials_secret_is_mounted_read_only(helm: Helm) -> None:
+    """Goal: operatorCredentials.secretName reaches the operator as files it reads on each use.
+    Method: render with and without it; the Secret volume (accessKey, secretKey, 0440), its
+    read-only mount and SHOAL_ADMIN_CREDENTIALS_DIR appear only when set."""
+    assert "SHOAL_ADMIN_CREDENTIALS_DIR" not in _operator_env(helm.template())
+    objects = helm.template("operatorCredentials.secretName=shoal-operator-acl")
+    pod = _pod_spec(objects)
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "operator-credentials"]
+    assert volume["secret"] == {
+        "secretName": "shoal-operator-acl",
+        "items": [{"key": "accessKey", "path": "accessKey"}, {"key": "secretKey", "path": "secretKey"}],
+        "defaultMode": 0o440,
+    }
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "operator-credentials"]
+    assert mount == {"name": "operator-credentials", "mountPath": "/etc/shoal/operator-credentials", "readOnly": True}
+    assert _operator_env(objects)["SHOAL_ADMIN_CREDENTIALS_DIR"] == mount["mountPath"]
+
+
+def test_secrets_are_readable_only_where_brokers_are_watched(helm: Helm) -> None:
+    """Goal: the Secret grant is `get` only, and namespace-scoped when watchNamespaces is set. Method:
+    render both ways; count Roles/ClusterRoles that grant secrets and what they grant."""
+
+    def secret_rules(objects: Sequence[dict[str, Any]]) -> list[tuple[str, str | None, list[str]]]:
+        return [
+            (obj["kind"], obj["metadata"].get("namespace"), rule["verbs"])
+            for obj in objects
+            if obj["kind"] in ("Role", "ClusterRole")
+            for rule in obj["rules"]
+            if "secrets" in rule["resources"]
+        ]
+
+    assert secret_rules(helm.template()) == [("ClusterRole", None, ["get"])]
+    scoped = helm.template("watchNamespaces={mq,mq-analytics}")
+    assert sorted(secret_rules(scoped)) == [("Role", "mq", ["get"]), ("Role", "mq-analytics", ["get"])]
+    bindings = [obj for obj in scoped if obj["kind"] == "RoleBinding"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["mq", "mq-analytics"]
+    assert all(b["subjects"][0]["namespace"] == NAMESPACE for b in bindings)
+    assert "secrets" not in str(_one(scoped, "ClusterRole")["rules"])
+    _validate_all(scoped, KUBERNETES_VERSIONS[0])
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("operatorCredentials.secretName=Not_A_Name", "/operatorCredentials/secretName"),
+        ("networkPolicy.enabled=perhaps", "/networkPolicy/enabled"),
+        ("networkPolicy.clientsFrom=everyone", "/networkPolicy/clientsFrom"),
+    ],
+)
+def test_bad_security_values_are_rejected(helm: Helm, value: str, complaint: str) -> None:
+    """values.schema.json refuses malformed operatorCredentials and networkPolicy values."""
+    rendered = helm.run("template", RELEASE, str(CHART), "--set", value)
+    assert rendered.returncode != 0
+    assert complaint in rendered.stderr

@@ -52,7 +52,7 @@ def contained(rendered: Any, live: Any, path: str = "") -> list[str]:
 
 def _live(plane: ControlPlane, obj: dict[str, Any]) -> dict[str, Any] | None:
     kind, name = obj["kind"], obj["metadata"]["name"]
-    scope = [] if kind in CLUSTER_SCOPED else ["--namespace", NAMESPACE]
+    scope = [] if kind in CLUSTER_SCOPED else ["--namespace", obj["metadata"].get("namespace", NAMESPACE)]
     result = plane.kubectl("get", kind, name, *scope, "-o", "json", "--ignore-not-found", check=False)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout) if result.stdout.strip() else None
@@ -83,7 +83,7 @@ def test_install_creates_what_helm_renders(control_plane: ControlPlane, helm: He
     helm("install", RELEASE, str(CHART), "--create-namespace", "--wait", f"--timeout={HELM_TIMEOUT_S}s")
     manifest = helm.manifest(RELEASE)
     assert {obj["kind"] for obj in manifest} == {
-        "ServiceAccount", "StorageClass", "ClusterRole", "ClusterRoleBinding", "Deployment"
+        "ServiceAccount", "StorageClass", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy"
     }  # fmt: skip
     _check_live_as_rendered(control_plane, manifest)
     control_plane.kubectl("wait", "--for=condition=Established", "crd", *CRD_NAMES, "--timeout=60s")
@@ -97,6 +97,8 @@ def test_install_creates_what_helm_renders(control_plane: ControlPlane, helm: He
 def test_upgrade_applies_changed_values(control_plane: ControlPlane, helm: Helm) -> None:
     """`helm upgrade` with other values rolls the operator pod with the new env and drops the StorageClass."""
     before = _operator_pod(control_plane)["metadata"]["name"]
+    for namespace in ("team-a", "team-b"):  # watched namespaces get the Secret Role: they must exist
+        control_plane.kubectl("create", "namespace", namespace, check=False)
     helm(
         "upgrade", RELEASE, str(CHART), "--wait", f"--timeout={HELM_TIMEOUT_S}s",
         "--set", "logLevel=debug", "--set", "watchNamespaces={team-a,team-b}", "--set", "storageClass.create=false",

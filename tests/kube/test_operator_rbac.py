@@ -66,7 +66,12 @@ def operator(shoal_crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     helm("install", RELEASE, str(CHART), "--create-namespace", "--wait", "--timeout=180s")
     manifest = helm.manifest(RELEASE)
     (account,) = [o["metadata"]["name"] for o in manifest if o["kind"] == "ServiceAccount"]
-    (role,) = [o["metadata"]["name"] for o in manifest if o["kind"] == "ClusterRole"]
+    # The chart's main ClusterRole; its Secret grant is a ClusterRole of its own (`-secrets`).
+    (role,) = [
+        o["metadata"]["name"]
+        for o in manifest
+        if o["kind"] == "ClusterRole" and not o["metadata"]["name"].endswith("-secrets")
+    ]
     token = plane.kubectl(
         "create", "token", account, "-n", OPERATOR_NAMESPACE, f"--duration={TOKEN_DURATION}"
     ).stdout.strip()

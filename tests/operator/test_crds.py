@@ -12,7 +12,12 @@ import pytest
 import yaml
 
 from shoal.operator.analysis.spec import ANALYSIS_CEL_MESSAGES, OPERATOR_OWNED_SPARK_CONF_PREFIXES
-from shoal.operator.spec import CEL_MESSAGES, OPERATOR_OWNED_CONFIG_KEYS, RESERVED_TOPIC_NAMES
+from shoal.operator.spec import (
+    CEL_MESSAGES,
+    OPERATOR_OWNED_CONFIG_KEYS,
+    OPERATOR_OWNED_CONFIG_PREFIX,
+    RESERVED_TOPIC_NAMES,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILES = ("broker.yaml", "topic.yaml", "storeanalysis.yaml")
@@ -89,7 +94,8 @@ def test_owned_keys_and_reserved_topics_match_the_cel_rules() -> None:
     (owned_rule,) = [r["rule"] for r in _cel_rules("broker.yaml") if r["message"] == CEL_MESSAGES["owned_keys"]]
     for key in OPERATOR_OWNED_CONFIG_KEYS:
         assert f"'{key}'" in owned_rule
-    assert owned_rule.count("'") == 2 * len(OPERATOR_OWNED_CONFIG_KEYS)
+    assert f"!k.startsWith('{OPERATOR_OWNED_CONFIG_PREFIX}')" in owned_rule
+    assert owned_rule.count("'") == 2 * (len(OPERATOR_OWNED_CONFIG_KEYS) + 1)
     (reserved_rule,) = [r["rule"] for r in _cel_rules("topic.yaml") if r["message"] == CEL_MESSAGES["reserved_topic"]]
     for name in RESERVED_TOPIC_NAMES:
         assert f"'{name}'" in reserved_rule

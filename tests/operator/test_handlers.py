@@ -282,11 +282,16 @@ async def test_topic_reports_unreachable_cluster(kube_api: km.KubernetesEmulator
 
 
 def _granted() -> set[tuple[str, str, str]]:
-    text = (REPO_ROOT / "charts" / "shoal" / "templates" / "rbac.yaml").read_text()
-    role = next(yaml.safe_load_all(re.sub(r"\{\{.*?\}\}", "x", text)))
+    """The chart's ClusterRole (rbac.yaml) and its Secret grant (rbac-secrets.yaml, a Role per watched
+    namespace or a ClusterRole: the same rules either way)."""
+    rules = []
+    for template in ("rbac.yaml", "rbac-secrets.yaml"):
+        text = (REPO_ROOT / "charts" / "shoal" / "templates" / template).read_text()
+        documents = yaml.safe_load_all(re.sub(r"\{\{.*?\}\}", "x", text))
+        rules += next(d for d in documents if isinstance(d, dict) and d["kind"] in ("Role", "ClusterRole"))["rules"]
     return {
         (group, resource, verb)
-        for rule in role["rules"]
+        for rule in rules
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -391,19 +396,53 @@ operator has stopped. The finalizers grants are checked by the API server's admi
 tests/kube/test_operator_rbac.py shows they are needed."""
 
 
+def seed_security(api: km.KubernetesEmulator, tls_key: str = "a2V5") -> dict[str, Any]:
+    """The ACL Secret, a cert-manager Certificate and the TLS Secret it names (as cert-manager would
+    leave them); returns the Broker spec fields that use them."""
+    api.objects["v1/secrets", NAMESPACE, "orders-acl"] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "orders-acl", "namespace": NAMESPACE},
+        "data": {"plain_acl.yml": "YWNjb3VudHM6IFtd", "brokerAccessKey": "YnJva2Vy", "brokerSecretKey": "c2VjcmV0"},
+    }
+    api.objects["cert-manager.io/v1/certificates", NAMESPACE, "orders-tls"] = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "orders-tls", "namespace": NAMESPACE},
+        "spec": {"secretName": "orders-tls-keys"},
+    }
+    api.objects["v1/secrets", NAMESPACE, "orders-tls-keys"] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": "orders-tls-keys", "namespace": NAMESPACE},
+        "data": {"tls.crt": "Y2VydA==", "tls.key": tls_key, "ca.crt": "Y2E="},
+    }
+    return {"acl": {"secretName": "orders-acl"}, "tls": {"certificateName": "orders-tls"}}
+
+
+NETWORK_POLICY_ENV = '{"enabled": true, "clients": [], "metrics": [{"namespaceSelector": {}}]}'
+
+
 @pytest.mark.asyncio
-async def test_rbac_grants_nothing_the_operator_never_uses(kube_api: km.KubernetesEmulator) -> None:
+async def test_rbac_grants_nothing_the_operator_never_uses(
+    kube_api: km.KubernetesEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The reverse check: every grant of the chart's ClusterRole is used by some handler. Method:
     one session that creates a Broker of two groups, corrects drifted children, rolls it by the
     manual annotation (patches and deletes pods), adds a Topic, scales to one group (drain check
     skipped: deletes the group's children), switches reclaimPolicy to Delete (patches PVs) and
-    deletes the Broker (PVs and cleanup Jobs)."""
-    async with operator_with_broker(kube_api, broker_body(groups=2, nameServer={"replicas": 1})):
+    deletes the Broker (PVs and cleanup Jobs). The Broker has ACL and TLS (a cert-manager Certificate)
+    and the chart's NetworkPolicies are on."""
+    monkeypatch.setenv("SHOAL_NETWORK_POLICY", NETWORK_POLICY_ENV)
+    security = seed_security(kube_api)
+    async with operator_with_broker(kube_api, broker_body(groups=2, nameServer={"replicas": 1}, **security)):
         for resource, name in (
             ("v1/services", "orders-g0"),
             ("v1/configmaps", "orders-g0-config"),
             ("apps/v1/statefulsets", "orders-g0"),
             ("policy/v1/poddisruptionbudgets", "orders-g0"),
+            ("networking.k8s.io/v1/networkpolicies", "orders-brokers"),
         ):
             live = kube_api.objects[resource, NAMESPACE, name]
             live["metadata"] = {**dict(live["metadata"]), "labels": {"drifted": "yes"}}

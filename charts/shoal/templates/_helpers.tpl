@@ -16,3 +16,9 @@ app.kubernetes.io/name: shoal
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
+
+{{/* The operator's SHOAL_NETWORK_POLICY: what it renders into every Broker's NetworkPolicies. */}}
+{{- define "shoal.networkPolicy" -}}
+{{- $metrics := list (dict "namespaceSelector" (.Values.networkPolicy.metricsNamespaceSelector | default dict)) -}}
+{{- dict "enabled" .Values.networkPolicy.enabled "clients" (.Values.networkPolicy.clientsFrom | default list) "metrics" $metrics | toJson -}}
+{{- end -}}
