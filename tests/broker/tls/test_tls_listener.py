@@ -159,3 +159,37 @@ def test_required_client_certificate_is_checked_against_the_servers_trust(tls_fi
             await ask(port, ClientTlsSettings(enable=True, test_mode=False).context())
 
     asyncio.run(with_server(ServerTls.from_settings(settings), body))
+
+
+def test_garbage_handshake_and_silent_connections_are_closed_without_harm(
+    tls_files: TlsFiles, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Goal: bytes that start like TLS but are not, and a connection that never sends, are closed
+    (one log line for the bad handshake; the silent one after the idle timeout) and the port keeps
+    serving. Method: raw sockets against a permissive port with a 1 s idle timeout, then a request."""
+
+    async def closed_within(reader: asyncio.StreamReader, timeout_s: float) -> bool:
+        return await asyncio.wait_for(reader.read(), timeout_s) == b""
+
+    async def run() -> None:
+        server = RemotingServer("test", idle_timeout_s=1)
+        server.register(ECHO_CODE, echo)  # type: ignore[arg-type]
+        tls = ServerTls.from_settings(server_settings(tls_files, TlsMode.PERMISSIVE))
+        port = await server.start("127.0.0.1", 0, tls=tls)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"\x16" + b"\x00" * 64)  # a handshake record type, then nonsense
+            assert await closed_within(reader, 15)
+            writer.close()
+            silent_reader, silent_writer = await asyncio.open_connection("127.0.0.1", port)
+            assert await closed_within(silent_reader, 10)
+            silent_writer.close()
+            assert await ask(port, None) == "plain"
+            assert await ask(port, ClientTlsSettings(enable=True).context()) == "tls"
+        finally:
+            await server.stop()
+
+    with caplog.at_level(logging.WARNING, logger="shoal.broker.tls_listener"):
+        asyncio.run(run())
+    failures = [r.getMessage() for r in caplog.records if "TLS handshake with 127.0.0.1 failed" in r.getMessage()]
+    assert len(failures) == 1, failures
