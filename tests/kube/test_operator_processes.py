@@ -114,6 +114,7 @@ def test_a_broker_of_real_processes_becomes_ready(
     body["spec"]["image"] = SHOAL_PROCESS_IMAGE
     body["spec"]["nameServer"]["replicas"] = 1
     body["spec"]["config"] = {"autoCreateTopicEnable": "false"}
+    body["spec"]["replication"]["failover"] = "Automatic"
     plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
     _wait_ready(plane, operator, f"broker/{CLUSTER}")
 
@@ -172,4 +173,50 @@ def test_a_config_change_restarts_the_slave_before_the_master(
     slave_ready = [e for e in pod_runner.events_of("ready", f"{NAMESPACE}/{CLUSTER}-g0-1")][-1]
     master_stop = pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-0")[-1]
     assert slave_ready.time_s < master_stop.time_s
+    _wait_ready(plane, operator, f"pod/{CLUSTER}-g0-0")
+
+    def settled() -> bool:
+        groups = _get(plane, "broker", CLUSTER).get("status", {}).get("groups") or [{}]
+        return not any(key in groups[0] for key in ("masterRestartedAt", "masterUnreadySince"))
+
+    wait_until(settled, READY_TIMEOUT_S, what="the operator to see the restarted master ready again")
+    _wait_ready(plane, operator, f"broker/{CLUSTER}")
+
+
+def test_losing_the_master_pod_promotes_the_real_slave(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """Automatic failover: the master's node is cordoned and its pod deleted, so the StatefulSet's new pod
+    cannot start (its hostPath volume pins it there); after the grace the operator promotes the slave
+    process (PROMOTE_TO_MASTER) and swaps the ordinals' roles in the ConfigMap. Uncordoned, the old master
+    comes back as a slave of the new one and the Broker is Ready again."""
+    plane = shoal_crds
+    master, slave = f"{CLUSTER}-g0-0", f"{CLUSTER}-g0-1"
+    node = _get(plane, "pod", master)["spec"]["nodeName"]
+    assert _get(plane, "pod", slave)["spec"]["nodeName"] != node
+    slave_address = f"{_get(plane, 'pod', slave)['status']['podIP']}:10911"
+    plane.kubectl("cordon", node)
+    try:
+        plane.kubectl("delete", "pod", master, "-n", NAMESPACE, "--timeout=120s")
+
+        async def role() -> str:
+            async with Admin([_name_server(plane)]) as admin:
+                return (await admin.ha_status(slave_address)).role
+
+        wait_until(lambda: asyncio.run(role()) == "SYNC_MASTER", READY_TIMEOUT_S, interval_s=2,
+                   what=f"{slave} promoted to master")  # fmt: skip
+        config = _get(plane, "configmap", f"{CLUSTER}-g0-config")["data"]
+        assert config["broker-1.conf"] == "brokerId=0\nbrokerRole=SYNC_MASTER\n", config
+        assert config["broker-0.conf"] == "brokerId=1\nbrokerRole=SLAVE\n", config
+        assert "promoted fleet-g0-1 to master of fleet-g0" in operator.output()
+    finally:
+        plane.kubectl("uncordon", node)
+    _wait_ready(plane, operator, f"pod/{master}")
+
+    async def old_master_role() -> str:
+        address = f"{_get(plane, 'pod', master)['status']['podIP']}:10911"
+        async with Admin([_name_server(plane)]) as admin:
+            return (await admin.ha_status(address)).role
+
+    assert asyncio.run(old_master_role()) == "SLAVE"
     _wait_ready(plane, operator, f"broker/{CLUSTER}")
