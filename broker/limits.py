@@ -82,3 +82,4 @@ HA_TRANSFER_BATCH_MAX_BYTES = 4 * 1024 * 1024  # = replication.limits.TRANSFER_B
 # --- TLS on the listening ports (shoal.broker.tls_listener) ---
 ACCEPT_RETRY_DELAY_S = 0.1  # after a failed accept (out of file descriptors): retry, do not spin
 TLS_LOGGED_PEERS_MAX_COUNT = 10_000  # hosts whose refused plain connection was logged once; cleared beyond
+TLS_CERTIFICATE_CHECK_INTERVAL_S = 1.0  # how often a TLS port looks for changed certificate files (a few stat calls)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -29,28 +30,57 @@ from dataclasses import dataclass
 
 from shoal.broker import limits
 from shoal.remoting import limits as remoting_limits
-from shoal.remoting.tls import TLS_HANDSHAKE_FIRST_BYTE, ServerTlsSettings, TlsMode
+from shoal.remoting.tls import TLS_HANDSHAKE_FIRST_BYTE, ServerTlsSettings, TlsConfigError, TlsMode
 
 log = logging.getLogger(__name__)
 
 ProtocolFactory = Callable[[], asyncio.BaseProtocol]
 
 
-@dataclass(frozen=True)
+@dataclass
 class ServerTls:
-    """What a port does with TLS: the mode and, when it serves TLS, the context."""
+    """What a port does with TLS: the mode and, when it serves TLS, the context. Shared by the
+    ports of one process; `reload_if_changed` swaps the context when the files change."""
 
     mode: TlsMode = TlsMode.DISABLED
     context: ssl.SSLContext | None = None
+    settings: ServerTlsSettings | None = None
+    """Where the context came from; None: never reloaded."""
+    stamps: tuple[tuple[int, int], ...] = ()
+    """(mtime_ns, size) of the certificate, key and trust files the context was built from."""
+    reloads_total: int = 0
+    _failed_stamps: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: ServerTlsSettings) -> ServerTls:
         """TlsConfigError (one line) for a missing, unreadable or mismatched file."""
-        return cls(settings.mode, settings.context())
+        stamps = _stamps(settings)
+        return cls(settings.mode, settings.context(), settings, stamps)
 
     @property
     def sniffs(self) -> bool:
         return self.context is not None
+
+    def reload_if_changed(self) -> bool:
+        """Build a new context when the certificate, key or trust file changed (RocketMQ reloads its
+        SslContext on such changes, FileWatchService). A set that does not load yet (the key
+        written after the certificate, say) keeps the old context and is logged once; the next
+        check tries again. New connections get the new context; open ones keep theirs."""
+        if self.settings is None or self.context is None:
+            return False
+        stamps = _stamps(self.settings)
+        if stamps in (self.stamps, self._failed_stamps):
+            return False
+        try:
+            context = self.settings.context()
+        except TlsConfigError as error:
+            self._failed_stamps = stamps
+            log.warning("TLS certificate files changed but do not load (keeping the current ones): %s", error)
+            return False
+        self.context, self.stamps, self._failed_stamps = context, stamps, ()
+        self.reloads_total += 1
+        log.info("TLS certificate files changed: new connections use them")
+        return True
 
     def describe(self) -> str:
         if self.context is None:
@@ -61,6 +91,18 @@ class ServerTls:
 
 
 PLAIN_TLS = ServerTls()
+
+
+def _stamps(settings: ServerTlsSettings) -> tuple[tuple[int, int], ...]:
+    """(mtime_ns, size) of each file the server context reads; (-1, -1) for one that is missing."""
+    result = []
+    for path in (settings.cert_path, settings.key_path, settings.trust_cert_path):
+        try:
+            status = os.stat(path) if path else None
+        except OSError:
+            status = None
+        result.append((status.st_mtime_ns, status.st_size) if status is not None else (-1, -1))
+    return tuple(result)
 
 
 class TlsListener:
@@ -89,14 +131,20 @@ class TlsListener:
         """(what, peer host) already logged: a refused plain connection and a failed handshake, once each per host."""
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
 
     def start(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self._listener = sock
-        self._accept_task = asyncio.get_running_loop().create_task(self._accept_loop(sock))
+        loop = asyncio.get_running_loop()
+        self._accept_task = loop.create_task(self._accept_loop(sock))
+        self._watch_task = loop.create_task(self._watch_loop())
 
     async def stop(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            self._watch_task = None
         if self._accept_task is not None:
             self._accept_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -107,6 +155,12 @@ class TlsListener:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+    async def _watch_loop(self) -> None:
+        """Look at the certificate files now and then (ports sharing one ServerTls reload it once)."""
+        while True:
+            await asyncio.sleep(limits.TLS_CERTIFICATE_CHECK_INTERVAL_S)
+            self.tls.reload_if_changed()
 
     async def _accept_loop(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()

@@ -18,6 +18,7 @@ from shoal.broker.tls_listener import PLAIN_TLS, ServerTls
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.remoting import RemotingClient, RemotingConnectError
 from shoal.remoting.tls import ClientAuth, ClientTlsSettings, ServerTlsSettings, TlsMode
+from tests.conftest import async_wait_until
 from tests.tls_certs import TlsFiles, make_tls_files
 
 ECHO_CODE = 9_001
@@ -193,3 +194,33 @@ def test_garbage_handshake_and_silent_connections_are_closed_without_harm(
         asyncio.run(run())
     failures = [r.getMessage() for r in caplog.records if "TLS handshake with 127.0.0.1 failed" in r.getMessage()]
     assert len(failures) == 1, failures
+
+
+def test_changed_certificate_files_are_used_for_new_connections(tls_files: TlsFiles, tmp_path: Path) -> None:
+    """Goal: replacing the certificate and key files (a cert-manager renewal) takes effect without a
+    restart, as RocketMQ's FileWatchService reload does; a half-written set keeps the old one.
+    Method: a port serving CA 1's certificate; write a certificate of CA 2 without its key (still
+    CA 1's served), then the key; a client trusting only CA 2 connects within a few seconds."""
+    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
+    cert.write_bytes(tls_files.server_cert.read_bytes())
+    key.write_bytes(tls_files.server_key.read_bytes())
+    renewed = make_tls_files(tmp_path / "renewed")
+    settings = ServerTlsSettings(mode=TlsMode.ENFORCING, cert_path=str(cert), key_path=str(key))
+    tls = ServerTls.from_settings(settings)
+
+    def trusting(ca: Path) -> ssl.SSLContext | None:
+        return ClientTlsSettings(enable=True, test_mode=False, auth_server=True, trust_cert_path=str(ca)).context()
+
+    async def body(port: int) -> None:
+        assert await ask(port, trusting(tls_files.ca)) == "tls"
+        cert.write_bytes(renewed.server_cert.read_bytes())  # the key is still the old one: no match
+        await asyncio.sleep(3 * limits.TLS_CERTIFICATE_CHECK_INTERVAL_S)
+        assert tls.reloads_total == 0
+        assert await ask(port, trusting(tls_files.ca)) == "tls"
+        key.write_bytes(renewed.server_key.read_bytes())
+        await async_wait_until(lambda: tls.reloads_total == 1, 10, 0.1, what="the reload")
+        assert await ask(port, trusting(renewed.ca)) == "tls"
+        with pytest.raises(RemotingConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await ask(port, trusting(tls_files.ca))
+
+    asyncio.run(with_server(tls, body))
