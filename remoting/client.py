@@ -126,7 +126,10 @@ class RemotingClient:
             )
         except (OSError, TimeoutError, ValueError) as exc:  # ssl.SSLError is an OSError
             what = " over TLS" if self.ssl_context is not None else ""
-            raise RemotingConnectError(f"cannot connect to {address}{what}: {exc or 'timed out'}") from None
+            reason = str(exc) or ("timed out" if isinstance(exc, TimeoutError) else type(exc).__name__)
+            if what and isinstance(exc, ConnectionError | ssl.SSLEOFError):
+                reason += " (the server closed the TLS handshake: does that port serve TLS?)"
+            raise RemotingConnectError(f"cannot connect to {address}{what}: {reason}") from None
         return connection
 
     async def invoke(

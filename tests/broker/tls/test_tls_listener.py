@@ -109,7 +109,7 @@ def test_port_without_certificate_serves_plain_and_refuses_tls_handshakes(tls_fi
 
     async def body(port: int) -> None:
         assert await ask(port, None) == "plain"
-        with pytest.raises(RemotingConnectError, match="over TLS"):
+        with pytest.raises(RemotingConnectError, match=r"over TLS: .*does that port serve TLS\?"):
             await ask(port, ClientTlsSettings(enable=True).context())
 
     disabled = ServerTls.from_settings(server_settings(tls_files, TlsMode.DISABLED))
