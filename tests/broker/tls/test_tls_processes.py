@@ -210,7 +210,10 @@ def test_ha_link_over_tls_between_shoal_brokers(tls_cluster: TlsCluster, tls_fil
         except AssertionError:
             raise AssertionError(f"master end {master_end}, slave ends {ends[-5:]}:\n{slave.log()[-3000:]}") from None
         wait_until(
-            lambda: "closed a plain connection" in tls_cluster.log("broker"), WAIT_S, 0.2, what="refused plain HA link"
+            lambda: "HA: closed a plain connection from 127.0.0.1" in tls_cluster.log("broker"),
+            WAIT_S,
+            0.2,
+            what="refused plain HA link",
         )
         assert "following master" in slave.log() and "following master" not in plain_slave.log()
     finally:
