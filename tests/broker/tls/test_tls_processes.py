@@ -106,11 +106,10 @@ async def runtime_info(address: str, tls: ClientTlsSettings | None) -> int:
 def test_permissive_serves_tls_and_plain_clients_on_namesrv_remoting_and_vip_ports(
     tls_cluster: TlsCluster, tls_files: TlsFiles
 ) -> None:
-    """Goal: permissive (RocketMQ's default mode) serves both kinds of client on every port, and the
-    broker registers with the NameServer over TLS when useTLS is set. Method: a TLS and a plain
-    shoal.client each send and pull back a message; both reach the VIP port directly; the broker's
-    registration went over TLS (the NameServer routes it although only its TLS path is exercised
-    by the broker's client)."""
+    """Goal: permissive (RocketMQ's default mode) serves both kinds of client on every port, a
+    broker with useTLS=true among them. Method: a TLS and a plain shoal.client each send and pull
+    back a message through the NameServer's route; both reach the VIP port directly. (That the
+    broker's registration itself goes over TLS is proved by the enforcing test below.)"""
     tls_cluster.start_namesrv_with(tls_conf(tls_files, "permissive"))
     tls_cluster.start_broker(tls_conf(tls_files, "permissive", useTLS="true"))
     assert "TLS permissive" in tls_cluster.log("broker")
