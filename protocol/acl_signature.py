@@ -13,6 +13,7 @@ code, so they cannot drift apart.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping, MutableMapping
@@ -36,6 +37,8 @@ SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 """MixAll.UNIQUE_MSG_QUERY_FLAG: the verifying side leaves it out of the content."""
+SIGNING_KEYS_CACHED_MAX_COUNT = 1024
+"""Secret keys whose keyed HMAC state is kept (one per account in use; a few hundred bytes each)."""
 
 
 def _utf16(key: str) -> bytes:
@@ -48,25 +51,31 @@ def content_prefix(ext_fields: Mapping[str, str], excluded: Iterable[str] = (SIG
 
     Unpaired surrogates (a JSON header may carry them) become '?', as Java's String.getBytes does.
     """
-    skip = set(excluded)
-    keys = [key for key in ext_fields if key not in skip]
-    if all(key.isascii() for key in keys):
+    keys = [key for key in ext_fields if key not in excluded]
+    if "".join(keys).isascii():
         keys.sort()  # the usual case, and the same order
     else:
         keys.sort(key=_utf16)
-    joined = "".join(ext_fields[key] for key in keys)
+    joined = "".join([ext_fields[key] for key in keys])
     try:
         return joined.encode("utf-8")
     except UnicodeEncodeError:
         return joined.encode("utf-8", "replace")
 
 
-def _hmac(secret_key: str, prefix: bytes, body: bytes | memoryview | None) -> str:
+@functools.lru_cache(maxsize=SIGNING_KEYS_CACHED_MAX_COUNT)
+def _keyed_mac(secret_key: str) -> hmac.HMAC:
+    """An HMAC-SHA1 with the key already mixed in; `copy()` skips the key setup on every request."""
     try:
         key = secret_key.encode("utf-8")
     except UnicodeEncodeError:
         key = secret_key.encode("utf-8", "replace")
-    mac = hmac.new(key, prefix, hashlib.sha1)
+    return hmac.new(key, digestmod=hashlib.sha1)
+
+
+def _hmac(secret_key: str, prefix: bytes, body: bytes | memoryview | None) -> str:
+    mac = _keyed_mac(secret_key).copy()
+    mac.update(prefix)
     if body is not None:
         mac.update(body)
     return base64.b64encode(mac.digest()).decode("ascii")

@@ -94,14 +94,18 @@ class AccessValidator:
         access_key = ext.get(ACCESS_KEY)
         if access_key is None:
             return "No accessKey is configured"
-        for name in (ACCESS_KEY, SIGNATURE, SECURITY_TOKEN):
-            value = ext.get(name)
-            if value is not None and len(value) > limits.ACL_REQUEST_FIELD_LENGTH_MAX:
-                return f"{name} is {len(value)} characters, more than {limits.ACL_REQUEST_FIELD_LENGTH_MAX}"
+        longest = limits.ACL_REQUEST_FIELD_LENGTH_MAX
+        if (
+            len(access_key) > longest
+            or len(ext.get(SIGNATURE, "")) > longest
+            or len(ext.get(SECURITY_TOKEN, "")) > longest
+        ):
+            name = next(name for name in (ACCESS_KEY, SIGNATURE, SECURITY_TOKEN) if len(ext.get(name, "")) > longest)
+            return f"{name} is {len(ext[name])} characters, more than {longest}"
         account = rules.accounts.get(access_key)
         if account is None:
             return f"No acl config for {access_key}"
-        if account.white_address.matches(normalize_host(peer_host)):
+        if account.white_address.matches(peer_host):
             return None
         if not verify(ext, command.body, account.secret_key):
             return f"Check signature failed for accessKey={access_key}"

@@ -1,0 +1,268 @@
+"""Produce throughput with the plain ACL off and on, in one run (issue 17: within 10 %).
+
+    python bench/acl.py [--window-s 1] [--rounds 12] [--tasks 32] [--body-bytes 1024] [--json]
+
+Starts two NameServer + Broker pairs (real `shoal` processes on 127.0.0.1): one with ACL off, one
+with aclEnable=true (one account with PUB on the topic; its producer signs every request). Then
+`rounds` short windows per mode, alternating between the two (the order flips every round), each
+with `tasks` asyncio tasks sending synchronously one message at a time.
+
+Reported per mode: the median messages per second, and the broker's and the client's CPU time per
+message (from /proc and `time.process_time`). On a shared machine the rates swing with other
+processes' load; CPU per message does not, and a broker on one event loop can send at most
+1 / (its CPU per message): the CPU ratio off/on is the throughput ratio once the broker is the
+bottleneck. Both sides pay for ACL: the client signs (HMAC-SHA1 over the header values and the
+body), the broker checks (the same HMAC, the permission lookup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from shoal.client import Admin, ClientSettings, Credentials, Message, Producer, ProducerSettings
+
+ADMIN = Credentials("benchAdmin", "benchAdminSecret")
+USER = Credentials("benchUser1", "benchUserSecret")
+PLAIN_ACL = """\
+accounts:
+  - accessKey: benchAdmin
+    secretKey: benchAdminSecret
+    admin: true
+  - accessKey: benchUser1
+    secretKey: benchUserSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: ["AclBench=PUB|SUB"]
+"""
+TOPIC = "AclBench"
+START_TIMEOUT_S = 30.0
+WARMUP_S = 1.0
+
+
+def _free_port() -> int:
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port > 2:
+            return port
+
+
+def _spawn(args: list[str], log: Path, ready: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "shoal.cli.main", *args], stdout=handle, stderr=subprocess.STDOUT
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while ready not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"{args[0]} did not start:\n{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.05)
+    return process
+
+
+@contextlib.contextmanager
+def cluster(root: Path, acl: bool) -> Iterator[tuple[str, str, int]]:
+    """(namesrv address, broker address, broker pid) of a fresh NameServer + Broker, ACL on or off."""
+    namesrv_port, broker_port = _free_port(), _free_port()
+    acl_file = root / "plain_acl.yml"
+    acl_file.write_text(PLAIN_ACL)
+    conf = {
+        "brokerIP1": "127.0.0.1",
+        "listenHost": "127.0.0.1",
+        "listenPort": str(broker_port),
+        "fastListenPort": "0",
+        "haListenPort": str(_free_port()),
+        "metricsPort": "-1",
+        "namesrvAddr": f"127.0.0.1:{namesrv_port}",
+        "storePathRootDir": str(root / "store"),
+        "autoCreateTopicEnable": "false",
+    }
+    if acl:
+        conf |= {"aclEnable": "true", "plainAclFile": str(acl_file)}
+    conf_path = root / "broker.conf"
+    conf_path.write_text("".join(f"{key}={value}\n" for key, value in conf.items()))
+    processes = [
+        _spawn(
+            ["namesrv", "--host", "127.0.0.1", "--port", str(namesrv_port)],
+            root / "namesrv.log",
+            "NameServer listening",
+        )
+    ]
+    try:
+        processes.append(
+            _spawn(["broker", "-c", str(conf_path)], root / "broker.log", f"listening on port {broker_port}")
+        )
+        yield f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}", processes[-1].pid
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _producer(namesrv: str, broker: str, acl: bool) -> Producer:
+    async with Admin(namesrv, client_settings=ClientSettings(credentials=ADMIN if acl else None)) as admin:
+        await admin.create_topic(TOPIC, broker_addr=broker, read_queue_nums=8, write_queue_nums=8)
+    settings = ClientSettings(credentials=USER if acl else None, client_ip="127.0.0.1")
+    producer = Producer(f"AclBenchProducer{int(acl)}", namesrv, client_settings=settings, settings=ProducerSettings())
+    await producer.start()
+    return producer
+
+
+async def window(producer: Producer, tasks: int, body: bytes, duration_s: float) -> tuple[float, int]:
+    """(messages per second, messages) of `tasks` synchronous senders over `duration_s`."""
+    sent = 0
+    stop_at = time.monotonic() + duration_s
+
+    async def sender() -> None:
+        nonlocal sent
+        while time.monotonic() < stop_at:
+            await producer.send(Message(TOPIC, body))
+            sent += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(sender() for _ in range(tasks)))
+    return sent / (time.monotonic() - started), sent
+
+
+async def measure(addresses: dict[bool, tuple[str, str, int]], args: argparse.Namespace) -> dict[str, Any]:
+    """Short windows alternating between the two clusters (the order flips every round), so load
+    from other processes on a shared machine falls on both modes alike."""
+    producers = {acl: await _producer(*addresses[acl][:2], acl) for acl in (False, True)}
+    body = os.urandom(args.body_bytes)
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    sent = {False: 0, True: 0}
+    broker_cpu = {False: 0.0, True: 0.0}
+    client_cpu = {False: 0.0, True: 0.0}
+    try:
+        for acl in (False, True):
+            await window(producers[acl], args.tasks, body, WARMUP_S)
+        for round_index in range(args.rounds):
+            for acl in (False, True) if round_index % 2 == 0 else (True, False):
+                pid = addresses[acl][2]
+                broker_before, client_before = cpu_s(pid), time.process_time()
+                rate, count = await window(producers[acl], args.tasks, body, args.window_s)
+                broker_cpu[acl] += cpu_s(pid) - broker_before
+                client_cpu[acl] += time.process_time() - client_before
+                rates[acl].append(rate)
+                sent[acl] += count
+    finally:
+        for producer in producers.values():
+            await producer.shutdown()
+    return {
+        "rates": rates,
+        "broker_us_per_msg": {acl: broker_cpu[acl] / max(sent[acl], 1) * 1e6 for acl in (False, True)},
+        "client_us_per_msg": {acl: client_cpu[acl] / max(sent[acl], 1) * 1e6 for acl in (False, True)},
+    }
+
+
+def check_cost_us(body_bytes: int, repeat: int = 20_000) -> tuple[float, float]:
+    """(broker check, client signing) in microseconds for one SEND_MESSAGE_V2 with the headers a
+    producer sends: the ACL's own cost, without the machine's noise."""
+    from shoal.broker.acl import AccessValidator, parse_plain_acl
+    from shoal.protocol import RequestCode, make_request
+
+    validator = AccessValidator(parse_plain_acl(PLAIN_ACL))
+    fields = {
+        "a": "AclBenchProducer",
+        "b": TOPIC,
+        "c": "TBW102",
+        "d": "4",
+        "e": "3",
+        "f": "0",
+        "g": "1700000000000",
+        "h": "0",
+        "i": "UNIQ_KEY\x017F0000010000000000000000000000\x02WAIT\x01true",
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
+    body = os.urandom(body_bytes)
+    request = make_request(RequestCode.SEND_MESSAGE_V2, opaque=1, ext_fields=fields, body=body)
+    USER.sign(request.ext_fields, body)
+    assert validator.refusal("127.0.0.1", request) is None
+    started = time.perf_counter()
+    for _ in range(repeat):
+        validator.refusal("127.0.0.1", request)
+    check = (time.perf_counter() - started) / repeat * 1e6
+    started = time.perf_counter()
+    for _ in range(repeat):
+        USER.sign(dict(fields), body)
+    return check, (time.perf_counter() - started) / repeat * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--window-s", type=float, default=1.0, help="length of one measured window")
+    parser.add_argument("--rounds", type=int, default=12, help="windows per mode")
+    parser.add_argument("--tasks", type=int, default=32)
+    parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument("--json", action="store_true", help="one JSON line instead of text")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="shoal-acl-bench-") as temp:
+        (Path(temp) / "off").mkdir()
+        (Path(temp) / "on").mkdir()
+        with cluster(Path(temp) / "off", False) as off, cluster(Path(temp) / "on", True) as on:
+            measured = asyncio.run(measure({False: off, True: on}, args))
+    rates = measured["rates"]
+    median = {acl: statistics.median(values) for acl, values in rates.items()}
+    broker_us, client_us = measured["broker_us_per_msg"], measured["client_us_per_msg"]
+    result = {
+        "acl_off_msgs_per_s": round(median[False]),
+        "acl_on_msgs_per_s": round(median[True]),
+        "rate_ratio": round(median[True] / median[False], 3) if median[False] else 0.0,
+        "broker_cpu_us_per_msg_off": round(broker_us[False], 1),
+        "broker_cpu_us_per_msg_on": round(broker_us[True], 1),
+        "broker_cpu_ratio_off_on": round(broker_us[False] / broker_us[True], 3) if broker_us[True] else 0.0,
+        "client_cpu_us_per_msg_off": round(client_us[False], 1),
+        "client_cpu_us_per_msg_on": round(client_us[True], 1),
+        "windows_per_mode": args.rounds,
+    }
+    check_us, sign_us = check_cost_us(args.body_bytes)
+    result |= {"broker_check_us_per_request": round(check_us, 2), "client_sign_us_per_request": round(sign_us, 2)}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for acl in (False, True):
+            print(f"ACL {'on ' if acl else 'off'}: msg/s per window " + " ".join(f"{rate:.0f}" for rate in rates[acl]))
+        print(
+            f"median: ACL off {median[False]:.0f} msg/s, ACL on {median[True]:.0f} msg/s, "
+            f"on/off = {result['rate_ratio']}"
+        )
+        print(
+            f"broker CPU per message: off {broker_us[False]:.1f} us, on {broker_us[True]:.1f} us "
+            f"(throughput bound on/off = {result['broker_cpu_ratio_off_on']}); "
+            f"client CPU per message: off {client_us[False]:.1f} us, on {client_us[True]:.1f} us"
+        )
+        print(f"in-process: the broker's check {check_us:.2f} us per request, the client's signing {sign_us:.2f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
