@@ -1,6 +1,7 @@
-"""Shoal beside Apache RocketMQ 4.9.7, driven by the same Java client (issue 16).
+"""Shoal beside Apache RocketMQ 4.9.7, driven by the same client on both (issue 16).
 
-    .venv/bin/python bench/vs_rocketmq.py [--quick] [--reps 3] [--json out.json] [--profile out.txt]
+    .venv/bin/python bench/vs_rocketmq.py [--quick] [--client java|python|cpp] [--reps 3] [--json out.json]
+        [--markdown table.md] [--profile out.txt]
 
 The load generator is bench/java/Load.java on the official RocketMQ 4.9.7 client (jars from
 tools/get_rocketmq.py; compiled with javac into $SHOAL_CACHE_DIR/bench-java/<hash>). For each
@@ -10,12 +11,14 @@ fresh store, then one Load run that, for each send mode (sync from THREADS threa
 INFLIGHT outstanding, batches of BATCH), creates a topic, subscribes a live push consumer, sends
 warm-up messages untimed, then COUNT timed messages of BODY bytes of random data, waits for the
 live consumer and drains the topic with a second group. Meanwhile the master broker's CPU time and
-RSS are read from /proc. Configurations: ASYNC_FLUSH, SYNC_FLUSH (both ASYNC_MASTER, no slave) and
-ASYNC_FLUSH with SYNC_MASTER and a slave. Cold start is the time from launching the broker (its
+RSS are read from /proc. Configurations: ASYNC_FLUSH, SYNC_FLUSH (both ASYNC_MASTER, no slave), and
+ASYNC_FLUSH with a slave under an ASYNC_MASTER and under a SYNC_MASTER (the load starts once the slave's
+HA connection is up). Cold start is the time from launching the broker (its
 NameServer up) to the first SEND_OK seen by a Java producer already polling; recovery is the same
 after a SIGKILL on a CommitLog filled with --recovery-mb of messages (once per broker). Medians of
 the repetitions; every figure also as Shoal/RocketMQ. Brokers alternate order between repetitions,
-and the two never run at once.
+and the two never run at once. --client python runs the same phases on shoal.client (bench/py_load.py),
+--client cpp on the C++ client, PyPI rocketmq 0.4.4 (bench/cpp_load.py: sync and async only, CPP_BATCH).
 """
 
 from __future__ import annotations
@@ -44,20 +47,29 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
 PY_LOAD = Path(__file__).resolve().parent / "py_load.py"
-CLIENTS = ("java", "python")
+CPP_LOAD = Path(__file__).resolve().parent / "cpp_load.py"
+CLIENTS = ("java", "python", "cpp")
 LOAD_JVM_OPTIONS = ("-Xms256m", "-Xmx512m", "-XX:+UseParallelGC")
 CONFIGS: dict[str, dict[str, str]] = {
     "ASYNC_FLUSH": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
     "SYNC_FLUSH": {"flushDiskType": "SYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
+    "ASYNC_MASTER+slave": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "ASYNC_MASTER"},
     "SYNC_MASTER+slave": {"flushDiskType": "ASYNC_FLUSH", "brokerRole": "SYNC_MASTER"},
 }
 MODES = ("sync", "async", "batch")
+CLIENT_MODES = {"java": MODES, "python": MODES, "cpp": ("sync", "async")}
+CPP_BATCH = (
+    'no batch mode with --client cpp: rocketmq-client-cpp 1.2.3 flags a batch with batch="1" in the '
+    "SEND_MESSAGE header, which RocketMQ 4.9.7 reads with Boolean.parseBoolean as false and stores the whole "
+    'encoded batch as one message (Shoal accepts "1"), so the two brokers would not store the same thing'
+)
 SYSTEMS = ("shoal", "rocketmq")
 QUEUES = 8
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 LOAD_TIMEOUT_S = 900.0
 RSS_SAMPLE_S = 0.25
+TCP_ESTABLISHED = "01"
 RECORD_BYTES_MIN = 1100
 """A 1 KB body's CommitLog record is at least this long (header, topic, properties): fill count = MB / this."""
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -178,11 +190,12 @@ class Sampler:
 
 @dataclass
 class Broker:
-    """A started master or slave: its pid, address and a stop function."""
+    """A started master or slave: its pid, address, HA listening port and a stop function."""
 
     pid: int
     addr: str
     stopper: Any
+    ha_port: int = 0
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         self.stopper(sig)
@@ -267,7 +280,8 @@ class ShoalSystem:
         process = self._spawn(
             ["broker", "-c", str(path)], directory / "broker.log", f"listening on port {port}", profile=profile
         )
-        return Broker(process.pid, f"127.0.0.1:{port}", lambda sig: _stop_process(process, sig))
+        ha_port = int(conf["haListenPort"])
+        return Broker(process.pid, f"127.0.0.1:{port}", lambda sig: _stop_process(process, sig), ha_port)
 
 
 @dataclass
@@ -302,7 +316,8 @@ class RocketMQSystem:
         )
         broker.start()
         assert broker.process is not None
-        return Broker(broker.process.pid, broker.addr, broker.stop)
+        # 4.9.7's BrokerStartup sets haListenPort = listenPort + 1 (rocketmq_broker.py).
+        return Broker(broker.process.pid, broker.addr, broker.stop, broker.port + 1)
 
 
 System = ShoalSystem | RocketMQSystem
@@ -313,7 +328,8 @@ System = ShoalSystem | RocketMQSystem
 
 @dataclass
 class Java:
-    """Runs the load generator: bench/java/Load.java, or its twin bench/py_load.py on shoal.client."""
+    """Runs the load generator: bench/java/Load.java, or its twins bench/py_load.py (shoal.client) and
+    bench/cpp_load.py (the C++ client)."""
 
     lib: Path
     classes: Path
@@ -321,8 +337,11 @@ class Java:
     client: str = "java"
 
     def command(self, args: dict[str, object]) -> list[str]:
-        if self.client == "python":
-            return [sys.executable, str(PY_LOAD), *(f"{key}={value}" for key, value in args.items())]
+        if self.client in ("python", "cpp"):
+            # The C++ client's batches are not batches to RocketMQ (CPP_BATCH): shoal.client fills the
+            # CommitLog for the recovery figure; the probe timing the restart is the C++ client's.
+            script = CPP_LOAD if self.client == "cpp" and args.get("role") != "fill" else PY_LOAD
+            return [sys.executable, str(script), *(f"{key}={value}" for key, value in args.items())]
         properties = {
             "rocketmq.client.logRoot": str(self.log_dir),
             "rocketmq.client.logLevel": "WARN",
@@ -341,7 +360,9 @@ class Java:
     def spawn(self, args: dict[str, object]) -> subprocess.Popen[str]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         stderr = (self.log_dir / "load-stderr.log").open("a")
-        process = subprocess.Popen(self.command(args), stdout=subprocess.PIPE, stderr=stderr, text=True)
+        # The C++ client logs to $HOME/logs/rocketmq-cpp: kept with the other client logs.
+        env = {**os.environ, "HOME": str(self.log_dir)} if self.client == "cpp" else None
+        process = subprocess.Popen(self.command(args), stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         stderr.close()
         return process
 
@@ -381,6 +402,25 @@ def timed_start(
     return broker, accepted[0]["t_ms"] / 1000 - launched
 
 
+def ha_connected(port: int) -> bool:
+    """An ESTABLISHED TCP connection with local port `port` (the master's end of a slave's HA link)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # the JVM accepts on a dual-stack socket
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state == TCP_ESTABLISHED and int(local.rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def wait_ha_connected(port: int, what: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ha_connected(port):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what}: no slave connected to HA port {port} in {START_TIMEOUT_S} s")
+        time.sleep(0.1)
+
+
 def segment(args: argparse.Namespace) -> dict[str, str]:
     return {"mappedFileSizeCommitLog": str(args.segment_mb * 1024 * 1024)}
 
@@ -400,8 +440,10 @@ def run_config(
             master = system.start_broker(name, directory / "master", settings, profile=profile)
             cold_s = None
         started.append(master)
-        if settings["brokerRole"] == "SYNC_MASTER":
+        if config.endswith("+slave"):
             started.append(system.start_broker(name, directory / "slave", settings, slave=True))
+            wait_ha_connected(master.ha_port, f"{system.name} {config}")
+        if settings["brokerRole"] == "SYNC_MASTER":
             # A SYNC_MASTER answers SLAVE_NOT_AVAILABLE until its slave reports (RocketMQ's HAClient: 5 s in).
             probe = java.spawn({"role": "probe", "namesrv": system.namesrv_addr, "topic": f"BenchSlaveUp_r{rep}"})
             java.events(probe)
@@ -565,7 +607,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--recovery-mb", type=int, default=1024, help="CommitLog size for the recovery figure (0: skip)"
     )
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of {', '.join(CONFIGS)}")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma list of sync, async, batch")
+    parser.add_argument(
+        "--modes", help="comma list of sync, async, batch (default: all three; with --client cpp: sync, async)"
+    )
     parser.add_argument(
         "--segment-mb", type=int, default=1024, help="mappedFileSizeCommitLog of both brokers in MB (--quick: 64)"
     )
@@ -573,10 +617,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--client",
         choices=CLIENTS,
         default="java",
-        help="the load generator: the RocketMQ 4.9.7 Java client (bench/java/Load.java) or shoal.client "
-        "(bench/py_load.py, same phases); cold start and recovery are probed with it too",
+        help="the load generator: the RocketMQ 4.9.7 Java client (bench/java/Load.java), shoal.client "
+        "(bench/py_load.py) or the C++ client, PyPI rocketmq 0.4.4 (bench/cpp_load.py); same phases; cold start "
+        "and recovery are probed with it too",
     )
     parser.add_argument("--json", type=Path, help="write every run and the summary rows here")
+    parser.add_argument(
+        "--markdown", type=Path, help="write the table and its run line here too (for docs/performance.md)"
+    )
     parser.add_argument("--work-dir", type=Path, help="stores and logs (default: a temporary folder, removed)")
     parser.add_argument(
         "--profile",
@@ -590,7 +638,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.recovery_mb = min(args.recovery_mb, 16)  # --recovery-mb 0 still skips it
         args.segment_mb = 64
     args.configs = [config for config in args.configs.split(",") if config]
-    args.modes = [mode for mode in args.modes.split(",") if mode]
+    args.modes = [mode for mode in (args.modes or ",".join(CLIENT_MODES[args.client])).split(",") if mode]
+    if args.client == "cpp" and "batch" in args.modes:
+        parser.error(CPP_BATCH)
     unknown = [c for c in args.configs if c not in CONFIGS] + [m for m in args.modes if m not in MODES]
     if unknown:
         parser.error(f"unknown configuration or mode: {', '.join(unknown)}")
@@ -651,11 +701,13 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(
                 json.dumps({"meta": meta, "runs": runs, "recoveries": recoveries, "rows": rows}, indent=1)
             )
-        print(table)
-        print(
-            f"\nclient: {args.client}; {meta['date']}, {meta['seconds']} s, {meta['cpus']} CPUs, "
+        footer = (
+            f"client: {args.client}; {meta['date']}, {meta['seconds']} s, {meta['cpus']} CPUs, "
             f"1-min load average during the runs: mean {meta['loadAvgMean']:.2f}, max {meta['loadAvgMax']:.2f}"
         )
+        if args.markdown:
+            args.markdown.write_text(f"{table}\n\n{footer}\n")
+        print(f"{table}\n\n{footer}")
     return 0
 
 
