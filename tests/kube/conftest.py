@@ -26,7 +26,7 @@ import yaml
 from tests.kube.control_plane import PROCESS_IMAGES, ControlPlane
 from tests.kube.kube_api import KubeApi
 from tests.kube.pod_runner import PodRunner
-from tests.kube.pod_sandbox import shoal_image
+from tests.kube.pod_sandbox import shoal_image, spark_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -127,7 +127,7 @@ def shoal_crds(control_plane: ControlPlane) -> ControlPlane:
     return control_plane
 
 
-SHOAL_PROCESS_IMAGE = PROCESS_IMAGES[0]
+SHOAL_PROCESS_IMAGE, SPARK_PROCESS_IMAGE = PROCESS_IMAGES
 
 
 def admin_api(plane: ControlPlane) -> KubeApi:
@@ -142,11 +142,12 @@ def pod_runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFac
     for one test module: its sandboxes need mount namespaces, so root and unshare."""
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
         _unavailable("the process runner needs root, unshare and nsenter (a mount namespace per container)")
+    work_dir = tmp_path_factory.mktemp("runner")
     runner = PodRunner(
         admin_api(control_plane),
-        tmp_path_factory.mktemp("runner"),
+        work_dir,
         control_plane.node_names,
-        {SHOAL_PROCESS_IMAGE: shoal_image()},
+        {SHOAL_PROCESS_IMAGE: shoal_image(), SPARK_PROCESS_IMAGE: spark_image(work_dir)},
         control_plane.server,
     )
     runner.start()

@@ -62,6 +62,9 @@ RESTART_BACKOFF_MAX_S = 10.0
 DEFAULT_GRACE_S = 30
 STOP_WAIT_S = 10.0
 RETRY_VOLUMES_S = 1.0
+TERMINATION_MESSAGE_BYTES_MAX = 4096
+"""kubelet's cap on a termination message."""
+TERMINATION_LOG_PATH = "/dev/termination-log"
 EXEC_PROBE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
@@ -135,6 +138,7 @@ class Container:
     env: dict[str, str]
     script: Path
     log_path: Path
+    termination_file: Path
     process: subprocess.Popen[bytes] | None = None
     started_at: str = ""
     restart_count: int = 0
@@ -150,6 +154,7 @@ class Container:
         return str(self.spec["name"])
 
     def start(self) -> None:
+        self.termination_file.write_bytes(b"")
         with self.log_path.open("ab") as output:
             self.process = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "sh", str(self.script)],
@@ -195,6 +200,11 @@ class Container:
             "startedAt": self.started_at,
             "finishedAt": _now(),
         }
+        message = self.termination_file.read_bytes()[:TERMINATION_MESSAGE_BYTES_MAX]
+        if not message and code != 0 and self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            message = self.log_path.read_bytes()[-TERMINATION_MESSAGE_BYTES_MAX:]
+        if message:
+            self.terminated["message"] = message.decode(errors="replace")
         self.process = None
         self.ready = False
         return code
@@ -333,6 +343,9 @@ class PodWorker:
         name = spec["name"]
         script = pod_dir / f"{name}.sh"
         layer = pod_dir / "rootfs" / name
+        termination = pod_dir / "termination" / name
+        termination.parent.mkdir(parents=True, exist_ok=True)
+        termination.touch()
         script.write_text(
             sandbox_script(
                 layer,
@@ -342,11 +355,11 @@ class PodWorker:
                 env,
                 argv(image, spec, env),
                 spec.get("workingDir") or image.workdir,
+                (termination, spec.get("terminationMessagePath") or TERMINATION_LOG_PATH),
             )
         )
-        return Container(
-            spec=spec, env=env, script=script, log_path=runner.work_dir / "logs" / f"{pod_dir.name}_{name}.log"
-        )
+        log_path = runner.work_dir / "logs" / f"{pod_dir.name}_{name}.log"
+        return Container(spec=spec, env=env, script=script, log_path=log_path, termination_file=termination)
 
     def _run_to_end(self, container: Container) -> int | None:
         """An init container: start it and wait for its exit (None: the pod was deleted meanwhile)."""

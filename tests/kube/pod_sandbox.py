@@ -151,6 +151,7 @@ def sandbox_script(
     env: Mapping[str, str],
     words: Sequence[str],
     workdir: str,
+    termination_log: tuple[Path, str] | None = None,
 ) -> str:
     """A POSIX sh script for `unshare --mount --propagation private sh SCRIPT`: build the root, mount
     the volumes, then `exec chroot` into the container's command (same PID all the way)."""
@@ -163,12 +164,23 @@ def sandbox_script(
         'mkdir "$L/upper" "$L/work" "$L/root"',
         'mount -t overlay shoal-root -o "lowerdir=/,upperdir=$L/upper,workdir=$L/work" "$L/root"',
         'R="$L/root"',
-        'for d in proc dev sys; do mount --rbind "/$d" "$R/$d"; done',
+        'for d in proc sys; do mount --rbind "/$d" "$R/$d"; done',
+        # A /dev of its own (files made there, such as /dev/termination-log, stay in the sandbox)
+        # with the device nodes a runtime gives every container.
+        'mount -t tmpfs -o mode=0755 shoal-dev "$R/dev"',
+        'for n in null zero full random urandom tty; do touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; done',
+        'mkdir "$R/dev/pts" "$R/dev/shm" && mount --rbind /dev/pts "$R/dev/pts"',
+        'mount -t tmpfs -o mode=1777 shoal-shm "$R/dev/shm"',
+        'ln -s /proc/self/fd "$R/dev/fd" && ln -s /proc/self/fd/0 "$R/dev/stdin"',
+        'ln -s /proc/self/fd/1 "$R/dev/stdout" && ln -s /proc/self/fd/2 "$R/dev/stderr"',
         # The image's own /tmp is empty; this machine's must not show through.
         'mount -t tmpfs -o mode=1777 shoal-tmp "$R/tmp"',
     ]
     binds = [Mount(source, target, True) for target, source in image.files.items()]
     binds += sorted(mounts, key=lambda m: m.target.count("/"))
+    if termination_log is not None:
+        # kubelet's terminationMessagePath: a file of the runner's over whatever the path holds.
+        binds.append(Mount(termination_log[0], termination_log[1], False))
     binds.append(Mount(hosts_dir, HOSTS_MOUNT, True))
     for bind in binds:
         target = f'"$R"{q(bind.target)}'
@@ -225,4 +237,40 @@ def shoal_image() -> Image:
         },
         workdir="/home/shoal",
         files={"/usr/local/bin/shoal-entrypoint": REPO_ROOT / "broker_image" / "entrypoint.sh"},
+    )
+
+
+SPARK_ENTRYPOINT = "/opt/shoal/spark-entrypoint.sh"
+SPARK_JOBS = "/opt/shoal/spark/jobs"
+
+
+def spark_entrypoint_script(dockerfile: Path) -> str:
+    """The entrypoint broker_image/Dockerfile.spark writes with a heredoc (the same script the image runs)."""
+    text = dockerfile.read_text()
+    start = text.index(f"<<'EOF' {SPARK_ENTRYPOINT}\n") + len(f"<<'EOF' {SPARK_ENTRYPOINT}\n")
+    return text[start : text.index("\nEOF\n", start) + 1]
+
+
+def spark_image(work_dir: Path) -> Image:
+    """broker_image/Dockerfile.spark: its entrypoint (without tini, which only reaps), the job modules at
+    /opt/shoal/spark/jobs, SPARK_HOME in this venv's pyspark, Java from this machine."""
+    venv_bin = REPO_ROOT / ".venv" / "bin"
+    site = next((REPO_ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    entrypoint = work_dir / "spark-entrypoint.sh"
+    entrypoint.write_text(spark_entrypoint_script(REPO_ROOT / "broker_image" / "Dockerfile.spark"))
+    entrypoint.chmod(0o755)
+    return Image(
+        entrypoint=(SPARK_ENTRYPOINT,),
+        cmd=("shoal", "spark", "run", "--help"),
+        env={
+            "PATH": f"{venv_bin}:{SYSTEM_PATH}",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "HOME": "/home/shoal",
+            "SPARK_HOME": str(site / "pyspark"),
+            "PYSPARK_PYTHON": str(venv_bin / "python"),
+            "PYSPARK_DRIVER_PYTHON": str(venv_bin / "python"),
+        },
+        workdir="/home/shoal",
+        files={SPARK_ENTRYPOINT: entrypoint, SPARK_JOBS: REPO_ROOT / "spark" / "jobs"},
     )

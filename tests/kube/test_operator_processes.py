@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from shoal.client import Admin
+from shoal.client import Admin, Message, Producer
 from tests.conftest import wait_until
-from tests.kube.conftest import SHOAL_PROCESS_IMAGE, Helm
+from tests.kube.conftest import SHOAL_PROCESS_IMAGE, SPARK_PROCESS_IMAGE, Helm
 from tests.kube.control_plane import ControlPlane, write_kubeconfig
 from tests.kube.pod_runner import PodRunner
 
@@ -32,6 +32,8 @@ CLUSTER = "fleet"
 READY_TIMEOUT_S = 240
 STOP_TIMEOUT_S = 15.0
 NAME_SERVER_PORT = 9876
+MESSAGES = 20
+ANALYSIS_TIMEOUT_S = 300
 
 
 @dataclass
@@ -75,14 +77,14 @@ def operator(
     try:
         yield Operator(process, log)
     finally:
-        plane.kubectl("delete", "brokers,topics", "--all", "-n", NAMESPACE, "--timeout=120s", check=False)
+        plane.kubectl("delete", "storeanalyses,topics,brokers", "--all", "-n", NAMESPACE, "--timeout=80s", check=False)
         process.terminate()
         try:
             process.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        plane.kubectl("delete", "namespace", NAMESPACE, "--timeout=120s", check=False)
+        plane.kubectl("delete", "namespace", NAMESPACE, "--timeout=80s", check=False)
         helm.uninstall_quietly(RELEASE)
 
 
@@ -94,6 +96,15 @@ def _get(plane: ControlPlane, *what: str) -> dict[str, Any]:
 def _name_server(plane: ControlPlane) -> str:
     pod = _get(plane, "pod", f"{CLUSTER}-ns-0")
     return f"{pod['status']['podIP']}:{NAME_SERVER_PORT}"
+
+
+def _pod_ready(plane: ControlPlane, name: str) -> bool:
+    """The pod exists (a StatefulSet may be making it again) and is Ready."""
+    result = plane.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json", check=False)
+    if result.returncode != 0:
+        return False
+    conditions = json.loads(result.stdout).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
@@ -136,7 +147,8 @@ def test_a_broker_of_real_processes_becomes_ready(
 
 def test_a_topic_cr_makes_a_real_topic(shoal_crds: ControlPlane, operator: Operator) -> None:
     """examples/topic.yaml on the running cluster: the Topic becomes Ready, the master holds the topic
-    with 8 queues on the master and in the NameServer's route."""
+    with 8 queues on the master and in the NameServer's route, and takes messages (acknowledged by the
+    SYNC_MASTER once its slave has them)."""
     plane = shoal_crds
     body = yaml.safe_load((REPO_ROOT / "examples" / "topic.yaml").read_text())
     body["metadata"] = {"name": "order-events", "namespace": NAMESPACE}
@@ -150,6 +162,10 @@ def test_a_topic_cr_makes_a_real_topic(shoal_crds: ControlPlane, operator: Opera
             assert [q.write_queue_nums for q in route.queue_datas] == [8]
             master = route.broker_datas[0].broker_addrs[0]
             assert (await admin.broker_topic_configs(master))["OrderEvents"].read_queue_nums == 8
+        async with Producer("PID_kube", [_name_server(plane)]) as producer:
+            for index in range(MESSAGES):
+                result = await producer.send(Message("OrderEvents", f"order {index}".encode()))
+                assert result.status.name == "SEND_OK", result
 
     asyncio.run(check())
 
@@ -173,7 +189,7 @@ def test_a_config_change_restarts_the_slave_before_the_master(
     slave_ready = [e for e in pod_runner.events_of("ready", f"{NAMESPACE}/{CLUSTER}-g0-1")][-1]
     master_stop = pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-0")[-1]
     assert slave_ready.time_s < master_stop.time_s
-    _wait_ready(plane, operator, f"pod/{CLUSTER}-g0-0")
+    wait_until(lambda: _pod_ready(plane, f"{CLUSTER}-g0-0"), READY_TIMEOUT_S, what="the master pod back and Ready")
 
     def settled() -> bool:
         groups = _get(plane, "broker", CLUSTER).get("status", {}).get("groups") or [{}]
@@ -211,7 +227,7 @@ def test_losing_the_master_pod_promotes_the_real_slave(
         assert "promoted fleet-g0-1 to master of fleet-g0" in operator.output()
     finally:
         plane.kubectl("uncordon", node)
-    _wait_ready(plane, operator, f"pod/{master}")
+    wait_until(lambda: _pod_ready(plane, master), READY_TIMEOUT_S, what=f"{master} back and Ready")
 
     async def old_master_role() -> str:
         address = f"{_get(plane, 'pod', master)['status']['podIP']}:10911"
@@ -220,3 +236,43 @@ def test_losing_the_master_pod_promotes_the_real_slave(
 
     assert asyncio.run(old_master_role()) == "SLAVE"
     _wait_ready(plane, operator, f"broker/{CLUSTER}")
+
+
+def test_a_scheduled_store_analysis_runs_spark_on_a_slave_store(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """examples/storeanalysis.yaml on a one-minute schedule with the Spark image: the schedule launches a
+    Job on the node of a slave's store, its pod runs the TopicStats job (pyspark local[*]) over that store
+    through the hostPath volume, and the job's summary (its termination message) reaches status.lastRun."""
+    plane = shoal_crds
+    body = yaml.safe_load((REPO_ROOT / "examples" / "storeanalysis.yaml").read_text())
+    body["metadata"] = {"name": "stats", "namespace": NAMESPACE}
+    body["spec"]["clusterRef"]["name"] = CLUSTER
+    body["spec"]["schedule"] = "* * * * *"
+    body["spec"]["timeZone"] = "UTC"
+    body["spec"]["spark"]["image"] = SPARK_PROCESS_IMAGE
+    body["spec"]["spark"]["sparkConf"] = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+    plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
+
+    def last_run() -> dict[str, Any]:
+        found: dict[str, Any] = _get(plane, "storeanalysis", "stats").get("status", {}).get("lastRun") or {}
+        return found
+
+    wait_until(lambda: last_run().get("phase") in ("Succeeded", "Failed"), ANALYSIS_TIMEOUT_S, interval_s=2,
+               what="a scheduled run to finish")  # fmt: skip
+    plane.kubectl("patch", "storeanalysis", "stats", "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    run = last_run()
+    assert run["phase"] == "Succeeded", (run, operator.output()[-3000:])
+    (target,) = run["targets"]
+    summary = target["summary"]
+    assert summary["ok"] is True and summary["job"].endswith("topic_stats"), summary
+    assert summary["messages"] >= MESSAGES, summary
+
+    async def role() -> str:
+        address = f"{_get(plane, 'pod', target['pod'])['status']['podIP']}:10911"
+        async with Admin([_name_server(plane)]) as admin:
+            return (await admin.ha_status(address)).role
+
+    assert asyncio.run(role()) == "SLAVE", target  # replica PreferSlave
+    job_pods = {e.pod for e in pod_runner.events_of("exit", f"{NAMESPACE}/{target['job']}")}
+    assert len(job_pods) == 1, job_pods
