@@ -54,7 +54,7 @@ async def test_good_keys_pass_and_each_missing_piece_is_refused_by_name(
     acl_cluster_factory: Callable[..., Cluster],
 ) -> None:
     """Admin creates, the user sends; wrong secret, unknown key, no key, DENY topic, non-admin create
-    each get NO_PERMISSION naming the cause; the stored message count is unchanged by refusals."""
+    each get NO_PERMISSION naming the cause, on the VIP port too; refusals store nothing."""
     cluster = acl_cluster_factory()
     await create_topic(cluster, ADMIN, "AclTopic")
     await create_topic(cluster, ADMIN, "ReadOnlyTopic")
@@ -69,6 +69,9 @@ async def test_good_keys_pass_and_each_missing_piece_is_refused_by_name(
         code, text = await max_offset(cluster, credentials)
         assert code == ResponseCode.NO_PERMISSION and text == ACL_PREFIX + remark
     assert await max_offset(cluster, USER) == (ResponseCode.SUCCESS, "")
+    vip = Cluster(cluster.root, cluster.namesrv_port, cluster.broker_port - 2, cluster.metrics_port)
+    assert await max_offset(vip, None) == (ResponseCode.NO_PERMISSION, ACL_PREFIX + "No accessKey is configured")
+    assert await max_offset(vip, USER) == (ResponseCode.SUCCESS, "")
 
     with pytest.raises(MQBrokerError) as refused:
         await send(cluster, USER, "ReadOnlyTopic", b"x")
