@@ -140,6 +140,74 @@ def test_timeout_raises_and_a_late_response_is_ignored() -> None:
     asyncio.run(run())
 
 
+def test_each_request_expires_at_its_own_deadline() -> None:
+    """Goal: one deadline sweep per connection keeps every request's own timeout. Method: a long
+    request pending, then two short ones (one earlier than the sweep due), answer the long one last."""
+    held: list[RemotingCommand] = []
+
+    async def hold(server: FakeServer, request: RemotingCommand) -> None:
+        held.append(request)
+        if request.ext_fields.get("n") == "answer-long":
+            server.send(make_response(held[0], ResponseCode.SUCCESS, "long"))
+
+    async def run() -> None:
+        async with FakeServer(hold) as server:
+            client = RemotingClient()
+            loop = asyncio.get_running_loop()
+            long_request = asyncio.ensure_future(client.invoke(server.address, 11, timeout_s=5.0))
+            await async_wait_until(lambda: len(held) == 1, 5.0)
+            for timeout_s in (0.3, 0.05):
+                started_s = loop.time()
+                with pytest.raises(RemotingTimeoutError, match="within"):
+                    await client.invoke(server.address, 11, timeout_s=timeout_s)
+                assert timeout_s <= loop.time() - started_s < timeout_s + 1.0
+            assert not long_request.done()
+            await client.invoke_oneway(server.address, 11, {"n": "answer-long"})
+            assert (await long_request).remark == "long"
+            connection = await client.connection(server.address)
+            assert connection.pending == {}
+            await client.close()
+
+    asyncio.run(run())
+
+
+class CountingTransport:
+    """Wraps a transport and counts `writelines` calls (the writes the connection asks for)."""
+
+    def __init__(self, inner: asyncio.Transport) -> None:
+        self.inner = inner
+        self.writes = 0
+
+    def writelines(self, parts: list[bytes]) -> None:
+        self.writes += 1
+        self.inner.writelines(parts)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_frames_sent_in_one_loop_turn_leave_in_one_write_in_order() -> None:
+    """Goal: pipelined requests are coalesced into one write per loop turn, order kept. Method: 200
+    invokes started together through a transport that counts writes; the server sees 0..199."""
+
+    async def run() -> None:
+        async with FakeServer(echo) as server:
+            client = RemotingClient()
+            await client.invoke(server.address, 10, {"n": "warm"})
+            connection = await client.connection(server.address)
+            assert connection.transport is not None
+            counting = CountingTransport(connection.transport)
+            connection.transport = counting  # type: ignore[assignment]
+            results = await asyncio.gather(*(client.invoke(server.address, 10, {"n": str(i)}) for i in range(200)))
+            assert [result.remark for result in results] == [str(i) for i in range(200)]
+            assert [command.ext_fields["n"] for command in server.received[1:]] == [str(i) for i in range(200)]
+            assert counting.writes == 1
+            connection.transport = counting.inner
+            await client.close()
+
+    asyncio.run(run())
+
+
 def test_closed_connection_fails_pending_requests_and_reconnects() -> None:
     """Goal: a dropped connection fails waiters at once; the next call reconnects. Method: close on read."""
     closes = [True]
