@@ -5,8 +5,9 @@
 #   broker         a broker: broker.conf = $SHOAL_CONFIG_DIR/broker.conf (shared by the group)
 #                  + broker-<ordinal>.conf (brokerId, brokerRole) + brokerIP1=$POD_IP, where the
 #                  ordinal is the suffix of the StatefulSet pod's hostname (<cluster>-g<i>-<n>)
-#   prepare-store  init container (root, CHOWN/FOWNER/DAC_OVERRIDE only): check or write the store
-#                  marker, then hand the store directory to the non-root broker user
+#   prepare-store  init container: check or write the store marker, then (as root with only
+#                  CHOWN/FOWNER/DAC_OVERRIDE, for hostPath) hand the directory to the broker user;
+#                  for claims and emptyDir it runs as that user and fsGroup has done the handing
 #   cleanup-store  reclaimPolicy Delete (a Job on the volume's node): remove $SHOAL_STORE_DIR only if
 #                  its marker names $SHOAL_CLUSTER_UID; anything else is left in place
 #   operator       the kopf operator (python -m shoal.operator)
@@ -77,6 +78,8 @@ prepare_store() {
         printf 'cluster-uid=%s\ngroup=%s\nordinal=%s\nformat=%s\n' \
             "$SHOAL_CLUSTER_UID" "$SHOAL_GROUP" "$n" "${SHOAL_STORE_FORMAT:-1}" > "$MARKER"
     fi
+    # As the broker's user (claims and emptyDir, which fsGroup makes its group's): nothing to hand over.
+    [ "$(id -u)" = 0 ] || return 0
     # Only this pod's directory; a recursive chown only when its owner is wrong (first start,
     # or data restored by root). fsGroup does not apply to hostPath volumes.
     if [ "$(stat -c %u "$SHOAL_STORE_DIR")" != "$SHOAL_UID" ]; then

@@ -23,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import hashlib
 import logging
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import kopf
 
-from shoal.client import Admin, ClientSettings, Credentials, HaStatus
+from shoal.client import Admin, ClientSettings, ClientTlsSettings, Credentials, HaStatus
 from shoal.client.errors import MQBrokerError, MQClientError
 from shoal.client.route import master_address
 from shoal.operator import (
@@ -72,12 +75,28 @@ def _now() -> str:
     return status.timestamp(_clock())
 
 
-def admin(addresses: Sequence[str]) -> Admin:
-    """An admin client signing with the operator's ACL account when the chart gives it one
-    (settings.admin_credentials: read on every use, so a rotated Secret applies at once)."""
+def _client_tls(cluster: BrokerSpec | None) -> ClientTlsSettings:
+    """TLS for a cluster with spec.tls: the server's chain checked against the ca.crt of its TLS
+    Secret (read now, written once per CA under the temporary directory); plain otherwise."""
+    if cluster is None or cluster.tls is None:
+        return ClientTlsSettings()
+    ca_pem = _mounted_secrets(cluster).ca_pem
+    directory = Path(tempfile.gettempdir()) / "shoal-operator-ca"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"{hashlib.sha256(ca_pem).hexdigest()[:16]}.crt"
+    if not path.exists():
+        path.write_bytes(ca_pem)
+    return ClientTlsSettings(enable=True, test_mode=False, auth_server=True, trust_cert_path=str(path))
+
+
+def admin(addresses: Sequence[str], cluster: BrokerSpec | None = None) -> Admin:
+    """An admin client for `cluster`: signing with the operator's ACL account when the chart gives
+    it one (settings.admin_credentials: read on every use, so a rotated Secret applies at once),
+    over TLS when the cluster has spec.tls."""
     keys = admin_credentials()
     credentials = Credentials(*keys) if keys is not None else None
-    return Admin(list(addresses), client_settings=ClientSettings(credentials=credentials))
+    client_settings = ClientSettings(credentials=credentials, tls=_client_tls(cluster))
+    return Admin(list(addresses), client_settings=client_settings)
 
 
 def broker_address(pod: Mapping[str, Any]) -> str:
@@ -151,12 +170,12 @@ def _pod_security_level(namespace: str, logger: Any) -> str:
         return ""
 
 
-async def _ha_of(addresses: Mapping[str, str]) -> dict[str, HaStatus | None]:
+async def _ha_of(addresses: Mapping[str, str], cluster: BrokerSpec | None = None) -> dict[str, HaStatus | None]:
     """Pod name -> its broker's replication state; None for a broker that does not answer."""
     if not addresses:
         return {}
     # ha_status goes straight to each broker; the Admin's nameserver list is never consulted.
-    async with admin(list(addresses.values())) as client:
+    async with admin(list(addresses.values()), cluster) as client:
 
         async def one(address: str) -> HaStatus | None:
             try:
@@ -168,7 +187,9 @@ async def _ha_of(addresses: Mapping[str, str]) -> dict[str, HaStatus | None]:
     return dict(zip(addresses, answers, strict=True))
 
 
-def _observe_brokers(pods: Sequence[Mapping[str, Any]], logger: Any) -> dict[str, HaStatus | None]:
+def _observe_brokers(
+    pods: Sequence[Mapping[str, Any]], logger: Any, cluster: BrokerSpec | None = None
+) -> dict[str, HaStatus | None]:
     """Ask every ready broker pod for its replication state (lag, CommitLog end, role)."""
     addresses = {
         str(pod["metadata"]["name"]): address
@@ -176,8 +197,8 @@ def _observe_brokers(pods: Sequence[Mapping[str, Any]], logger: Any) -> dict[str
         if observe.pod_ready(pod) and (address := broker_address(pod))
     }
     try:
-        return asyncio.run(_ha_of(addresses))
-    except (MQClientError, OSError) as error:
+        return asyncio.run(_ha_of(addresses, cluster))
+    except (MQClientError, OSError, NotReadyError) as error:
         logger.warning(f"cannot observe brokers: {error!r}")
         return {}
 
@@ -196,7 +217,7 @@ def _cluster_facts(
         observed,
         stateful_sets={s["metadata"]["name"]: s for s in stateful_sets},
         pods=pods,
-        ha=_observe_brokers(pods, logger),
+        ha=_observe_brokers(pods, logger, spec),
         pod_security_level=_pod_security_level(spec.namespace, logger) if spec.storage.type == "HostPath" else "",
     )
     return observe.cluster_facts(spec, observed), observed
@@ -213,7 +234,7 @@ def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logg
     role = "SYNC_MASTER" if spec.replication_mode == "Sync" else "ASYNC_MASTER"
 
     async def promote() -> None:
-        async with admin([address]) as client:
+        async with admin([address], spec) as client:
             await client.promote(address, role=role)
 
     try:
@@ -221,7 +242,7 @@ def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logg
     except MQBrokerError as error:
         logger.warning(f"promotion of {promotion.pod} refused by the broker: {error.remark}")
         return False
-    except (MQClientError, OSError, TimeoutError) as error:
+    except (MQClientError, OSError, TimeoutError, NotReadyError) as error:
         logger.warning(f"promotion of {promotion.pod} failed: {error!r}")
         return False
     logger.info(
@@ -299,13 +320,13 @@ def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> i
         return None
 
     async def ask() -> int:
-        async with admin(name_server_addresses(spec)) as client:
+        async with admin(name_server_addresses(spec), spec) as client:
             await client.set_write_permission(target.name, writable=False)
             return await client.broker_consumer_lag(target.master_address)
 
     try:
         return asyncio.run(asyncio.wait_for(ask(), limits.ADMIN_TIMEOUT_S))
-    except (MQClientError, OSError, TimeoutError) as error:
+    except (MQClientError, OSError, TimeoutError, NotReadyError) as error:
         logger.warning(f"draining {target.name}: {error!r}")
         return None
 
@@ -503,7 +524,7 @@ def _topic_context(body: Mapping[str, Any], patch: kopf.Patch) -> tuple[TopicSpe
 async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: TopicSpec) -> topics.TopicOutcome:
     """Bring the topic on each placement group's master to the spec (topics.plan_topic)."""
     outcome = topics.TopicOutcome()
-    async with admin(addresses) as client:
+    async with admin(addresses, cluster) as client:
         info = await client.cluster_info()
         registered = set(info.cluster_addr_table.get(cluster.cluster_name) or ())
         wanted = [manifests.group_name(cluster, g) for g in (spec.groups or range(cluster.groups))]
@@ -535,9 +556,9 @@ async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: Topi
     return outcome
 
 
-async def _delete_topic(addresses: Sequence[str], cluster_name: str, topic_name: str) -> None:
-    async with admin(addresses) as client:
-        await client.delete_topic(topic_name, cluster=cluster_name)
+async def _delete_topic(addresses: Sequence[str], cluster: BrokerSpec, topic_name: str) -> None:
+    async with admin(addresses, cluster) as client:
+        await client.delete_topic(topic_name, cluster=cluster.cluster_name)
 
 
 def _run_admin(work: Any, what: str) -> Any:
@@ -605,6 +626,6 @@ def topic_deleted(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: 
         logger.info(f"Topic released without deleting anything on a cluster: {error}")
         return
     try:
-        _run_admin(_delete_topic(name_server_addresses(cluster), cluster.cluster_name, spec.topic_name), "")
+        _run_admin(_delete_topic(name_server_addresses(cluster), cluster, spec.topic_name), "")
     except NotReadyError as error:
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error

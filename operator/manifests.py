@@ -533,14 +533,23 @@ def _prepare_store_container(spec: BrokerSpec, group: int) -> Object:
             {"name": "SHOAL_STORE_DIR", "value": STORE_MOUNT_PATH},
             {"name": "SHOAL_STORE_FORMAT", "value": str(STORE_FORMAT_VERSION)},
         ],
-        "securityContext": {
-            "runAsUser": 0,
-            "runAsNonRoot": False,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]},
-        },
+        "securityContext": _prepare_store_security_context(spec),
         "volumeMounts": [{"name": "store", "mountPath": STORE_MOUNT_PATH}],
+    }
+
+
+def _prepare_store_security_context(spec: BrokerSpec) -> dict[str, Any]:
+    """Root with CHOWN/FOWNER/DAC_OVERRIDE only for hostPath, which fsGroup does not reach; claims and
+    emptyDir belong to fsGroup already, so there the step runs as the broker and the pod meets the
+    Restricted Pod Security profile."""
+    if spec.storage.type != "HostPath":
+        return _security_context_restricted()
+    return {
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]},
     }
 
 

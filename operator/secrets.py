@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,7 +98,17 @@ def mounted_secrets(spec: BrokerSpec, tls_secret: str, found: Mapping[str, Mappi
         except (binascii.Error, ValueError):
             message = f"Secret {spec.namespace}/{tls_secret}: ca.crt is not base64"
             raise NotReadyError(message, limits.RETRY_DELAY_S) from None
+        check_certificates(ca_pem, f"Secret {spec.namespace}/{tls_secret}: ca.crt")
     return MountedSecrets(tls_secret=tls_secret, digest=manifests.secrets_hash(hashed), ca_pem=ca_pem)
+
+
+def check_certificates(pem: bytes, what: str) -> None:
+    """NotReadyError unless `pem` holds at least one PEM certificate (the pods and the operator's
+    own client would fail every handshake with it)."""
+    try:
+        ssl.create_default_context(cadata=pem.decode("ascii"))
+    except (ssl.SSLError, ValueError):
+        raise NotReadyError(f"{what} holds no PEM certificate", limits.RETRY_DELAY_S) from None
 
 
 def unavailable_status(

@@ -7,9 +7,11 @@ handlers' sync kubernetes client reaches KMock through a kubeconfig written per 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import re
+import tempfile
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -23,6 +25,7 @@ import pytest
 import yaml
 
 from tests.operator.conftest import REPO_ROOT, load_yaml
+from tests.tls_certs import make_tls_files
 
 NAMESPACE = "mq"
 UID = "0f7c5d2e-1111-4222-8333-944455556666"
@@ -396,9 +399,22 @@ operator has stopped. The finalizers grants are checked by the API server's admi
 tests/kube/test_operator_rbac.py shows they are needed."""
 
 
+def sample_ca_pem() -> bytes:
+    """A real CA certificate (the operator checks ca.crt parses), made once per test session."""
+    global _TEST_CA_PEM
+    if not _TEST_CA_PEM:
+        with tempfile.TemporaryDirectory() as directory:
+            _TEST_CA_PEM = make_tls_files(Path(directory)).ca.read_bytes()
+    return _TEST_CA_PEM
+
+
+_TEST_CA_PEM = b""
+
+
 def seed_security(api: km.KubernetesEmulator, tls_key: str = "a2V5") -> dict[str, Any]:
     """The ACL Secret, a cert-manager Certificate and the TLS Secret it names (as cert-manager would
     leave them); returns the Broker spec fields that use them."""
+    ca = base64.b64encode(sample_ca_pem()).decode()
     api.objects["v1/secrets", NAMESPACE, "orders-acl"] = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -416,7 +432,7 @@ def seed_security(api: km.KubernetesEmulator, tls_key: str = "a2V5") -> dict[str
         "kind": "Secret",
         "type": "kubernetes.io/tls",
         "metadata": {"name": "orders-tls-keys", "namespace": NAMESPACE},
-        "data": {"tls.crt": "Y2VydA==", "tls.key": tls_key, "ca.crt": "Y2E="},
+        "data": {"tls.crt": "Y2VydA==", "tls.key": tls_key, "ca.crt": ca},
     }
     return {"acl": {"secretName": "orders-acl"}, "tls": {"certificateName": "orders-tls"}}
 

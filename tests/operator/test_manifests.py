@@ -5,6 +5,7 @@ Regenerate the goldens with SHOAL_UPDATE_GOLDEN=1 after a deliberate change and 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,35 @@ def test_non_hostpath_storage_makes_no_persistent_volumes(cluster_body: dict[str
     assert not [o for o in objects if o["kind"] == "PersistentVolume"]
     for obj in objects:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
+
+
+@pytest.mark.parametrize("storage", ["PersistentClaim", "Ephemeral"])
+def test_claim_and_ephemeral_pods_meet_the_restricted_profile(cluster_body: dict[str, Any], storage: str) -> None:
+    """Goal: without hostPath every pod passes Pod Security `restricted` (tests/kube/test_security.py has
+    the API server's word). Method: every container of the NameServer and broker pods is non-root, drops
+    every capability, cannot escalate, with seccomp RuntimeDefault for the pod; HostPath keeps its one
+    root step, prepare-store, with CHOWN/FOWNER/DAC_OVERRIDE only."""
+    cluster_body["spec"]["storage"] = {
+        "type": storage,
+        **({"persistentClaim": {}} if storage == "PersistentClaim" else {}),
+    }
+    spec = _example_spec(cluster_body)
+    for obj in manifests.desired_state(spec):
+        if obj["kind"] != "StatefulSet":
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            context = container["securityContext"]
+            assert RESTRICTED_CONTAINER.items() <= context.items(), (obj["metadata"]["name"], container["name"])
+            assert context["runAsUser"] == manifests.BROKER_UID and context["readOnlyRootFilesystem"] is True
+    host = _example_spec(
+        copy.deepcopy(cluster_body)
+        | {"spec": {**cluster_body["spec"], "storage": {"type": "HostPath", "hostPath": {}}}}
+    )
+    (prepare,) = manifests.group_stateful_set(host, 0)["spec"]["template"]["spec"]["initContainers"]
+    assert prepare["securityContext"]["runAsUser"] == 0
+    assert prepare["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}

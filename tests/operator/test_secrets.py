@@ -20,6 +20,7 @@ from shoal.operator.status import ClusterFacts, StatefulSetFacts
 from shoal.operator.steps import DELETE_POD
 from tests.operator.conftest import ALLOWED_ROOTS, REPO_ROOT, check_golden
 from tests.operator.conftest import pod as pod_facts
+from tests.operator.test_handlers import sample_ca_pem
 
 GOLDEN = Path(__file__).parent / "golden" / "cluster-secure.yaml"
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
@@ -58,7 +59,7 @@ def acl_secret(acl: str = "accounts: []\n") -> dict[str, Any]:
 def tls_secret(key: str = "KEY-1") -> dict[str, Any]:
     return {
         "metadata": {"name": "orders-tls"},
-        "data": {"tls.crt": b64("CRT"), "tls.key": b64(key), "ca.crt": b64("CA")},
+        "data": {"tls.crt": b64("CRT"), "tls.key": b64(key), "ca.crt": base64.b64encode(sample_ca_pem()).decode()},
     }
 
 
@@ -132,6 +133,7 @@ def test_certificate_names_the_tls_secret() -> None:
             "has no (or an empty) brokerAccessKey, brokerSecretKey",
         ),
         ({"orders-tls": {"data": {"tls.crt": "x", "tls.key": "y", "ca.crt": "not base64!"}}}, "ca.crt is not base64"),
+        ({"orders-tls": {"data": {"tls.crt": "x", "tls.key": "y", "ca.crt": b64("CA")}}}, "holds no PEM certificate"),
     ],
 )
 def test_missing_secret_or_key_is_named(found: dict[str, Any], complaint: str) -> None:
@@ -145,7 +147,7 @@ def test_hash_follows_the_mounted_keys_only() -> None:
     """A new ACL file or certificate key changes the hash; a key the pods do not mount does not."""
     spec = secure_spec()
     first = mounted(spec)
-    assert first.tls_secret == "orders-tls" and first.ca_pem == b"CA" and len(first.digest) == 16
+    assert first.tls_secret == "orders-tls" and first.ca_pem == sample_ca_pem() and len(first.digest) == 16
     assert mounted(spec).digest == first.digest
     assert mounted(spec, **{"orders-acl": acl_secret("accounts: [x]\n")}).digest != first.digest
     assert mounted(spec, **{"orders-tls": tls_secret("KEY-2")}).digest != first.digest
