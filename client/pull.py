@@ -120,12 +120,9 @@ def pull_result_of(
         raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"unreadable pull response: {error}", address) from None
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND and response.body:
-        decoded = decode_messages(response.body, broker_name=mq.broker_name)
+        offsets = {PROPERTY_MIN_OFFSET: str(header.min_offset), PROPERTY_MAX_OFFSET: str(header.max_offset)}
+        decoded = decode_messages(response.body, broker_name=mq.broker_name, extra_properties=offsets)
         messages = subscription.filter(decoded) if subscription is not None else decoded
-        min_text, max_text = str(header.min_offset), str(header.max_offset)
-        for message in messages:
-            message.properties[PROPERTY_MIN_OFFSET] = min_text
-            message.properties[PROPERTY_MAX_OFFSET] = max_text
     return PullResult(
         status=status,
         next_begin_offset=header.next_begin_offset,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 from collections.abc import Callable
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 from shoal.client import limits
 from shoal.client.errors import InvalidMessageError, MessageDecodeError, UnsupportedCompressionError
 from shoal.client.message import (
+    DECODED_FIELDS,
     Message,
+    MessageExt,
     check_batch,
     check_message,
     check_topic,
@@ -121,6 +124,19 @@ def test_several_concatenated_records_decode_in_order(build_record: Callable[...
     messages = decode_messages(memoryview(body))
     assert [message.queue_offset for message in messages] == [0, 1, 2, 3, 4]
     assert [message.body for message in messages] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+
+
+def test_decoding_fills_every_field_as_the_constructor_would(build_record: Callable[..., bytes]) -> None:
+    """Goal: the slot-by-slot decode misses no MessageExt field and matches the dataclass.
+    Method: compare DECODED_FIELDS with the fields, and a decoded record with one built by the constructor."""
+    assert sorted(DECODED_FIELDS) == sorted(item.name for item in dataclasses.fields(MessageExt))
+    properties = f"KEYS\x01k1 k2\x02TAGS\x01TagA\x02DELAY\x013\x02UNIQ_KEY\x01{UNIQ}"
+    body = build_record(properties=properties, queue_offset=7, physical_offset=4096)
+    [decoded] = decode_messages(body, broker_name="broker-a", extra_properties={"MIN_OFFSET": "0"})
+    rebuilt = MessageExt(**{name: getattr(decoded, name) for name in DECODED_FIELDS})
+    assert rebuilt == decoded
+    assert (decoded.keys, decoded.tags, decoded.delay_time_level) == (("k1", "k2"), "TagA", 3)
+    assert (decoded.broker_name, decoded.msg_id, decoded.properties["MIN_OFFSET"]) == ("broker-a", UNIQ, "0")
 
 
 def test_empty_body_decodes_to_no_messages() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from shoal.client.errors import ClientStateError, InvalidMessageError, MQBrokerError, NoWritableQueueError
 from shoal.client.fault import LatencyFaultTolerance, not_available_duration_ms
-from shoal.client.message import Message
+from shoal.client.message import Message, encode_properties
 from shoal.client.producer import (
     Producer,
     QueueRotation,
@@ -25,8 +25,16 @@ from shoal.client.producer import (
 from shoal.client.route import TopicPublishInfo
 from shoal.client.settings import ProducerSettings
 from shoal.formats.properties import decode_properties
-from shoal.protocol import MessageQueue, RequestCode, ResponseCode, SendMessageRequestHeaderV2, make_request
+from shoal.protocol import (
+    MessageQueue,
+    RequestCode,
+    ResponseCode,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    make_request,
+)
 from shoal.protocol.command import RemotingCommand
+from shoal.protocol.errors import ProtocolError
 
 MQ = MessageQueue("TopicTest", "broker-a", 3)
 SETTINGS = ProducerSettings()
@@ -74,6 +82,28 @@ def test_success_without_header_fields_is_a_broker_error() -> None:
     """Goal: an unreadable success is not silently accepted. Method: SUCCESS with no extFields."""
     with pytest.raises(MQBrokerError, match="unreadable"):
         send_result_of(response(ResponseCode.SUCCESS), MQ, "UNIQ", "b:1")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {**OK_FIELDS, "queueOffset": "-1"},
+        {**OK_FIELDS, "queueId": "\uff11"},  # a non-ASCII digit
+        {**OK_FIELDS, "queueId": "99999999999"},
+        {**OK_FIELDS, "queueOffset": "x"},
+    ],
+)
+def test_send_responses_outside_the_fast_path_use_the_header_declaration(fields: dict[str, str]) -> None:
+    """Goal: the direct read of a send response agrees with the declared header on odd values.
+    Method: negative, non-ASCII, out-of-range and non-numeric fields: parsed or refused as declared."""
+    try:
+        expected = SendMessageResponseHeader.from_ext_fields(fields)
+    except ProtocolError:
+        with pytest.raises(MQBrokerError, match="unreadable"):
+            send_result_of(response(ResponseCode.SUCCESS, fields), MQ, "UNIQ", "b:1")
+        return
+    result = send_result_of(response(ResponseCode.SUCCESS, fields), MQ, "UNIQ", "b:1")
+    assert (result.message_queue.queue_id, result.queue_offset) == (expected.queue_id, expected.queue_offset)
 
 
 QUEUES = [MessageQueue("T", "a", index) for index in range(4)]
@@ -135,6 +165,16 @@ def test_prepare_gives_a_uniq_key_and_leaves_small_bodies_alone() -> None:
     assert (outgoing.sys_flag, outgoing.body) == (0, message.body)
     assert outgoing.code == RequestCode.SEND_MESSAGE_V2
     assert "UNIQ_KEY" not in message.properties  # the caller's message is not changed
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_plain_messages_get_the_property_string_of_the_general_path(wait: bool) -> None:
+    """Goal: the shortcut for messages without tags, keys, delay or properties writes what the
+    general path writes. Method: encode the same message's wire properties with that UNIQ_KEY."""
+    message = Message("T", b"body", wait_store_msg_ok=wait)
+    outgoing = prepare_message(message, SETTINGS)
+    assert outgoing.properties == encode_properties(message.wire_properties(outgoing.msg_id))
+    assert decode_properties(outgoing.properties) == {"WAIT": str(wait).lower(), "UNIQ_KEY": outgoing.msg_id}
 
 
 def test_bodies_of_4096_bytes_or_more_are_zlib_compressed() -> None:
