@@ -34,7 +34,7 @@ class Connection(asyncio.Protocol, abc.ABC):
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         """Requests this side sent, by opaque, until their response arrives."""
         self._outgoing: list[bytes | memoryview] | None = None
-        """Frames sent during this turn of the event loop, written together at its end."""
+        """Frames sent during this turn of the event loop after its first, written together at its end."""
         self._deadlines: dict[int, tuple[float, int, float]] = {}
         """Pending requests' (deadline on the loop clock, request code, timeout_s), by opaque."""
         self._sweep: asyncio.TimerHandle | None = None
@@ -90,22 +90,26 @@ class Connection(asyncio.Protocol, abc.ABC):
 
     # --- frames out ---
     def send(self, command: RemotingCommand) -> None:
-        """Queue the frame; every frame sent in one turn of the event loop goes out in one write.
+        """Write the frame; frames sent later in the same turn of the event loop are written
+        together at its end.
 
-        Pipelined sends (hundreds of tasks each sending one request) would otherwise pay one
-        `send` system call per frame, the largest single cost of the client's send path."""
-        if self.transport is None or self.transport.is_closing():
+        The first frame of a turn goes out at once (a lone synchronous send waits for nothing);
+        pipelined sends (hundreds of tasks each sending one request in one turn) would otherwise
+        pay one `send` system call per frame, the largest single cost of the client's send path."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
             raise RemotingError(f"connection to {self.address} is closed")
         parts = encode_frame(command)
         outgoing = self._outgoing
         if outgoing is None:
-            self._outgoing = parts
+            self._outgoing = []
             asyncio.get_running_loop().call_soon(self.flush)
+            transport.writelines(parts)
         else:
             outgoing.extend(parts)
 
     def flush(self) -> None:
-        """Write the frames queued by `send` (a no-op when none are, or the connection closed)."""
+        """Write the frames queued by `send` this turn (nothing when none are, or the connection closed)."""
         outgoing = self._outgoing
         self._outgoing = None
         if outgoing and self.transport is not None and not self.transport.is_closing():
