@@ -17,8 +17,11 @@ from shoal.operator import limits, manifests
 from shoal.operator.spec import BrokerSpec
 from shoal.operator.status import ClusterFacts, PodFacts, StatefulSetFacts
 
-POD_SECURITY_LEVELS_WITHOUT_HOST_PATH = ("baseline", "restricted")
-"""Pod Security Admission levels that reject hostPath volumes (docs/operator-design.md §5.2, 4)."""
+POD_SECURITY_LEVELS_WITHOUT_HOST_PATH = ("restricted",)
+"""Pod Security Admission levels that refuse a hostPath Broker's pods. Not for the hostPath itself
+(it sits behind a PersistentVolume, which Pod Security does not look at) but for prepare-store, the
+root step with CHOWN/FOWNER/DAC_OVERRIDE that hands the directory to the broker: baseline allows
+it, restricted does not (tests/kube/test_security.py asks a real API server)."""
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

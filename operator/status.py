@@ -239,7 +239,7 @@ def broker_status(
         storage_ready, storage_reason = False, "PodSecurityForbidsHostPath"
         storage_message = (
             f"namespace {spec.namespace} enforces a Pod Security level that forbids hostPath volumes; "
-            "label it pod-security.kubernetes.io/enforce=privileged or use storage type PersistentClaim"
+            "label it pod-security.kubernetes.io/enforce=baseline or use storage type PersistentClaim"
         )
     elif not facts.volumes_bound:
         storage_ready, storage_reason, storage_message = False, "VolumesPending", "store volumes are not bound yet"

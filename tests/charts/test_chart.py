@@ -315,7 +315,7 @@ def test_install_notes_name_the_watched_namespaces(helm: Helm) -> None:
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
     assert "the namespaces mq" in notes
-    assert "pod-security.kubernetes.io/enforce=privileged" in notes
+    assert "pod-security.kubernetes.io/enforce=baseline" in notes
     assert f"deployment/{RELEASE}-operator" in notes
 
 

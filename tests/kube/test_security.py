@@ -258,3 +258,40 @@ def _expect_refusal(plane: ControlPlane, operator: Operator) -> None:
         return next((str(c["reason"]) for c in conditions if c["type"] == "StorageReady"), "")
 
     assert _wait_for("StorageReady=False", lambda: storage_reason() == "PodSecurityForbidsHostPath", operator)
+
+
+@pytest.mark.parametrize(("level", "admitted"), [("baseline", True), ("restricted", False)])
+def test_host_path_broker_pods_need_baseline_not_privileged(
+    shoal_crds: ControlPlane, level: str, admitted: bool
+) -> None:
+    """Goal: the least Pod Security level a hostPath Broker needs. Method: a pod from the operator's
+    StatefulSet template (its store claim bound to a hostPath PV, which Pod Security never sees; the
+    prepare-store step as root with CHOWN, FOWNER and DAC_OVERRIDE, all in baseline's list) created with
+    a server dry run in a namespace enforcing `level`: baseline admits it, restricted refuses it."""
+    from shoal.operator import manifests
+    from shoal.operator.spec import broker_spec_from
+
+    plane = shoal_crds
+    namespace = f"psa-{level}"
+    plane.kubectl("create", "namespace", namespace)
+    plane.kubectl("label", "namespace", namespace, f"pod-security.kubernetes.io/enforce={level}")
+    plane.kubectl("create", "serviceaccount", "default", "-n", namespace, check=False)  # before its controller
+    try:
+        body = yaml.safe_load((REPO_ROOT / "examples" / "cluster.yaml").read_text())
+        body["metadata"] = {"name": "orders", "namespace": namespace, "uid": "u-1"}
+        spec = broker_spec_from(body, ("/var/lib/shoal",))
+        template = manifests.group_stateful_set(spec, 0)["spec"]["template"]
+        pod_spec = dict(template["spec"])
+        pod_spec["volumes"] = [*pod_spec["volumes"], {"name": "store", "persistentVolumeClaim": {"claimName": "x"}}]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "orders-g0-0", "namespace": namespace, "labels": template["metadata"]["labels"]},
+            "spec": pod_spec,
+        }
+        result = plane.kubectl("create", "--dry-run=server", "-f", "-", input_text=json.dumps(pod), check=False)
+        assert (result.returncode == 0) is admitted, result.stderr
+        if not admitted:
+            assert "violates PodSecurity" in result.stderr and "runAsUser=0" in result.stderr
+    finally:
+        plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

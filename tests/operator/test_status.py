@@ -114,7 +114,7 @@ def test_pod_security_forbidding_host_path_is_reported() -> None:
     assert conditions["StorageReady"] == ("False", "PodSecurityForbidsHostPath")
     assert conditions["Ready"] == ("False", "StorageUnavailable")
     storage = next(c for c in status["conditions"] if c["type"] == "StorageReady")
-    assert "pod-security.kubernetes.io/enforce=privileged" in storage["message"]
+    assert "pod-security.kubernetes.io/enforce=baseline" in storage["message"]
 
 
 def test_name_servers_down_and_partial() -> None:
