@@ -88,8 +88,8 @@ async def create_topic(namesrv: str) -> None:
         await admin.shutdown()
 
 
-async def send_round(producer: Producer, count: int) -> float:
-    """CPU seconds of this process for `count` pipelined single sends."""
+async def send_round(producer: Producer, count: int) -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds) for `count` pipelined single sends."""
     remaining = count
 
     async def worker() -> None:
@@ -98,13 +98,14 @@ async def send_round(producer: Producer, count: int) -> float:
             remaining -= 1
             await producer.send(Message(TOPIC, PAYLOAD))
 
-    started = time.process_time()
+    started, began = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(WINDOW)))
-    return time.process_time() - started
+    return time.process_time() - started, time.perf_counter() - began
 
 
-async def consume_round(namesrv: str, group: str, expected: int) -> tuple[float, int]:
-    """CPU seconds of this process to pull `expected` records from the start of every queue."""
+async def consume_round(namesrv: str, group: str, expected: int) -> tuple[float, float, int]:
+    """(CPU seconds of this process, wall seconds, records) pulling `expected` records from the
+    start of every queue."""
     consumer = PullConsumer(group, namesrv)
     await consumer.start()
     queues = await consumer.fetch_message_queues(TOPIC)
@@ -120,11 +121,11 @@ async def consume_round(namesrv: str, group: str, expected: int) -> tuple[float,
             got += len(result.messages)
             offset = result.next_begin_offset
 
-    started = time.process_time()
+    started, began = time.process_time(), time.perf_counter()
     await asyncio.gather(*(drain(mq) for mq in queues))
-    cpu_s = time.process_time() - started
+    cpu_s, wall_s = time.process_time() - started, time.perf_counter() - began
     await consumer.shutdown()
-    return cpu_s, got
+    return cpu_s, wall_s, got
 
 
 async def main(args: argparse.Namespace, namesrv: str) -> None:
@@ -136,11 +137,15 @@ async def main(args: argparse.Namespace, namesrv: str) -> None:
     consume_us: list[float] = []
     total = 1
     for round_index in range(args.rounds):
-        send_us.append(await send_round(producer, args.messages) / args.messages * 1e6)
+        send_cpu_s, send_wall_s = await send_round(producer, args.messages)
+        send_us.append(send_cpu_s / args.messages * 1e6)
         total += args.messages
-        cpu_s, got = await consume_round(namesrv, f"CID_cpu_{round_index}", total)
+        cpu_s, wall_s, got = await consume_round(namesrv, f"CID_cpu_{round_index}", total)
         consume_us.append(cpu_s / got * 1e6)
-        print(f"round {round_index}: send {send_us[-1]:.1f} us/msg, consume {consume_us[-1]:.2f} us/record ({got})")
+        print(
+            f"round {round_index}: send {send_us[-1]:.1f} us/msg ({args.messages / send_wall_s:,.0f} msgs/s), "
+            f"consume {consume_us[-1]:.2f} us/record ({got / wall_s:,.0f} records/s, {got})"
+        )
     if args.profile:
         profiler = cProfile.Profile()  # deterministic CPU accounting: self time per function
         profiler.enable()
