@@ -18,7 +18,8 @@ Where this client differs from Load.java, and why:
   (Boolean.parseBoolean) and stores the encoded batch as one message; vs_rocketmq.py leaves batches out
   for this client and fills the recovery CommitLog with bench/py_load.py.
 - A send the client fails locally before anything leaves it ("No route info" after a lock timeout, see
-  `send`) is sent again, up to SEND_ATTEMPTS; the count is `clientRetries` in each result.
+  `send`) is sent again, up to SEND_ATTEMPTS; the count is `clientRetries` in each result. A send that
+  still fails ends the run at once (Load.java would wait for the consumers first).
 Topics are created with shoal.client's Admin (UPDATE_AND_CREATE_TOPIC; the C++ client has no admin API).
 """
 
@@ -29,6 +30,7 @@ import itertools
 import json
 import math
 import os
+import queue
 import random
 import sys
 import threading
@@ -42,8 +44,12 @@ SEND_TIMEOUT_MS = 10_000
 PROBE_TIMEOUT_MS = 1_000
 PROBE_PAUSE_S = 0.02
 CONSUME_BATCH_MAX = 32
-SEND_ATTEMPTS = 3
+SEND_ATTEMPTS = 10
+RETRY_PAUSE_S = (0.001, 0.01)
+LOCAL_FAILURES = ("No route info", "invokeAsync")
+"""How the client reports a send it failed before writing it (see `send`): these are sent again."""
 _names = itertools.count()
+_emitting = threading.Lock()
 _connected: set[int] = set()
 RETRIES: dict[str, int] = {}
 """Sends repeated by the load generator after the client failed them locally (see `send`), by mode."""
@@ -51,7 +57,16 @@ RETRIES: dict[str, int] = {}
 
 
 def emit(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields, "t_ms": int(time.time() * 1000)}), flush=True)
+    line = json.dumps({"event": event, **fields, "t_ms": int(time.time() * 1000)}) + "\n"
+    with _emitting:  # one whole line at a time: senders and the .so's callback threads emit
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def send_failed(mode: str, error: Exception) -> None:
+    """A send given up on: an event, and the reason on stderr (the harness keeps it in load-stderr.log)."""
+    emit("sendFailed", mode=mode, message=str(error)[:300])
+    print(f"{mode} send failed: {error}", file=sys.stderr, flush=True)
 
 
 def parse(argv: list[str]) -> dict[str, str]:
@@ -183,14 +198,38 @@ def send(
             if latency is not None and ok:
                 latency.extend([took_ns] * n)
 
+    def attempts(call: Callable[[], Any]) -> Any:
+        """`call`, repeated while the client fails it locally (returns its result or raises its last error).
+
+        1.2.3's CreateTransport takes its connection-table lock with a timed_lock that on this machine gives
+        up at once whenever another sender thread holds it ("GetTransport of:... get timed_mutex timeout" in
+        its log), and with one broker its own retries find no other queue: it raises "No route info" (async:
+        "invokeAsync" fails before the request is written). Nothing left the client, so the load generator
+        sends again after a short random pause; latencies include every attempt."""
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                return call()
+            except Exception as error:
+                if attempt == SEND_ATTEMPTS or not any(sign in str(error) for sign in LOCAL_FAILURES):
+                    send_failed(mode, error)
+                    raise
+                with lock:
+                    RETRIES[mode] = RETRIES.get(mode, 0) + 1
+                time.sleep(random.uniform(*RETRY_PAUSE_S))
+        raise AssertionError("unreachable")
+
     pending: dict[int, Any] = {}  # async messages by index, alive until their callback (the .so reads them late)
 
-    def send_async(first: int) -> None:
-        window.acquire()
+    resend: queue.SimpleQueue[tuple[int, int, int] | None] = queue.SimpleQueue()
+
+    def send_async(first: int, started: int = 0, attempt: int = 1) -> None:
+        """One async send holding a window slot until its callback; (`started`, `attempt`) when sent again."""
+        if attempt == 1:
+            window.acquire()
+            started = time.perf_counter_ns()
         msg = message(topic, pool[first % len(pool)])
         with lock:
             pending[first] = msg
-        started = time.perf_counter_ns()
 
         def done(ok: bool) -> None:
             record(ok, time.perf_counter_ns() - started, 1)
@@ -198,34 +237,42 @@ def send(
                 pending.pop(first, None)
             window.release()
 
+        def failed(error: Exception) -> None:
+            # A local failure (see `attempts`) comes back here too: sent again from the resend thread, since
+            # calling into the .so from its own callback thread is not safe; the window slot stays taken.
+            if attempt < SEND_ATTEMPTS and any(sign in str(error) for sign in LOCAL_FAILURES):
+                with lock:
+                    RETRIES[mode] = RETRIES.get(mode, 0) + 1
+                resend.put((first, started, attempt + 1))
+                return
+            send_failed(mode, error)
+            done(False)
+
         try:
-            sender.send_async(msg, lambda result: done(result.status == SendStatus.OK), lambda error: done(False))
+            attempts(lambda: sender.send_async(msg, lambda r: done(r.status == SendStatus.OK), failed))
         except Exception:  # rejected before it left
             done(False)
+
+    def resender() -> None:
+        while (item := resend.get()) is not None:
+            time.sleep(random.uniform(*RETRY_PAUSE_S))
+            send_async(*item)
 
     def one(first: int, n: int) -> None:
         if mode == "async":
             send_async(first)
             return
         started = time.perf_counter_ns()
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                if mode == "batch":
-                    result = sender.send_batch([message(topic, pool[(first + i) % len(pool)]) for i in range(n)])
-                else:
-                    result = sender.send_sync(message(topic, pool[first % len(pool)]))
-                break
-            except Exception as error:
-                # 1.2.3's CreateTransport takes its connection-table lock with a timed_lock that here gives up
-                # at once when another sender thread holds it ("GetTransport of:... get timed_mutex timeout"
-                # in its log); with one broker its own retries find no other queue and it raises
-                # "No route info". Nothing left the client: send again, the latency includes every attempt.
-                if attempt == SEND_ATTEMPTS or "No route info" not in str(error):
-                    emit("sendFailed", mode=mode, message=str(error)[:300])
-                    record(False, 0, n)
-                    return
-                with lock:
-                    RETRIES[mode] = RETRIES.get(mode, 0) + 1
+        try:
+            if mode == "batch":
+                result = attempts(
+                    lambda: sender.send_batch([message(topic, pool[(first + i) % len(pool)]) for i in range(n)])
+                )
+            else:
+                result = attempts(lambda: sender.send_sync(message(topic, pool[first % len(pool)])))
+        except Exception:
+            record(False, 0, n)
+            return
         record(result.status == SendStatus.OK, time.perf_counter_ns() - started, n)
 
     def worker() -> None:
@@ -238,7 +285,12 @@ def send(
     if id(sender) not in _connected and (taken := take()) is not None:
         one(*taken)
         _connected.add(id(sender))
-    workers = [threading.Thread(target=worker, name=f"send-{t}") for t in range(threads)]
+    # Async sends are submitted from one thread: with several callers 1.2.3's connection table (see `attempts`)
+    # also drops and reopens the live connection, failing hundreds of sends in flight on it.
+    submitters = 1 if mode == "async" else threads
+    workers = [threading.Thread(target=worker, name=f"send-{t}") for t in range(submitters)]
+    resending = threading.Thread(target=resender, name="resend", daemon=True)
+    resending.start()
     for thread in workers:
         thread.start()
     for thread in workers:
@@ -248,6 +300,8 @@ def send(
         for _ in range(max(1, inflight)):
             if not window.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 raise RuntimeError(f"async sends still outstanding after {WAIT_S} s")
+    resend.put(None)
+    resending.join()
     return failures
 
 
@@ -293,6 +347,8 @@ def load(args: dict[str, str]) -> None:
             failures = send(sender, topic, mode, measured, threads, inflight, batch_size, pool, latency)
             produce_s = time.perf_counter() - started
             emit("phase", mode=mode, phase="produced")
+            if failures or warm_failures:  # the consumers would wait for the missing messages until WAIT_S
+                raise RuntimeError(f"{mode}: {failures + warm_failures} sends failed ({RETRIES} sent again)")
             live_done = live.finished()
             live.consumer.shutdown()
             drain = Counter(args["namesrv"], f"{topic}_drain", topic, measured + warm, None)

@@ -107,13 +107,15 @@ def test_cpp_client_drives_both_brokers(tmp_path: Path) -> None:
     if importlib.util.find_spec("rocketmq") is None:
         _missing("PyPI rocketmq 0.4.4 (the C++ client) is not installed: it exists for Linux x86_64 only")
     table = tmp_path / "table.md"
-    report, stdout = run_quick(tmp_path, "--client", "cpp", "--configs", "ASYNC_FLUSH", "--markdown", str(table))
+    report, stdout = run_quick(
+        tmp_path, "--client", "cpp", "--configs", "ASYNC_FLUSH", "--recovery-mb", "16", "--markdown", str(table)
+    )
     assert report["meta"]["args"]["client"] == "cpp"
     check_rows(report, stdout, ("ASYNC_FLUSH",), recovery=True, modes=("sync", "async"))
     # Sends the client failed locally and the load generator repeated stay few (see cpp_load.send).
     for run in report["runs"]:
         for figures in run["result"]["modes"].values():
-            assert 0 <= figures["clientRetries"] <= 3, (run["system"], figures)
+            assert 0 <= figures["clientRetries"] <= figures["sent"] // 20, (run["system"], figures)
     written = table.read_text()
     assert written.startswith("| configuration |") and "client: cpp" in written
     assert [line for line in written.splitlines() if line.startswith("| ")] == [
