@@ -397,8 +397,13 @@ def timed_start(
     java.events(probe, until="ready")
     launched = time.time()
     broker = system.start_broker(name, directory, settings)
-    accepted = [event for event in java.events(probe) if event["event"] == "accepted"]
+    try:
+        accepted = [event for event in java.events(probe) if event["event"] == "accepted"]
+    except SystemExit:
+        broker.stop()
+        raise
     if not accepted:
+        broker.stop()
         raise SystemExit(f"{system.name}: the probe saw no SEND_OK")
     return broker, accepted[0]["t_ms"] / 1000 - launched
 
@@ -493,8 +498,10 @@ def recovery(java: Java, system: System, args: argparse.Namespace, work: Path) -
     name = "bench-recovery"
     settings = {**CONFIGS["ASYNC_FLUSH"], "brokerName": name, **segment(args)}
     count = args.recovery_mb * 1024 * 1024 // RECORD_BYTES_MIN
+    started: list[Broker] = []  # stopped on the way out, also when the fill or the probe fails
     try:
         broker = system.start_broker(name, directory, settings)
+        started.append(broker)
         fill = java.spawn(
             {
                 "role": "fill",
@@ -510,7 +517,7 @@ def recovery(java: Java, system: System, args: argparse.Namespace, work: Path) -
         commitlog = directory / "store" / "commitlog"
         broker.stop(signal.SIGKILL)
         broker, recovery_s = timed_start(java, system, name, directory, settings, "BenchFill")
-        broker.stop()
+        started.append(broker)
         return {
             "messages": count,
             "fillSeconds": filled["seconds"],
@@ -518,6 +525,8 @@ def recovery(java: Java, system: System, args: argparse.Namespace, work: Path) -
             "commitlog": str(commitlog),
         }
     finally:
+        for running in started:
+            running.stop()
         shutil.rmtree(directory, ignore_errors=True)
 
 
