@@ -51,6 +51,17 @@ log = logging.getLogger("pod_runner")
 
 RUNNER_POD_CIDR = "127.65.0.0/16"
 """Apart from KWOK's 127.64.0.0/16, so an address is never handed out twice."""
+API_SERVICE_IP = "127.66.0.1"
+"""Where the runner's kube-proxy serves the `kubernetes` Service (port 443 -> the API server): in-cluster
+clients such as Spark use https://kubernetes.default.svc, which /etc/hosts points here."""
+API_SERVICE_NAMES = (
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+CLUSTER_DOMAIN = "cluster.local"
+PROXY_BUFFER_BYTES = 64 * 1024
 NODE_IP = "127.0.0.1"
 POLL_INTERVAL_S = 0.5
 WORKER_TICK_S = 0.2
@@ -157,7 +168,7 @@ class Container:
         self.termination_file.write_bytes(b"")
         with self.log_path.open("ab") as output:
             self.process = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", str(self.script)],
+                ["unshare", "--mount", "--uts", "--propagation", "private", "sh", str(self.script)],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -356,6 +367,7 @@ class PodWorker:
                 argv(image, spec, env),
                 spec.get("workingDir") or image.workdir,
                 (termination, spec.get("terminationMessagePath") or TERMINATION_LOG_PATH),
+                dns_names(self.pod)[-1],
             )
         )
         log_path = runner.work_dir / "logs" / f"{pod_dir.name}_{name}.log"
@@ -480,6 +492,60 @@ class PodWorker:
                 raise
 
 
+class ServiceProxy:
+    """kube-proxy for one Service: TCP from listen_ip:port to `upstream` (host:port), a thread per direction."""
+
+    def __init__(self, listen_ip: str, port: int, upstream: str) -> None:
+        host, _, upstream_port = upstream.partition(":")
+        self.upstream = (host, int(upstream_port))
+        self.server = socket.create_server((listen_ip, port))
+        self.server.settimeout(POLL_INTERVAL_S)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._accept, name=f"proxy {listen_ip}:{port}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=STOP_WAIT_S)
+        self.server.close()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=STOP_WAIT_S)
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=self._serve, args=(client, upstream), daemon=True).start()
+
+    def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
+        back = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
+        back.start()
+        self._pump(client, upstream)
+        back.join()
+        client.close()
+        upstream.close()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        source.settimeout(None)
+        try:
+            while chunk := source.recv(PROXY_BUFFER_BYTES):
+                target.sendall(chunk)
+            target.shutdown(socket.SHUT_WR)
+        except OSError:
+            with contextlib.suppress(OSError):
+                target.shutdown(socket.SHUT_RDWR)
+
+
 class PodRunner:
     """Start with start(), stop with stop(): polls pods and runs those of `images` on `node_names`."""
 
@@ -502,6 +568,9 @@ class PodRunner:
         self._workers: dict[str, PodWorker] = {}
         self._addresses: dict[str, str] = {}
         self._records: dict[str, tuple[str, list[str]]] = {}
+        self._service_records: dict[str, list[str]] = {API_SERVICE_IP: list(API_SERVICE_NAMES)}
+        self._hosts = ""
+        self._proxy = ServiceProxy(API_SERVICE_IP, 443, api_server.removeprefix("https://"))
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._network = ipaddress.ip_network(RUNNER_POD_CIDR)
@@ -558,9 +627,42 @@ class PodRunner:
         records: dict[str, list[str]] = {}
         for ip, names in self._records.values():
             records.setdefault(ip, []).extend(names)
+        for ip, names in self._service_records.items():
+            records.setdefault(ip, []).extend(names)
+        text = hosts_text(records)
+        if text == self._hosts:
+            return
         partial = self.hosts_dir / f".{HOSTS_FILE}.partial"
-        partial.write_text(hosts_text(records))
+        partial.write_text(text)
         os.replace(partial, self.hosts_dir / HOSTS_FILE)
+        self._hosts = text
+
+    def _refresh_services(self) -> None:
+        """Cluster DNS for headless Services (Spark's driver Service among them): their names resolve
+        to the addresses in their EndpointSlices, as CoreDNS answers them."""
+        records: dict[str, list[str]] = {API_SERVICE_IP: list(API_SERVICE_NAMES)}
+        headless = {
+            (svc["metadata"]["namespace"], svc["metadata"]["name"])
+            for svc in self.api.items("/api/v1/services")
+            if svc["spec"].get("clusterIP") == "None"
+        }
+        for piece in self.api.items("/apis/discovery.k8s.io/v1/endpointslices"):
+            owner = (
+                piece["metadata"]["namespace"],
+                (piece["metadata"].get("labels") or {}).get("kubernetes.io/service-name"),
+            )
+            if owner not in headless:
+                continue
+            namespace, service = owner
+            for endpoint in piece.get("endpoints") or []:
+                names = [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.{CLUSTER_DOMAIN}"]
+                for address in endpoint.get("addresses") or []:
+                    known = records.setdefault(address, [])
+                    known.extend(n for n in names if n not in known)
+                break  # one address per name: /etc/hosts answers with the first line anyway
+        with self._lock:
+            self._service_records = records
+            self._write_hosts_locked()
 
     # ------------------------------------------------------------ the loop
 
@@ -569,6 +671,7 @@ class PodRunner:
         self.hosts_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             self._write_hosts_locked()
+        self._proxy.start()
         self._thread = threading.Thread(target=self._loop, name="pod runner", daemon=True)
         self._thread.start()
 
@@ -580,6 +683,7 @@ class PodRunner:
         for worker in list(self._workers.values()):
             if worker.thread is not None:
                 worker.thread.join(timeout=STOP_WAIT_S + 5)
+        self._proxy.stop()
         self._log.close()
 
     def _ours(self, pod: Mapping[str, Any]) -> bool:
@@ -591,6 +695,7 @@ class PodRunner:
         while not self.stopping.wait(POLL_INTERVAL_S):
             try:
                 pods = [pod for pod in self.api.items("/api/v1/pods") if self._ours(pod)]
+                self._refresh_services()
             except (ApiError, OSError) as error:
                 log.warning("listing pods failed: %s", error)
                 continue

@@ -6,14 +6,16 @@ this machine's files (the venv's `shoal`, Java, pyspark) as its image, writes th
 and the pod's volumes bind-mounted at exactly the pod's mountPaths. Nothing in the pod spec is
 rewritten: `/store`, `/etc/shoal/config`, `/tmp` are what the process opens, as in the image.
 
-`/etc/hosts` is a symlink to a file the runner rewrites by rename (cluster DNS for the pod names
-of headless Services, as CoreDNS would answer them). There are no network namespaces: pods share
-this machine's network, each on its own pod IP in 127.0.0.0/8, so the runner tells the Shoal
-entrypoint which address to bind (SHOAL_LISTEN_HOST, as for a hostNetwork pod).
+Each container has a UTS namespace with the pod's hostname, which `/etc/hosts` resolves to the pod
+IP as kubelet's hosts file does. `/etc/hosts` is a symlink to a file the runner rewrites by rename:
+cluster DNS for pod names and headless Services, as CoreDNS would answer them. There are no network
+namespaces: pods share this machine's network, each on its own pod IP in 127.0.0.0/8, so the runner
+tells the Shoal entrypoint which address to bind (SHOAL_LISTEN_HOST, as for a hostNetwork pod).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOSTS_MOUNT = "/run/shoal-hosts"
 HOSTS_FILE = "hosts"
+SYMLINK_HOPS_MAX = 40
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 
 Object = dict[str, Any]
@@ -143,6 +146,34 @@ def container_env(
     return env
 
 
+def resolve_in_root(path: str, root: Path = Path("/")) -> str:
+    """`path` with the symlinks of the root's lower layer (this machine's `/`) followed inside that root:
+    /var/run/secrets is /run/secrets on Debian, and a mkdir through `$R/var/run` (-> /run) would leave
+    the sandbox and create folders on this machine."""
+    parts = [part for part in path.split("/") if part]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = root.joinpath(*resolved, part)
+        if candidate.is_symlink():
+            hops += 1
+            assert hops < SYMLINK_HOPS_MAX, f"too many symlinks under {path}"
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            parts = [p for p in target.split("/") if p] + parts
+            continue
+        resolved.append(part)
+    return "/" + "/".join(resolved)
+
+
 def sandbox_script(
     layer: Path,
     image: Image,
@@ -152,12 +183,15 @@ def sandbox_script(
     words: Sequence[str],
     workdir: str,
     termination_log: tuple[Path, str] | None = None,
+    hostname: str = "",
 ) -> str:
-    """A POSIX sh script for `unshare --mount --propagation private sh SCRIPT`: build the root, mount
-    the volumes, then `exec chroot` into the container's command (same PID all the way)."""
+    """A POSIX sh script for `unshare --mount --uts --propagation private sh SCRIPT`: set the pod's
+    hostname, build the root, mount the volumes, then `exec chroot` into the container's command (same
+    PID all the way)."""
     q = shlex.quote
     lines = [
         "set -eu",
+        *([f"hostname {q(hostname)}"] if hostname else []),
         f"L={q(str(layer))}",
         'mkdir -p "$L"',
         'mount -t tmpfs -o mode=0755 shoal-layer "$L"',
@@ -183,7 +217,7 @@ def sandbox_script(
         binds.append(Mount(termination_log[0], termination_log[1], False))
     binds.append(Mount(hosts_dir, HOSTS_MOUNT, True))
     for bind in binds:
-        target = f'"$R"{q(bind.target)}'
+        target = f'"$R"{q(resolve_in_root(bind.target))}'
         if bind.source.is_dir():
             lines.append(f"mkdir -p {target}")
         else:
@@ -192,8 +226,8 @@ def sandbox_script(
         if bind.read_only:
             lines.append(f"mount -o remount,bind,ro {target}")
     lines += [
-        f'rm -f "$R/etc/hosts" && ln -s {q(HOSTS_MOUNT + "/" + HOSTS_FILE)} "$R/etc/hosts"',
-        f'mkdir -p "$R"{q(workdir)}',
+        f'rm -f "$R"{q(resolve_in_root("/etc/hosts"))} && ln -s {q(HOSTS_MOUNT + "/" + HOSTS_FILE)} "$R/etc/hosts"',
+        f'mkdir -p "$R"{q(resolve_in_root(workdir))}',
         'exec chroot "$R" /usr/bin/env -i '
         + " ".join(q(f"{key}={value}") for key, value in env.items())
         + ' /bin/sh -c \'cd "$0" && exec "$@"\' '

@@ -276,3 +276,71 @@ def test_a_scheduled_store_analysis_runs_spark_on_a_slave_store(
     assert asyncio.run(role()) == "SLAVE", target  # replica PreferSlave
     job_pods = {e.pod for e in pod_runner.events_of("exit", f"{NAMESPACE}/{target['job']}")}
     assert len(job_pods) == 1, job_pods
+
+
+def _spark_account(plane: ControlPlane) -> None:
+    """The `shoal-spark` ServiceAccount docs/analysis.md asks for: it may manage pods, Services, ConfigMaps
+    and claims in the namespace (spark-submit makes the driver, the driver its executors)."""
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "shoal-spark", "namespace": NAMESPACE},
+    }
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "shoal-spark", "namespace": NAMESPACE},
+        "rules": [{"apiGroups": [""], "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+                   "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch", "update"]},
+                  # Spark 4 also applies a NetworkPolicy per application (docs/analysis.md did not say so).
+                  {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+                   "verbs": ["create", "get", "list", "watch", "delete", "patch", "update"]}],
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "shoal-spark", "namespace": NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "shoal-spark"},
+        "subjects": [{"kind": "ServiceAccount", "name": "shoal-spark", "namespace": NAMESPACE}],
+    }
+    plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump_all([account, role, binding]))
+
+
+def test_spark_on_kubernetes_runs_driver_and_executor_pods_over_the_store(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """runner SparkSubmit, run now: the Job's pod runs `spark-submit --master k8s://https://kubernetes.default.svc
+    --deploy-mode cluster` against this API server; the driver pod Spark makes and the executor pod the driver
+    asks for run as processes (Dockerfile.spark's entrypoint), the executor reads the store through the
+    hostPath volume, and the driver's summary reaches status.lastRun."""
+    plane = shoal_crds
+    _spark_account(plane)
+    body = yaml.safe_load((REPO_ROOT / "examples" / "storeanalysis.yaml").read_text())
+    body["metadata"] = {"name": "onk8s", "namespace": NAMESPACE, "annotations": {"shoal.io/run-now": "first"}}
+    body["spec"]["clusterRef"]["name"] = CLUSTER
+    body["spec"]["spark"] = {
+        "runner": "SparkSubmit",
+        "image": SPARK_PROCESS_IMAGE,
+        "executor": {"instances": 1, "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}},
+        "driver": {"resources": {"requests": {"cpu": "1", "memory": "512Mi"}}},
+        "sparkConf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+    }
+    plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
+
+    def last_run() -> dict[str, Any]:
+        found: dict[str, Any] = _get(plane, "storeanalysis", "onk8s").get("status", {}).get("lastRun") or {}
+        return found
+
+    wait_until(lambda: last_run().get("phase") in ("Succeeded", "Failed"), ANALYSIS_TIMEOUT_S, interval_s=2,
+               what="the spark-submit run to finish")  # fmt: skip
+    run = last_run()
+    assert run["phase"] == "Succeeded", (run, operator.output()[-3000:])
+    (target,) = run["targets"]
+    assert target["summary"]["ok"] is True and target["summary"]["messages"] >= MESSAGES, target
+    exits = {e.pod.rsplit("/", 1)[1]: e.detail for e in pod_runner.events_of("exit", f"{NAMESPACE}/")}
+    driver = f"{target['job']}-driver"
+    submitters = [n for n in exits if n.startswith(target["job"] + "-") and n != driver]
+    executors = [n for n in exits if "-exec-" in n]  # named by the job's app name
+    assert exits.get(driver) == "code 0", exits
+    assert len(submitters) == 1 and exits[submitters[0]] == "code 0", exits
+    assert executors and all(exits[n] == "code 0" for n in executors), exits
