@@ -357,8 +357,13 @@ def test_image_change_rolls_the_slave_before_the_master(kube: Kube) -> None:
     new = {name: kube.pod(name) for name in (master, slave)}
     assert _creation(new[slave]) <= _creation(new[master])
     wait_until(kube.broker_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what="Broker Ready after the roll")
-    progressing = kube.condition("Progressing")
-    assert progressing.get("status") == "False" and progressing.get("reason") == "UpToDate", progressing
+
+    def up_to_date() -> bool:
+        # Ready (serving) can come a reconcile before Progressing notes that the restarted master is back.
+        progressing = kube.condition("Progressing")
+        return progressing.get("status") == "False" and progressing.get("reason") == "UpToDate"
+
+    wait_until(up_to_date, READY_TIMEOUT_S, POLL_INTERVAL_S, what="Progressing False (UpToDate) after the roll")
 
 
 def test_store_analysis_run_now_succeeds(kube: Kube) -> None:

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kube.control_plane import PROCESS_IMAGES, ControlPlane
+from tests.kube.control_plane import E2E_IMAGES, PROCESS_IMAGES, ControlPlane
 from tests.kube.kube_api import KubeApi
 from tests.kube.pod_runner import PodRunner
-from tests.kube.pod_sandbox import shoal_image, spark_image
+from tests.kube.pod_sandbox import e2e_tests_image, shoal_image, spark_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -147,7 +147,14 @@ def pod_runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFac
         admin_api(control_plane),
         work_dir,
         control_plane.node_names,
-        {SHOAL_PROCESS_IMAGE: shoal_image(), SPARK_PROCESS_IMAGE: spark_image(work_dir)},
+        {
+            SHOAL_PROCESS_IMAGE: shoal_image(),
+            SPARK_PROCESS_IMAGE: spark_image(work_dir),
+            # tests/e2e/run-kind.sh's images: the broker image (twice, for the roll), Spark's, the tests'.
+            **dict(
+                zip(E2E_IMAGES, (shoal_image(), shoal_image(), spark_image(work_dir), e2e_tests_image()), strict=True)
+            ),
+        },
         control_plane.server,
     )
     runner.start()

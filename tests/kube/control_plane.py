@@ -38,6 +38,8 @@ POLL_INTERVAL_S = 0.2
 CERT_DAYS = 2
 LOG_TAIL_LINES = 30
 PROCESS_IMAGES = ("shoal.test/shoal:process", "shoal.test/shoal-spark:process")
+E2E_IMAGES = ("shoal:e2e", "shoal:e2e-roll", "shoal-spark:e2e", "shoal-e2e-tests:e2e")
+"""The images tests/e2e/run-kind.sh builds; the runner plays them too (tests/kube/test_kind_steps.py)."""
 """Pods of these images are run as local processes by tests/kube/pod_runner.py; KWOK's pod stages
 (Running, Ready, Job completion, deletion) skip them, as kubelet's work is the runner's there."""
 OPENSSL_TIMEOUT_S = 30.0
@@ -235,7 +237,7 @@ class ControlPlane:
         for stage in stages:
             if stage["spec"]["resourceRef"]["kind"] == "Pod":
                 stage["spec"]["selector"]["matchExpressions"].append(
-                    {"key": ".spec.containers.[].image", "operator": "NotIn", "values": list(PROCESS_IMAGES)}
+                    {"key": ".spec.containers.[].image", "operator": "NotIn", "values": [*PROCESS_IMAGES, *E2E_IMAGES]}
                 )
         path = self.work_dir / "kwok-stages.yaml"
         path.write_text(yaml.safe_dump_all(stages))

@@ -3,7 +3,7 @@
 It polls the API server for pods bound to the KWOK nodes whose containers use an image it knows
 (KWOK's own stages leave those pods alone, control_plane.PROCESS_IMAGES), and for each one:
 
-1. gives it a pod IP (stable per namespace/name, in RUNNER_POD_CIDR) and its volumes as folders
+1. gives it a pod IP (stable per namespace/name, in a /24 of RUNNER_POD_CIDR) and its volumes as folders
    (pod_volumes.py), publishes its DNS names, patches status: Pending with the IP;
 2. runs the init containers to completion, then the containers, each a local process in a
    sandbox of its own (pod_sandbox.py): the image's entrypoint with the pod's command/args and env;
@@ -23,6 +23,7 @@ import http.client
 import ipaddress
 import logging
 import os
+import random
 import signal
 import socket
 import ssl
@@ -50,10 +51,12 @@ from tests.kube.pod_volumes import VolumeNotReady, object_data, volume_directory
 log = logging.getLogger("pod_runner")
 
 RUNNER_POD_CIDR = "127.65.0.0/16"
-"""Apart from KWOK's 127.64.0.0/16, so an address is never handed out twice."""
-API_SERVICE_IP = "127.66.0.1"
-"""Where the runner's kube-proxy serves the `kubernetes` Service (port 443 -> the API server): in-cluster
-clients such as Spark use https://kubernetes.default.svc, which /etc/hosts points here."""
+"""Apart from KWOK's 127.64.0.0/16, so an address is never handed out twice. Each runner takes one /24
+(block b: 127.65.b.0/24), so test sessions running at once on one machine never share an address."""
+API_SERVICE_NET = "127.66.0.0/16"
+"""The runner with block b serves the `kubernetes` Service on 127.66.b.1:443 (its kube-proxy, to the API
+server): in-cluster clients such as Spark use https://kubernetes.default.svc, which /etc/hosts points there."""
+BLOCK_ATTEMPTS_MAX = 32
 API_SERVICE_NAMES = (
     "kubernetes",
     "kubernetes.default",
@@ -497,6 +500,7 @@ class ServiceProxy:
 
     def __init__(self, listen_ip: str, port: int, upstream: str) -> None:
         host, _, upstream_port = upstream.partition(":")
+        self.listen_ip = listen_ip
         self.upstream = (host, int(upstream_port))
         self.server = socket.create_server((listen_ip, port))
         self.server.settimeout(POLL_INTERVAL_S)
@@ -568,14 +572,26 @@ class PodRunner:
         self._workers: dict[str, PodWorker] = {}
         self._addresses: dict[str, str] = {}
         self._records: dict[str, tuple[str, list[str]]] = {}
-        self._service_records: dict[str, list[str]] = {API_SERVICE_IP: list(API_SERVICE_NAMES)}
+        self._proxy, block = self._claim_block(api_server.removeprefix("https://"))
+        self.api_service_ip = self._proxy.listen_ip
+        self._service_records: dict[str, list[str]] = {self.api_service_ip: list(API_SERVICE_NAMES)}
         self._hosts = ""
-        self._proxy = ServiceProxy(API_SERVICE_IP, 443, api_server.removeprefix("https://"))
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._network = ipaddress.ip_network(RUNNER_POD_CIDR)
+        self._network = list(ipaddress.ip_network(RUNNER_POD_CIDR).subnets(new_prefix=24))[block]
         self._started_s = time.monotonic()
         self._log = (work_dir / "runner.log").open("a", buffering=1)
+
+    @staticmethod
+    def _claim_block(upstream: str) -> tuple[ServiceProxy, int]:
+        """A free /24 block: the one whose kube-proxy address this runner could bind."""
+        services = list(ipaddress.ip_network(API_SERVICE_NET).subnets(new_prefix=24))
+        for block in random.sample(range(1, len(services)), BLOCK_ATTEMPTS_MAX):
+            try:
+                return ServiceProxy(str(services[block][1]), 443, upstream), block
+            except OSError:
+                continue  # another session's runner holds it
+        raise RuntimeError(f"no free address block in {API_SERVICE_NET} after {BLOCK_ATTEMPTS_MAX} attempts")
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -640,7 +656,7 @@ class PodRunner:
     def _refresh_services(self) -> None:
         """Cluster DNS for headless Services (Spark's driver Service among them): their names resolve
         to the addresses in their EndpointSlices, as CoreDNS answers them."""
-        records: dict[str, list[str]] = {API_SERVICE_IP: list(API_SERVICE_NAMES)}
+        records: dict[str, list[str]] = {self.api_service_ip: list(API_SERVICE_NAMES)}
         headless = {
             (svc["metadata"]["namespace"], svc["metadata"]["name"])
             for svc in self.api.items("/api/v1/services")

@@ -43,6 +43,8 @@ class Image:
     env: Mapping[str, str]
     workdir: str
     files: Mapping[str, Path] = field(default_factory=dict)
+    directories: tuple[str, ...] = ()
+    """Empty folders the image has (under /tmp too, which each container gets fresh)."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,7 @@ def sandbox_script(
         'ln -s /proc/self/fd/1 "$R/dev/stdout" && ln -s /proc/self/fd/2 "$R/dev/stderr"',
         # The image's own /tmp is empty; this machine's must not show through.
         'mount -t tmpfs -o mode=1777 shoal-tmp "$R/tmp"',
+        *(f'mkdir -p "$R"{q(resolve_in_root(d))}' for d in image.directories),
     ]
     binds = [Mount(source, target, True) for target, source in image.files.items()]
     binds += sorted(mounts, key=lambda m: m.target.count("/"))
@@ -307,4 +310,25 @@ def spark_image(work_dir: Path) -> Image:
         },
         workdir="/home/shoal",
         files={SPARK_ENTRYPOINT: entrypoint, SPARK_JOBS: REPO_ROOT / "spark" / "jobs"},
+    )
+
+
+def e2e_tests_image() -> Image:
+    """tests/e2e/Dockerfile: the Shoal image plus pytest, the C++ client and the e2e tests under /e2e."""
+    base = shoal_image()
+    tests = REPO_ROOT / "tests"
+    return Image(
+        entrypoint=(),
+        cmd=("python", "-m", "pytest", "-p", "no:cacheprovider", "-ra", "-m", "e2e", "tests/e2e/test_kind.py"),
+        # The image has pytest alone; this venv's plugins (pytest-asyncio, ...) must not load there.
+        env={**base.env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        workdir="/e2e",
+        directories=("/tmp/home",),
+        files={
+            **base.files,
+            "/e2e/tests/conftest.py": tests / "conftest.py",
+            "/e2e/tests/e2e": tests / "e2e",
+            "/e2e/tests/scenarios/cpp_client_scenarios.py": tests / "scenarios" / "cpp_client_scenarios.py",
+            "/e2e/examples": REPO_ROOT / "examples",
+        },
     )
