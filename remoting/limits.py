@@ -6,6 +6,7 @@ CONNECT_TIMEOUT_S = 3.0  # default for opening a connection
 REQUEST_TIMEOUT_S = 3.0  # default wait for a response
 PENDING_REQUESTS_MAX_COUNT = 65_536  # per connection; beyond this a caller is refused at once
 OPAQUE_MAX = 2**31 - 1  # opaque is a Java int; request ids wrap below it
+WRITE_COALESCE_MAX_S = 100e-6  # frames sent within this long of the last write wait to share the next one
 
 assert CONNECT_TIMEOUT_S > 0 and REQUEST_TIMEOUT_S > 0 and PENDING_REQUESTS_MAX_COUNT <= OPAQUE_MAX
 

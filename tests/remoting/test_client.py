@@ -25,6 +25,7 @@ from shoal.protocol import (
     make_response,
 )
 from shoal.remoting import RemotingClient, RemotingConnectError, RemotingError, RemotingTimeoutError, split_address
+from shoal.remoting import limits as remoting_limits
 from tests.conftest import async_wait_until
 
 Handler = Callable[["FakeServer", RemotingCommand], Awaitable[None]]
@@ -186,10 +187,14 @@ class CountingTransport:
         return getattr(self.inner, name)
 
 
-def test_frames_sent_in_one_loop_turn_leave_in_two_writes_in_order() -> None:
-    """Goal: pipelined requests are coalesced (the first frame of a turn at once, the rest at its
-    end), order kept. Method: 200 invokes started together through a transport that counts
-    writes; the server sees 0..199."""
+@pytest.mark.parametrize(("coalesce_s", "writes"), [(60.0, 2), (0.0, 200)])
+def test_frames_of_one_loop_turn_share_writes_within_the_coalescing_bound(
+    monkeypatch: pytest.MonkeyPatch, coalesce_s: float, writes: int
+) -> None:
+    """Goal: pipelined requests share writes (the first frame of a turn at once, the rest with
+    the next write past the bound or at the turn's end), order kept. Method: 200 invokes started
+    together through a transport that counts writes, with a bound nothing reaches, then with none."""
+    monkeypatch.setattr(remoting_limits, "WRITE_COALESCE_MAX_S", coalesce_s)
 
     async def run() -> None:
         async with FakeServer(echo) as server:
@@ -202,7 +207,7 @@ def test_frames_sent_in_one_loop_turn_leave_in_two_writes_in_order() -> None:
             results = await asyncio.gather(*(client.invoke(server.address, 10, {"n": str(i)}) for i in range(200)))
             assert [result.remark for result in results] == [str(i) for i in range(200)]
             assert [command.ext_fields["n"] for command in server.received[1:]] == [str(i) for i in range(200)]
-            assert counting.writes == 2
+            assert counting.writes == writes
             connection.transport = counting.inner
             await client.close()
 
