@@ -601,6 +601,10 @@ class PodRunner:
             self.events.append(event)
         self._log.write(f"{event.time_s:9.2f} {kind:8} {pod} {container} {detail}\n")
 
+    def elapsed_s(self) -> float:
+        """Now on the clock of `Event.time_s`."""
+        return time.monotonic() - self._started_s
+
     def events_of(self, kind: str, prefix: str = "") -> list[Event]:
         with self._lock:
             return [e for e in self.events if e.kind == kind and e.pod.startswith(prefix)]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shoal.client import Admin, Message, Producer
+from shoal.client import Admin, Message, MessageQueue, Producer, PullConsumer, PullStatus
 from tests.conftest import wait_until
 from tests.kube.conftest import SHOAL_PROCESS_IMAGE, SPARK_PROCESS_IMAGE, Helm
 from tests.kube.control_plane import ControlPlane, write_kubeconfig
@@ -344,3 +344,71 @@ def test_spark_on_kubernetes_runs_driver_and_executor_pods_over_the_store(
     assert exits.get(driver) == "code 0", exits
     assert len(submitters) == 1 and exits[submitters[0]] == "code 0", exits
     assert executors and all(exits[n] == "code 0" for n in executors), exits
+
+
+def test_scale_down_drains_a_group_before_its_pods_go(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """groups 2 -> 1: the operator wipes fleet-g1's write permission and keeps its pods while a consumer
+    group has messages left there; once they are read and committed, it deletes the group and the
+    runner stops both of its brokers, never before."""
+    plane = shoal_crds
+    group = f"{CLUSTER}-g1"
+    plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"groups":2}}')
+    for ordinal in (0, 1):
+        wait_until(
+            lambda o=ordinal: _pod_ready(plane, f"{group}-{o}"), READY_TIMEOUT_S, what=f"{group}-{ordinal} Ready"
+        )
+
+    async def g1_queues(consumer: PullConsumer) -> list[MessageQueue]:
+        return [q for q in await consumer.fetch_message_queues("OrderEvents") if q.broker_name == group]
+
+    async def reaches_g1() -> bool:
+        async with PullConsumer("CID_drain", [_name_server(plane)]) as consumer:
+            return bool(await g1_queues(consumer))
+
+    wait_until(lambda: asyncio.run(reaches_g1()), READY_TIMEOUT_S, interval_s=2, what="the Topic on the new group")
+
+    async def leave_messages() -> None:
+        async with PullConsumer("CID_drain", [_name_server(plane)]) as consumer:
+            for queue in await g1_queues(consumer):
+                await consumer.update_offset(queue, 0)  # the group consumes g1 from its start
+            (first,) = [q for q in await g1_queues(consumer) if q.queue_id == 0]
+        async with Producer("PID_drain", [_name_server(plane)]) as producer:
+            for index in range(MESSAGES):
+                await producer.send(Message("OrderEvents", f"drain {index}".encode()), queue=first)
+
+    asyncio.run(leave_messages())
+    plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"groups":1}}')
+    waiting = f"{group}: draining, {MESSAGES} messages not consumed yet"
+
+    def progressing() -> dict[str, Any]:
+        conditions = _get(plane, "broker", CLUSTER).get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Progressing"), {})
+
+    wait_until(lambda: waiting in progressing().get("message", ""), READY_TIMEOUT_S, what=f"Progressing: {waiting}")
+    assert progressing()["reason"] == "Draining"
+    assert not pod_runner.events_of("stop", f"{NAMESPACE}/{group}-")
+
+    async def read_out() -> int:
+        read = 0
+        async with PullConsumer("CID_drain", [_name_server(plane)]) as consumer:
+            for queue in await g1_queues(consumer):
+                offset = await consumer.fetch_offset(queue) or 0
+                result = await consumer.pull(queue, "*", offset, 32)
+                if result.status is PullStatus.FOUND:
+                    read += len(result.messages)
+                    await consumer.update_offset(queue, result.next_begin_offset)
+        return read
+
+    assert asyncio.run(read_out()) == MESSAGES
+    drained_s = pod_runner.elapsed_s()
+    assert not pod_runner.events_of("stop", f"{NAMESPACE}/{group}-")
+
+    def stopped() -> list[str]:
+        return sorted({e.pod for e in pod_runner.events_of("stop", f"{NAMESPACE}/{group}-")})
+
+    wait_until(lambda: len(stopped()) == 2, READY_TIMEOUT_S, what=f"both pods of {group} stopped")
+    assert all(e.time_s > drained_s for e in pod_runner.events_of("stop", f"{NAMESPACE}/{group}-"))
+    assert f"scale-down: {group}: drained" in operator.output()
+    _wait_ready(plane, operator, f"broker/{CLUSTER}")
