@@ -209,9 +209,11 @@ CONNECTIONS = between(1, limits.CONNECTIONS_MAX_COUNT)
 ACL_KEY = Allowed(
     f"nothing, or {limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE + 1}..{limits.ACL_KEY_LENGTH_MAX} characters without blanks "
     "(RocketMQ's rule for ACL keys)",
-    lambda value: isinstance(value, str)
-    and (value == "" or (limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE < len(value) <= limits.ACL_KEY_LENGTH_MAX))
-    and not any(character.isspace() for character in value),
+    lambda value: (
+        isinstance(value, str)
+        and (value == "" or (limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE < len(value) <= limits.ACL_KEY_LENGTH_MAX))
+        and not any(character.isspace() for character in value)
+    ),
 )
 FILE_PATH_OR_EMPTY = Allowed(
     "a file path (printable text), or nothing for the default place",
