@@ -85,6 +85,8 @@ def operator(
             process.kill()
             process.wait()
         plane.kubectl("delete", "namespace", NAMESPACE, "--timeout=80s", check=False)
+        # examples/cluster.yaml keeps its volumes (reclaimPolicy Retain); they are cluster-scoped.
+        plane.kubectl("delete", "pv", "-l", f"shoal.io/namespace={NAMESPACE}", "--timeout=80s", check=False)
         helm.uninstall_quietly(RELEASE)
 
 

@@ -174,6 +174,8 @@ def test_broker_pods_are_scheduled_next_to_their_volumes(shoal_crds: ControlPlan
     assert {ip["ip"].split(".")[0] for p in pods for ip in p["status"]["podIPs"]} == {"127"}
     pinned = {}
     for volume in _objects(plane, "persistentvolumes", None):
+        if volume["spec"]["claimRef"]["namespace"] != BROKER_NAMESPACE:
+            continue  # another module's (PVs are cluster-scoped; reclaimPolicy Retain keeps them)
         claim = volume["spec"]["claimRef"]["name"]
         terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
         (pinned[claim],) = {v for t in terms for e in t["matchExpressions"] for v in e["values"]}
