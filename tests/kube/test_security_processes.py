@@ -157,6 +157,17 @@ def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
     assert result.returncode == 0, f"{what} not Ready: {result.stderr}\noperator log:\n{operator.output()[-4000:]}"
 
 
+def _pod_ready(plane: ControlPlane, name: str) -> bool:
+    """The pod exists, is not being deleted (a StatefulSet may be making it again) and is Ready."""
+    result = plane.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json", check=False)
+    if result.returncode != 0:
+        return False
+    pod = json.loads(result.stdout)
+    conditions = pod.get("status", {}).get("conditions") or []
+    alive = not pod["metadata"].get("deletionTimestamp")
+    return alive and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 def _client(operator: Operator, credentials: Credentials) -> ClientSettings:
     trusted = ClientTlsSettings(enable=True, test_mode=False, auth_server=True, trust_cert_path=str(operator.tls.ca))
     return ClientSettings(credentials=credentials, tls=trusted)
@@ -245,7 +256,8 @@ def test_a_changed_acl_secret_restarts_the_slave_before_the_master(
     slave_ready = pod_runner.events_of("ready", f"{NAMESPACE}/{CLUSTER}-g0-1")[-1]
     master_stop = pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-0")[-1]
     assert slave_ready.time_s < master_stop.time_s
-    _wait_ready(plane, operator, f"pod/{CLUSTER}-g0-0")
+    # polled, not `kubectl wait`: that fails "not found" while the StatefulSet makes the pod again
+    wait_until(lambda: _pod_ready(plane, f"{CLUSTER}-g0-0"), READY_TIMEOUT_S, what="the new master pod Ready")
     _wait_ready(plane, operator, f"broker/{CLUSTER}")
 
     async def newcomer_is_known() -> None:
