@@ -478,8 +478,14 @@ def run_config(
         shutil.rmtree(directory, ignore_errors=True)
     results = {event["mode"]: event for event in events if event["event"] == "result"}
     for mode, result in results.items():
-        if result["failures"] or not result["liveDone"] or not result["drained"]:
+        # A send the client saw fail is counted in the table, not fatal (RocketMQ once failed 1 of 5,000 sync
+        # sends under load); a message the broker acknowledged and no consumer got is.
+        expected = args.warm + (args.batch_count if mode == "batch" else args.count)
+        delivered = min(result["liveReceived"], result["drainReceived"]) + result["failures"]
+        if delivered < expected:
             raise SystemExit(f"{system.name} {config} {mode}: incomplete run {result}")
+        if result["failures"]:
+            print(f"  {system.name} {config} {mode}: {result['failures']} sends failed at the client", flush=True)
     stored = sum(result["sent"] for result in results.values()) + args.warm * len(results)
     return {
         "modes": results,
@@ -717,9 +723,14 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(
                 json.dumps({"meta": meta, "runs": runs, "recoveries": recoveries, "rows": rows}, indent=1)
             )
+        failed = {
+            name: sum(m["failures"] for run in runs if run["system"] == name for m in run["result"]["modes"].values())
+            for name in SYSTEMS
+        }
         footer = (
             f"client: {args.client}; {meta['date']}, {meta['seconds']} s, {meta['cpus']} CPUs, "
-            f"1-min load average during the runs: mean {meta['loadAvgMean']:.2f}, max {meta['loadAvgMax']:.2f}"
+            f"1-min load average during the runs: mean {meta['loadAvgMean']:.2f}, max {meta['loadAvgMax']:.2f}; "
+            f"sends the client saw fail, all runs: {', '.join(f'{n} {failed[n]}' for n in SYSTEMS)}"
         )
         if args.markdown:
             args.markdown.write_text(f"{table}\n\n{footer}\n")
