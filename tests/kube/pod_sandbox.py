@@ -213,11 +213,13 @@ def sandbox_script(
         'mount -t tmpfs -o mode=1777 shoal-tmp "$R/tmp"',
         *(f'mkdir -p "$R"{q(resolve_in_root(d))}' for d in image.directories),
     ]
-    # The "image" runs this checkout and its venv: a checkout under /tmp (CI's clean clone) would be hidden
-    # by the sandbox's own /tmp above, so it is put back at its path (read-only, as image files are).
-    binds = [Mount(REPO_ROOT, str(REPO_ROOT), True)] if REPO_ROOT.is_relative_to("/tmp") else []
-    binds += [Mount(source, target, True) for target, source in image.files.items()]
+    binds = [Mount(source, target, True) for target, source in image.files.items()]
     binds += sorted(mounts, key=lambda m: m.target.count("/"))
+    if REPO_ROOT.is_relative_to("/tmp"):
+        # The "image" runs this checkout and its venv. A checkout under /tmp (CI's clean clone) would be
+        # hidden by the sandbox's /tmp and by a pod's emptyDir there; an image's files are never under
+        # either, so it goes back at its path last (read-only, as image files are).
+        binds.append(Mount(REPO_ROOT, str(REPO_ROOT), True))
     if termination_log is not None:
         # kubelet's terminationMessagePath: a file of the runner's over whatever the path holds.
         binds.append(Mount(termination_log[0], termination_log[1], False))
