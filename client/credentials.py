@@ -14,8 +14,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
 from shoal.protocol.acl_signature import Credentials
 
 __all__ = ["CREDENTIALS_FILE_SIZE_MAX_BYTES", "Credentials", "credentials_from_file", "resolve_credentials"]
@@ -61,6 +59,8 @@ def credentials_from_file(path: str | Path) -> Credentials:
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: cannot read credentials: {error}") from None
     data: object
+    import yaml  # noqa: PLC0415  (only a credentials file needs it; the CLI must import without it)
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -28,8 +28,9 @@ import pytest
 from tests.conftest import free_broker_port, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE_DEPENDENCIES = ("crc32c", "click", "prometheus_client", "yaml", "uvloop", "_cffi_backend")
-"""Top-level modules of the base install's dependencies (pyproject's `dependencies`; pyyaml: plain_acl.yml)."""
+BASE_DEPENDENCIES = ("crc32c", "click", "prometheus_client", "uvloop", "_cffi_backend")
+"""Top-level modules every command imports with (pyproject's `dependencies`, less pyyaml: it is imported only
+when a plain_acl.yml or credentials file is read, so the CLI starts even where it is missing)."""
 OPTIONAL_PARTS = ("shoal.spark", "shoal.operator")
 """The only parts allowed to import an extra at import time."""
 INSTALL_TIMEOUT_S = 900.0

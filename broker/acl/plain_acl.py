@@ -24,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-import yaml
-
 from shoal.broker import limits
 from shoal.broker.acl.address import AddressPattern, parse_address_pattern
 from shoal.broker.acl.permission import DENY, parse_perm
@@ -146,6 +144,8 @@ def parse_plain_acl(text: str | bytes) -> AclRules:
     """The rules of one plain_acl.yml; an empty file has none (nothing passes but white addresses)."""
     if len(text) > limits.ACL_FILE_SIZE_MAX_BYTES:
         raise AclFileError(f"{len(text)} bytes, more than {limits.ACL_FILE_SIZE_MAX_BYTES}")
+    import yaml  # noqa: PLC0415  (only an ACL file needs it; every command must import without it)
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
