@@ -11,6 +11,7 @@ KWOK out of POD_CIDR, inside 127.0.0.0/8, so that a local process can listen on 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import ssl
@@ -21,6 +22,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -334,6 +336,21 @@ class ControlPlane:
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
+
+    def get_json(self, namespace: str, *what: str) -> dict[str, Any]:
+        """`kubectl get WHAT -n NAMESPACE -o json`, parsed."""
+        found: dict[str, Any] = json.loads(self.kubectl("get", *what, "-n", namespace, "-o", "json").stdout)
+        return found
+
+    def pod_ready(self, namespace: str, name: str) -> bool:
+        """The pod exists, is not being deleted (a StatefulSet may be making it again) and is Ready."""
+        result = self.kubectl("get", "pod", name, "-n", namespace, "-o", "json", check=False)
+        if result.returncode != 0:
+            return False
+        pod = json.loads(result.stdout)
+        conditions = pod.get("status", {}).get("conditions") or []
+        alive = not pod["metadata"].get("deletionTimestamp")
+        return alive and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def stop(self) -> None:
         """SIGTERM every component, newest first (KWOK before the API server before etcd), then SIGKILL."""

@@ -91,22 +91,12 @@ def operator(
 
 
 def _get(plane: ControlPlane, *what: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(plane.kubectl("get", *what, "-n", NAMESPACE, "-o", "json").stdout)
-    return found
+    return plane.get_json(NAMESPACE, *what)
 
 
 def _name_server(plane: ControlPlane) -> str:
     pod = _get(plane, "pod", f"{CLUSTER}-ns-0")
     return f"{pod['status']['podIP']}:{NAME_SERVER_PORT}"
-
-
-def _pod_ready(plane: ControlPlane, name: str) -> bool:
-    """The pod exists (a StatefulSet may be making it again) and is Ready."""
-    result = plane.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json", check=False)
-    if result.returncode != 0:
-        return False
-    conditions = json.loads(result.stdout).get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
@@ -191,7 +181,9 @@ def test_a_config_change_restarts_the_slave_before_the_master(
     slave_ready = [e for e in pod_runner.events_of("ready", f"{NAMESPACE}/{CLUSTER}-g0-1")][-1]
     master_stop = pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-0")[-1]
     assert slave_ready.time_s < master_stop.time_s
-    wait_until(lambda: _pod_ready(plane, f"{CLUSTER}-g0-0"), READY_TIMEOUT_S, what="the master pod back and Ready")
+    wait_until(
+        lambda: plane.pod_ready(NAMESPACE, f"{CLUSTER}-g0-0"), READY_TIMEOUT_S, what="the master pod back and Ready"
+    )
 
     def settled() -> bool:
         groups = _get(plane, "broker", CLUSTER).get("status", {}).get("groups") or [{}]
@@ -229,7 +221,7 @@ def test_losing_the_master_pod_promotes_the_real_slave(
         assert "promoted fleet-g0-1 to master of fleet-g0" in operator.output()
     finally:
         plane.kubectl("uncordon", node)
-    wait_until(lambda: _pod_ready(plane, master), READY_TIMEOUT_S, what=f"{master} back and Ready")
+    wait_until(lambda: plane.pod_ready(NAMESPACE, master), READY_TIMEOUT_S, what=f"{master} back and Ready")
 
     async def old_master_role() -> str:
         address = f"{_get(plane, 'pod', master)['status']['podIP']}:10911"
@@ -359,7 +351,9 @@ def test_scale_down_drains_a_group_before_its_pods_go(
     plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"groups":2}}')
     for ordinal in (0, 1):
         wait_until(
-            lambda o=ordinal: _pod_ready(plane, f"{group}-{o}"), READY_TIMEOUT_S, what=f"{group}-{ordinal} Ready"
+            lambda o=ordinal: plane.pod_ready(NAMESPACE, f"{group}-{o}"),
+            READY_TIMEOUT_S,
+            what=f"{group}-{ordinal} Ready",
         )
 
     async def g1_queues(consumer: PullConsumer) -> list[MessageQueue]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import subprocess
 import sys
@@ -146,8 +145,7 @@ def operator(
 
 
 def _get(plane: ControlPlane, *what: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(plane.kubectl("get", *what, "-n", NAMESPACE, "-o", "json").stdout)
-    return found
+    return plane.get_json(NAMESPACE, *what)
 
 
 def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
@@ -155,17 +153,6 @@ def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
         "wait", "--for=condition=Ready", what, "-n", NAMESPACE, f"--timeout={READY_TIMEOUT_S}s", check=False
     )
     assert result.returncode == 0, f"{what} not Ready: {result.stderr}\noperator log:\n{operator.output()[-4000:]}"
-
-
-def _pod_ready(plane: ControlPlane, name: str) -> bool:
-    """The pod exists, is not being deleted (a StatefulSet may be making it again) and is Ready."""
-    result = plane.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json", check=False)
-    if result.returncode != 0:
-        return False
-    pod = json.loads(result.stdout)
-    conditions = pod.get("status", {}).get("conditions") or []
-    alive = not pod["metadata"].get("deletionTimestamp")
-    return alive and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _client(operator: Operator, credentials: Credentials) -> ClientSettings:
@@ -257,7 +244,7 @@ def test_a_changed_acl_secret_restarts_the_slave_before_the_master(
     master_stop = pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-0")[-1]
     assert slave_ready.time_s < master_stop.time_s
     # polled, not `kubectl wait`: that fails "not found" while the StatefulSet makes the pod again
-    wait_until(lambda: _pod_ready(plane, f"{CLUSTER}-g0-0"), READY_TIMEOUT_S, what="the new master pod Ready")
+    wait_until(lambda: plane.pod_ready(NAMESPACE, f"{CLUSTER}-g0-0"), READY_TIMEOUT_S, what="the new master pod Ready")
     _wait_ready(plane, operator, f"broker/{CLUSTER}")
 
     async def newcomer_is_known() -> None:
