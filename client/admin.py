@@ -142,7 +142,8 @@ class HaStatus:
     """A broker's replication state (the HA fields of GET_BROKER_RUNTIME_INFO).
 
     On a master `lag_bytes` is the best slave's lag (-1: no slave); on a slave it is its own lag
-    behind the master (-1: not known yet) and `master_connected` says whether the HA link is up.
+    behind the master (-1: not known, as while its HA link is down) and `master_connected` says
+    whether the HA link is up.
     """
 
     role: str

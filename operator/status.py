@@ -205,7 +205,8 @@ def _replication(spec: BrokerSpec, facts: ClusterFacts) -> tuple[bool | None, st
     if lagging:
         return False, "SlaveLagging", f"slaves behind: {', '.join(lagging)}"
     if any(p.ha_lag_bytes is None for p in slaves):
-        return None, "LagUnknown", "replication lag not reported yet"
+        unknown = sorted(p.name for p in slaves if p.ha_lag_bytes is None)
+        return None, "LagUnknown", f"replication lag not known (not connected to the master yet?): {', '.join(unknown)}"
     return True, "AllSlavesInSync", "every slave is within the lag limit"
 
 

@@ -490,7 +490,9 @@ class ReplicationService:
             fields["haConfirmedOffset"] = str(
                 max(self.epochs.confirmed_offset, client.confirmed_offset if client is not None else 0)
             )
-            fields["haLagBytes"] = str(client.lag_bytes if client is not None else -1)
+            # Unknown (-1) while the link is down: a slave that has not heard its master since it
+            # started would otherwise read as 0 bytes behind, and a roll could take its master away.
+            fields["haLagBytes"] = str(client.lag_bytes if client is not None and client.connected else -1)
             fields["haLagMs"] = str(self._slave_lag_ms())
             fields["haLastError"] = client.last_error if client is not None else ""
         return fields

@@ -99,11 +99,13 @@ def _name_server(plane: ControlPlane) -> str:
     return f"{pod['status']['podIP']}:{NAME_SERVER_PORT}"
 
 
-def _wait_ready(plane: ControlPlane, operator: Operator, what: str) -> None:
+def _wait_ready(plane: ControlPlane, operator: Operator, what: str, condition: str = "Ready") -> None:
     result = plane.kubectl(
-        "wait", "--for=condition=Ready", what, "-n", NAMESPACE, f"--timeout={READY_TIMEOUT_S}s", check=False
+        "wait", f"--for=condition={condition}", what, "-n", NAMESPACE, f"--timeout={READY_TIMEOUT_S}s", check=False
     )
-    assert result.returncode == 0, f"{what} not Ready: {result.stderr}\noperator log:\n{operator.output()[-4000:]}"
+    assert result.returncode == 0, (
+        f"{what} not {condition}: {result.stderr}\noperator log:\n{operator.output()[-4000:]}"
+    )
 
 
 def test_a_broker_of_real_processes_becomes_ready(
@@ -147,6 +149,9 @@ def test_a_topic_cr_makes_a_real_topic(shoal_crds: ControlPlane, operator: Opera
     body["spec"]["clusterRef"]["name"] = CLUSTER
     plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
     _wait_ready(plane, operator, "topic/order-events")
+    # Ready means every group has a serving master; a SYNC_MASTER acknowledges writes only while its
+    # slave is connected (else SLAVE_NOT_AVAILABLE, as RocketMQ), which ReplicationInSync reports.
+    _wait_ready(plane, operator, f"broker/{CLUSTER}", "ReplicationInSync")
 
     async def check() -> None:
         async with Admin([_name_server(plane)]) as admin:
