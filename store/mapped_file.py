@@ -28,6 +28,7 @@ from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
 
 _ZERO_CHUNK = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
+_ZERO_VIEW = memoryview(_ZERO_CHUNK)
 TEMP_SUFFIX = ".tmp"
 WARM_SYNC_EVERY_BYTES = 16 * 1024 * 1024  # paced warming syncs in steps this big (a short disk burst each)
 
@@ -214,7 +215,7 @@ def _zero_fill(fd: int, start: int, end: int, rate_bytes_per_s: int = 0) -> None
     began = time.monotonic()
     synced = start
     while at < end:
-        at += os.pwrite(fd, _ZERO_CHUNK[: min(chunk, end - at)], at)
+        at += os.pwrite(fd, _ZERO_VIEW[: min(chunk, end - at)], at)  # a view: no 1 MiB copy under the GIL
         if rate_bytes_per_s > 0:
             if at - synced >= WARM_SYNC_EVERY_BYTES:
                 durability.fdatasync(fd)

@@ -34,6 +34,7 @@ STOP_TIMEOUT_S = 15.0
 NAME_SERVER_PORT = 9876
 MESSAGES = 20
 ANALYSIS_TIMEOUT_S = 300
+EXECUTOR_END_TIMEOUT_S = 60
 
 
 @dataclass
@@ -336,13 +337,23 @@ def test_spark_on_kubernetes_runs_driver_and_executor_pods_over_the_store(
     assert run["phase"] == "Succeeded", (run, operator.output()[-3000:])
     (target,) = run["targets"]
     assert target["summary"]["ok"] is True and target["summary"]["messages"] >= MESSAGES, target
-    exits = {e.pod.rsplit("/", 1)[1]: e.detail for e in pod_runner.events_of("exit", f"{NAMESPACE}/")}
+
+    def pods(kind: str) -> dict[str, str]:
+        return {e.pod.rsplit("/", 1)[1]: e.detail for e in pod_runner.events_of(kind, f"{NAMESPACE}/")}
+
+    def executors() -> set[str]:
+        return {n for n in pods("start") if "-exec-" in n}  # named by the job's app name
+
+    # The driver's summary can land before its executor has ended: the executor exits when the
+    # driver tells it to, or is stopped when the driver deletes its pod at shutdown.
+    wait_until(lambda: bool(executors()) and executors() <= pods("exit").keys() | pods("stop").keys(),
+               EXECUTOR_END_TIMEOUT_S, interval_s=1, what="the executor to end")  # fmt: skip
+    exits = pods("exit")
     driver = f"{target['job']}-driver"
     submitters = [n for n in exits if n.startswith(target["job"] + "-") and n != driver]
-    executors = [n for n in exits if "-exec-" in n]  # named by the job's app name
     assert exits.get(driver) == "code 0", exits
     assert len(submitters) == 1 and exits[submitters[0]] == "code 0", exits
-    assert executors and all(exits[n] == "code 0" for n in executors), exits
+    assert all(exits.get(n, "code 0") == "code 0" for n in executors()), exits
 
 
 def test_scale_down_drains_a_group_before_its_pods_go(

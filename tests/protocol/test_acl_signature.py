@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 import pytest
 
@@ -24,6 +26,25 @@ def test_signature_is_base64_hmac_sha1_of_values_then_body() -> None:
     """RFC 2202 test case 2 (key "Jefe"), its data split between one field value and the body."""
     signature = signature_of({"x": "what do ya want "}, b"for nothing?", "Jefe")
     assert signature == base64.b64encode(RFC2202_CASE2_DIGEST).decode()
+
+
+@pytest.mark.parametrize("key", ["Jefe", "k" * 64, "k" * 65, "\u00e4\u79d8\u5bc6" * 30])
+@pytest.mark.parametrize("body", [None, b"", b"b" * 3000, memoryview(b"view body")])
+def test_signature_equals_the_standard_hmac_for_any_key_length(key: str, body: bytes | memoryview | None) -> None:
+    """The keyed SHA-1 states stand in for hmac.new: keys shorter than, equal to and longer than the
+    64-byte block (RFC 2104 hashes those first), non-ASCII keys, no body, an empty body, a view."""
+    expected = hmac.new(key.encode(), b"v" + bytes(body or b""), hashlib.sha1).digest()
+    assert signature_of({"x": "v"}, body, key) == base64.b64encode(expected).decode()
+
+
+def test_key_order_is_cached_per_shape_and_stays_right_for_new_shapes() -> None:
+    """A second header with the same keys in another wire order, and one with a key more, sign as
+    their own sorted order says (the cache is keyed by the key sequence, not reused blindly)."""
+    assert content_prefix({"b": "2", "a": "1"}) == b"12"
+    assert content_prefix({"a": "1", "b": "2"}) == b"12"
+    assert content_prefix({"b": "2", "a": "1", "A": "0"}) == b"012"
+    assert content_prefix({}) == b""
+    assert content_prefix({"only": "x"}) == b"x"
 
 
 def test_content_is_values_only_sorted_by_key_without_signature() -> None:
