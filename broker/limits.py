@@ -58,6 +58,7 @@ ACL_RELOAD_INTERVAL_S = 0.5  # RocketMQ's AclFileWatchService polls every 500 ms
 ACL_REFUSALS_LOGGED_PER_WINDOW_COUNT = 20  # refusals logged per window; the rest are counted in one line
 ACL_REFUSAL_LOG_WINDOW_S = 10.0
 ACL_HOST_CACHE_MAX_COUNT = 10_000  # peer hosts whose global-white decision is cached (cleared beyond / on reload)
+ACL_DECISIONS_CACHED_MAX_COUNT = 10_000  # send/pull verdicts per (key, code, topic, group) (cleared beyond / on reload)
 
 assert ACL_KEY_LENGTH_MIN_EXCLUSIVE < ACL_KEY_LENGTH_MAX <= ACL_REQUEST_FIELD_LENGTH_MAX
 

@@ -31,7 +31,7 @@ from shoal.broker.acl.permission import (
     resource_text,
 )
 from shoal.broker.acl.plain_acl import Account, AclRules
-from shoal.protocol import ProtocolError, RemotingCommand, ResponseCode, make_response
+from shoal.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.acl_signature import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, verify
 
 __all__ = ["ACL_EXCEPTION_PREFIX", "TRACE_TOPIC", "AccessValidator"]
@@ -42,6 +42,14 @@ ACL_EXCEPTION_PREFIX = "org.apache.rocketmq.acl.common.AclException: "
 """Remarks start as 4.9.7's do, so tools that look for AclException still find it."""
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 """TopicValidator.RMQ_SYS_TRACE_TOPIC: publishing trace records needs no permission (4.9.7)."""
+
+
+_DECIDED_BY_FIELDS: dict[int, tuple[str, str]] = {
+    RequestCode.SEND_MESSAGE_V2: ("b", "a"),
+    RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
+    RequestCode.PULL_MESSAGE: ("topic", "consumerGroup"),
+}
+"""The hot codes whose resources (permission.required_resources) depend on these two fields only."""
 
 
 class AccessValidator:
@@ -60,6 +68,8 @@ class AccessValidator:
         """None: every code is checked; else only these."""
         self._white_hosts: dict[str, bool] = {}
         """peer host text -> globally white under the current rules (cleared on reload)."""
+        self._decisions: dict[tuple[str, int, str | None, str | None], str | None] = {}
+        """(accessKey, code, resource fields) -> verdict of a send or pull (cleared on reload)."""
         self.refused_total = 0
         self._logged_in_window = 0
         self._suppressed_in_window = 0
@@ -73,6 +83,7 @@ class AccessValidator:
     def rules(self, rules: AclRules) -> None:
         self._rules = rules
         self._white_hosts = {}
+        self._decisions = {}
 
     def refusal(self, peer_host: str, command: RemotingCommand) -> RemotingCommand | None:
         """None when `command` from `peer_host` may proceed; else the NO_PERMISSION response."""
@@ -105,10 +116,28 @@ class AccessValidator:
         account = rules.accounts.get(access_key)
         if account is None:
             return f"No acl config for {access_key}"
-        if account.white_address.matches(peer_host):
+        white = account.white_address
+        if (white.any_address or white.exact or white.ranges_v4 or white.ranges_v6) and white.matches(peer_host):
             return None
         if not verify(ext, command.body, account.secret_key):
             return f"Check signature failed for accessKey={access_key}"
+        code = command.code
+        fields = _DECIDED_BY_FIELDS.get(code)
+        if fields is None:
+            return self._decide(account, command)
+        # Sends and pulls name their resources in two header fields: their verdict is kept per
+        # (account, code, fields) until the rules change; the signature above is checked every time.
+        decision_key = (access_key, code, ext.get(fields[0]), ext.get(fields[1]))
+        decisions = self._decisions
+        if decision_key in decisions:
+            return decisions[decision_key]
+        if len(decisions) >= limits.ACL_DECISIONS_CACHED_MAX_COUNT:
+            decisions.clear()
+        verdict = decisions[decision_key] = self._decide(account, command)
+        return verdict
+
+    def _decide(self, account: Account, command: RemotingCommand) -> str | None:
+        """The permission part of the check, after the signature."""
         try:
             needed = required_resources(command)
         except ProtocolError as error:

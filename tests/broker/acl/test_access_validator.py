@@ -169,3 +169,29 @@ def test_namesrv_checks_only_route_changing_codes_and_wants_admin() -> None:
         validator.refusal("127.0.0.1", signed(RequestCode.REGISTER_BROKER, {"brokerName": "b"}, credentials=ADMIN))
         is None
     )
+
+
+def test_send_and_pull_verdicts_are_kept_per_resource_but_every_signature_is_checked() -> None:
+    """The second send of a kind reuses the permission verdict, yet a forged signature on it is
+    still refused; another topic gets its own verdict; new rules drop the kept verdicts."""
+    validator = AccessValidator(RULES)
+    send = {"a": "groupP", "b": "topicA"}
+    assert validator.refusal("127.0.0.1", signed(RequestCode.SEND_MESSAGE_V2, send, b"one")) is None
+    assert validator.refusal("127.0.0.1", signed(RequestCode.SEND_MESSAGE_V2, send, b"two")) is None
+    forged = signed(RequestCode.SEND_MESSAGE_V2, send, b"three")
+    forged.body = b"tampered"
+    refused = validator.refusal("127.0.0.1", forged)
+    assert refused is not None and "Check signature failed" in (refused.remark or "")
+    refused = validator.refusal("127.0.0.1", signed(RequestCode.SEND_MESSAGE_V2, {"a": "groupP", "b": "topicB"}))
+    assert refused is not None and "topic:topicB" in (refused.remark or "")
+    pull = {"topic": "topicC", "consumerGroup": "groupX"}
+    refused = validator.refusal("127.0.0.1", signed(RequestCode.PULL_MESSAGE, pull))
+    assert refused is not None and "group:groupX" in (refused.remark or "")
+    validator.rules = parse_plain_acl("""
+accounts:
+  - accessKey: userAAA
+    secretKey: userSecret
+    defaultTopicPerm: DENY
+""")
+    refused = validator.refusal("127.0.0.1", signed(RequestCode.SEND_MESSAGE_V2, send, b"four"))
+    assert refused is not None and "topic:topicA" in (refused.remark or "")
