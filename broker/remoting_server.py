@@ -59,9 +59,6 @@ class ServerConnection(Connection):
         self.tls = False
         """Whether this connection runs over TLS (then every write goes through the transport)."""
         self._tasks: set[asyncio.Task[None]] = set()
-        self._chunk_held: list[bytes | memoryview] | None = None
-        """Answers held while the requests of one read are handled (None outside such a read)."""
-        self._chunk_wrote = False
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -95,20 +92,8 @@ class ServerConnection(Connection):
             self.partial_frame_since_s = 0.0
         elif commands or not self.partial_frame_since_s:
             self.partial_frame_since_s = now  # a new frame began in this chunk
-        if len(commands) == 1:
-            self.receive(commands[0])
-            return
-        # Several requests in one read (a pipelining client): the first answer leaves at once, so
-        # the client has work meanwhile; the others leave together after the last is handled.
-        self._chunk_held, self._chunk_wrote = [], False
-        try:
-            for command in commands:
-                self.receive(command)
-        finally:
-            held, self._chunk_held = self._chunk_held, None
-            transport = self.transport
-            if held and transport is not None and not transport.is_closing():
-                super().write_coalesced(transport, held)
+        for command in commands:
+            self.receive(command)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -179,16 +164,6 @@ class ServerConnection(Connection):
             parts = encode_frame(make_response(command, ResponseCode.SYSTEM_ERROR, f"response too large: {error}"))
         self.write_parts(parts)
         self.last_active_s = time.monotonic()
-
-    def write_coalesced(self, transport: asyncio.Transport, parts: Sequence[bytes | memoryview]) -> None:
-        held = self._chunk_held
-        if held is None:
-            super().write_coalesced(transport, parts)
-        elif self._chunk_wrote:
-            held.extend(parts)
-        else:
-            self._chunk_wrote = True
-            super().write_coalesced(transport, parts)
 
     def write_parts(self, parts: Sequence[bytes | memoryview]) -> None:
         """Gather-write when possible (no copy of record bytes); small frames are coalesced as a
