@@ -166,19 +166,13 @@ class ServerConnection(Connection):
         self.last_active_s = time.monotonic()
 
     def write_parts(self, parts: Sequence[bytes | memoryview]) -> None:
-        """Gather-write when possible (no copy of record bytes); small frames are coalesced as a
-        client's are (`Connection.send`): a pipelining producer's answers, one per request, leave
-        in a few writes instead of one system call each."""
+        """Gather-write when possible (no copy of record bytes), else one buffered write."""
         transport = self.transport
         if transport is None:  # closed meanwhile: nothing to write to
             return
         total = sum(len(part) for part in parts)
         raw = self._raw
-        if raw is None or total < limits.GATHER_WRITE_MIN_BYTES:
-            self.write_coalesced(transport, parts)
-            return
-        self.flush()  # frames queued earlier go first
-        if transport.get_write_buffer_size() == 0:
+        if raw is not None and total >= limits.GATHER_WRITE_MIN_BYTES and transport.get_write_buffer_size() == 0:
             try:
                 sent = raw.sendmsg(parts)
             except (BlockingIOError, InterruptedError):
@@ -191,7 +185,7 @@ class ServerConnection(Connection):
                 return
             transport.write(_remainder(parts, sent))
             return
-        transport.writelines(parts)
+        transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
 def _remainder(parts: Sequence[bytes | memoryview], sent: int) -> bytes:

@@ -13,7 +13,6 @@ import abc
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
 from typing import cast
 
 from shoal.protocol import FrameDecoder, FrameError, RemotingCommand, encode_frame
@@ -106,10 +105,7 @@ class Connection(asyncio.Protocol, abc.ABC):
         transport = self.transport
         if transport is None or transport.is_closing():
             raise RemotingError(f"connection to {self.address} is closed")
-        self.write_coalesced(transport, encode_frame(command))
-
-    def write_coalesced(self, transport: asyncio.Transport, parts: Sequence[bytes | memoryview]) -> None:
-        """`send`'s write: now, or queued behind a write less than WRITE_COALESCE_MAX_S ago."""
+        parts = encode_frame(command)
         outgoing = self._outgoing
         now_s = time.perf_counter()
         if outgoing is None:
