@@ -6,8 +6,10 @@ import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
+import org.apache.rocketmq.client.impl.FindBrokerResult;
 import org.apache.rocketmq.client.impl.MQClientManager;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
+import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
@@ -24,7 +26,19 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * "committed" per queue, "done"; "error" on an exception.
  */
 public final class PullConsumer {
+    private static final long HEARTBEAT_WAIT_MS = 10_000;
+
     private PullConsumer() {
+    }
+
+    private static boolean versionsKnown(MQClientInstance client, List<MessageQueue> queues) {
+        for (MessageQueue mq : queues) {
+            FindBrokerResult found = client.findBrokerAddressInSubscribe(mq.getBrokerName(), MixAll.MASTER_ID, true);
+            if (found == null || found.getBrokerVersion() == 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     public static void main(String[] argv) throws Exception {
@@ -47,7 +61,16 @@ public final class PullConsumer {
             if (sql) {
                 MQClientInstance client = MQClientManager.getInstance().getOrCreateMQClientInstance(consumer);
                 client.updateTopicRouteInfoFromNameServer(topic);
-                client.sendHeartbeatToAllBrokerWithLock();
+                // The heartbeat is skipped when the client's own scheduled one holds the lock, so heartbeat
+                // until every queue's broker version is known, as the pull's check reads it.
+                long deadline = System.currentTimeMillis() + HEARTBEAT_WAIT_MS;
+                while (!versionsKnown(client, queues)) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw new IllegalStateException("no heartbeat answer within " + HEARTBEAT_WAIT_MS + " ms");
+                    }
+                    client.sendHeartbeatToAllBrokerWithLock();
+                    Thread.sleep(20);
+                }
             }
             if ("block".equals(args.getOrDefault("op", "drain"))) {
                 MessageQueue mq = queues.get(Out.integer(args, "queueId", 0));
