@@ -59,6 +59,8 @@ class ServerConnection(Connection):
         self.tls = False
         """Whether this connection runs over TLS (then every write goes through the transport)."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._held: list[bytes] | None = None
+        """While one read's requests are handled: their small answers, written together after the last."""
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -92,8 +94,18 @@ class ServerConnection(Connection):
             self.partial_frame_since_s = 0.0
         elif commands or not self.partial_frame_since_s:
             self.partial_frame_since_s = now  # a new frame began in this chunk
-        for command in commands:
-            self.receive(command)
+        if len(commands) == 1:
+            self.receive(commands[0])
+            return
+        # Several requests in one read (a pipelining client): the answers given while handling
+        # them leave in one write system call, not one each (11% of the loop's time under load).
+        self._held = held = []
+        try:
+            for command in commands:
+                self.receive(command)
+        finally:
+            self._held = None
+            self._write_held(held)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -171,6 +183,13 @@ class ServerConnection(Connection):
         if transport is None:  # closed meanwhile: nothing to write to
             return
         total = sum(len(part) for part in parts)
+        held = self._held
+        if held is not None:
+            if total < limits.GATHER_WRITE_MIN_BYTES:
+                # Joined now: a pull's parts are views of the CommitLog, released once `send` returns.
+                held.append(parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts))
+                return
+            self._write_held(held)  # what was answered first is written first
         raw = self._raw
         if raw is not None and total >= limits.GATHER_WRITE_MIN_BYTES and transport.get_write_buffer_size() == 0:
             try:
@@ -186,6 +205,14 @@ class ServerConnection(Connection):
             transport.write(_remainder(parts, sent))
             return
         transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _write_held(self, held: list[bytes]) -> None:
+        if not held:
+            return
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(held[0] if len(held) == 1 else b"".join(held))
+        held.clear()
 
 
 def _remainder(parts: Sequence[bytes | memoryview], sent: int) -> bytes:

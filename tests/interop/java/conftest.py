@@ -201,6 +201,7 @@ class JavaRunner:
             *(f"-D{key}={value}" for key, value in system.items()),
             "-cp",
             f"{self.classes}{os.pathsep}{self.lib}/*",
+            "Launch",  # src/Launch.java: ends the JVM when `main` returns, not after Netty's 2 s quiet period
             main,
             *(f"{key}={value}" for key, value in args.items()),
         ]
