@@ -50,6 +50,10 @@ accounts:
 TOPIC = "AclBench"
 START_TIMEOUT_S = 30.0
 WARMUP_S = 1.0
+PREALLOCATION_TIMEOUT_S = 120.0
+"""The first append makes the broker zero-fill the next 1 GiB CommitLog segment in the background
+(warmMapedFileEnable's default with ASYNC_FLUSH): seconds of disk writes and kernel CPU, once per GiB in
+service but inside the windows of a short bench, so the bench waits for it before measuring."""
 
 
 def _free_port() -> int:
@@ -117,6 +121,24 @@ def cluster(root: Path, acl: bool) -> Iterator[tuple[str, str, int]]:
                 process.kill()
 
 
+def wait_for_preallocation(commitlog_dirs: list[Path], timeout_s: float = PREALLOCATION_TIMEOUT_S) -> None:
+    """Block until each CommitLog holds its next segment, allocated (none half-written, `.tmp`)."""
+    deadline = time.monotonic() + timeout_s
+    print("waiting for the brokers to preallocate their next CommitLog segment ...", file=sys.stderr)
+    while True:
+        pending = [
+            directory
+            for directory in commitlog_dirs
+            if len([path for path in directory.iterdir() if not path.name.endswith(".tmp")]) < 2
+            or any(path.name.endswith(".tmp") for path in directory.iterdir())
+        ]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no next CommitLog segment within {timeout_s:.0f} s in {pending}")
+        time.sleep(0.2)
+
+
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid` (Linux /proc; 0.0 elsewhere)."""
     try:
@@ -151,7 +173,9 @@ async def window(producer: Producer, tasks: int, body: bytes, duration_s: float)
     return sent / (time.monotonic() - started), sent
 
 
-async def measure(addresses: dict[bool, tuple[str, str, int]], args: argparse.Namespace) -> dict[str, Any]:
+async def measure(
+    addresses: dict[bool, tuple[str, str, int]], args: argparse.Namespace, commitlog_dirs: list[Path]
+) -> dict[str, Any]:
     """Short windows alternating between the two clusters (the order flips every round), so load
     from other processes on a shared machine falls on both modes alike."""
     producers = {acl: await _producer(*addresses[acl][:2], acl) for acl in (False, True)}
@@ -163,6 +187,7 @@ async def measure(addresses: dict[bool, tuple[str, str, int]], args: argparse.Na
     try:
         for acl in (False, True):
             await window(producers[acl], args.tasks, body, WARMUP_S)
+        await asyncio.to_thread(wait_for_preallocation, commitlog_dirs)
         for round_index in range(args.rounds):
             for acl in (False, True) if round_index % 2 == 0 else (True, False):
                 pid = addresses[acl][2]
@@ -229,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         (Path(temp) / "off").mkdir()
         (Path(temp) / "on").mkdir()
         with cluster(Path(temp) / "off", False) as off, cluster(Path(temp) / "on", True) as on:
-            measured = asyncio.run(measure({False: off, True: on}, args))
+            commitlog_dirs = [Path(temp) / mode / "store" / "commitlog" for mode in ("off", "on")]
+            measured = asyncio.run(measure({False: off, True: on}, args, commitlog_dirs))
     rates = measured["rates"]
     median = {acl: statistics.median(values) for acl, values in rates.items()}
     broker_us, client_us = measured["broker_us_per_msg"], measured["client_us_per_msg"]
