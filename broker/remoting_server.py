@@ -99,7 +99,8 @@ class ServerConnection(Connection):
             return
         # Several requests in one read (a pipelining client): the answers given while handling
         # them leave in one write system call, not one each (11% of the loop's time under load).
-        self._held = held = []
+        held: list[bytes] = []
+        self._held = held
         try:
             for command in commands:
                 self.receive(command)

@@ -149,7 +149,9 @@ def _parse_number(raw: str, java_name: str, java_type: JavaType, header_name: st
 # --- send (spec §8.8 SEND_MESSAGE) ---
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen, like the other send and pull headers: one is built per message, and a frozen
+# dataclass's __init__ (object.__setattr__ per field) costs 3.7x a plain one's (4.7 against 1.3 us).
+@dataclass(slots=True, kw_only=True)
 class SendMessageRequestHeader(CustomHeader):
     """SEND_MESSAGE (10), SEND_REPLY_MESSAGE (324); the form the broker works with."""
 
@@ -173,7 +175,8 @@ class SendMessageRequestHeader(CustomHeader):
         return SendMessageRequestHeaderV2(**_attributes(self))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: built per message (see SendMessageRequestHeader).
+@dataclass(slots=True, kw_only=True)
 class SendMessageRequestHeaderV2(CustomHeader):
     """SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), SEND_REPLY_MESSAGE_V2 (325): keys a..n."""
 
@@ -214,7 +217,8 @@ def send_message_request_header_of(code: int, ext_fields: Mapping[str, str]) -> 
     return SendMessageRequestHeader.from_ext_fields(ext_fields)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: built per message (see SendMessageRequestHeader).
+@dataclass(slots=True, kw_only=True)
 class SendMessageResponseHeader(CustomHeader):
     """Response to the send codes. `MSG_REGION` and `TRACE_ON` are not bean fields in Java but
     extFields every successful send response carries (the Java client reads them unchecked)."""
@@ -251,7 +255,8 @@ class ReplyMessageRequestHeader(CustomHeader):
 # --- pull and offsets ---
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: built per message (see SendMessageRequestHeader).
+@dataclass(slots=True, kw_only=True)
 class PullMessageRequestHeader(CustomHeader):
     """PULL_MESSAGE (11); `sys_flag` bits are `codes.PullSysFlag`."""
 
@@ -269,7 +274,8 @@ class PullMessageRequestHeader(CustomHeader):
     bname: str | None = field(default=None, metadata=java("bname"))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: built per message (see SendMessageRequestHeader).
+@dataclass(slots=True, kw_only=True)
 class PullMessageResponseHeader(CustomHeader):
     """Response to PULL_MESSAGE; remark = GetMessageStatus name, body = raw records."""
 
