@@ -282,7 +282,8 @@ def test_broker_image_install_runs_its_entrypoint_commands(image_env: Path, tmp_
         ),
         _background(["sh", str(entrypoint), "broker"], environment) as broker_log,
     ):
-        _wait_for(lambda: f"serving on port {broker_port}" in broker_log.read_text(), broker_log)  # registered
+        # Both start at once: the broker's first registration may find no NameServer yet and retry.
+        _wait_for(lambda: f"registered with NameServer 127.0.0.1:{namesrv_port}" in broker_log.read_text(), broker_log)
         namesrv = ["-n", f"127.0.0.1:{namesrv_port}"]
         shoal = str(image_env / "shoal")
         created = _run(image_env, shoal, "admin", "topic-create", "ImageTopic", "--queues", "2", *namesrv)

@@ -108,9 +108,14 @@ public final class RequestReply {
     }
 
     static void failed(Throwable e) {
+        Integer errorCode = null;  // not a conditional expression: its int branch would unbox a null
+        if (e instanceof MQClientException) {
+            errorCode = ((MQClientException) e).getResponseCode();
+        } else if (e instanceof RequestTimeoutException) {
+            errorCode = ((RequestTimeoutException) e).getResponseCode();
+        }
         Out.emit("requestFailed", "type", e.getClass().getName(), "message", String.valueOf(e.getMessage()),
-            "errorCode", e instanceof MQClientException ? ((MQClientException) e).getResponseCode()
-                : e instanceof RequestTimeoutException ? ((RequestTimeoutException) e).getResponseCode() : null);
+            "errorCode", errorCode);
     }
 
     static void requester(Map<String, String> args, String namesrv, String topic) throws Exception {
