@@ -126,17 +126,17 @@ def wait_for_preallocation(commitlog_dirs: list[Path], timeout_s: float = PREALL
     deadline = time.monotonic() + timeout_s
     print("waiting for the brokers to preallocate their next CommitLog segment ...", file=sys.stderr)
     while True:
-        pending = [
-            directory
-            for directory in commitlog_dirs
-            if len([path for path in directory.iterdir() if not path.name.endswith(".tmp")]) < 2
-            or any(path.name.endswith(".tmp") for path in directory.iterdir())
-        ]
+        pending = [directory for directory in commitlog_dirs if not _next_segment_ready(directory)]
         if not pending:
             return
         if time.monotonic() > deadline:
             raise SystemExit(f"no next CommitLog segment within {timeout_s:.0f} s in {pending}")
         time.sleep(0.2)
+
+
+def _next_segment_ready(commitlog_dir: Path) -> bool:
+    names = [path.name for path in commitlog_dir.iterdir()]
+    return len(names) >= 2 and not any(name.endswith(".tmp") for name in names)
 
 
 def cpu_s(pid: int) -> float:

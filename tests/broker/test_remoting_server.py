@@ -11,8 +11,8 @@ import pytest
 
 from shoal.client.message import decode_messages
 from shoal.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame_bytes, make_request
-from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from shoal.remoting import RemotingClient
+from tests.broker.request_fields import pull_fields, send_fields
 
 pytestmark = pytest.mark.slow
 
@@ -141,46 +141,22 @@ SMALL_BODIES = [f"small-{index}".encode() * 3 for index in range(40)]
 LARGE_BODIES = [bytes([index]) * 6_000 for index in range(4)]  # one pull of these is over GATHER_WRITE_MIN_BYTES
 
 
-def _send_fields(queue_id: int) -> dict[str, str]:
-    return SendMessageRequestHeaderV2(
-        producer_group="PID_pipelined",
-        topic=PIPELINED_TOPIC,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp_ms=int(time.time() * 1000),
-        flag=0,
-        properties="",
-    ).to_ext_fields()
-
-
-def _pull_fields(queue_id: int, offset: int, count: int) -> dict[str, str]:
-    return PullMessageRequestHeader(
-        consumer_group="CID_pipelined",
-        topic=PIPELINED_TOPIC,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=count,
-        sys_flag=4,  # the subscription is in the request; no suspend, no commit
-        commit_offset=0,
-        suspend_timeout_ms=0,
-        subscription="*",
-        sub_version=0,
-    ).to_ext_fields()
-
-
 async def check_pipelined_answers(address: str, port: int) -> None:
     client = RemotingClient()
     for queue_id, bodies in ((0, SMALL_BODIES), (1, LARGE_BODIES)):
         for body in bodies:
-            sent = await client.invoke(address, RequestCode.SEND_MESSAGE_V2, _send_fields(queue_id), body)
+            sent = await client.invoke(
+                address,
+                RequestCode.SEND_MESSAGE_V2,
+                send_fields(PIPELINED_TOPIC, queue_id, producer_group="PID_pipelined"),
+                body,
+            )
             assert sent.code == ResponseCode.SUCCESS, sent.remark
     await client.close()
     # 40 one-message pulls (small answers whose bodies are views of the CommitLog, released as soon as
     # each is answered), a large pull in the middle and max-offset queries, written at once.
-    fields = [(RequestCode.PULL_MESSAGE, _pull_fields(0, index, 1)) for index in range(40)]
-    fields.insert(20, (RequestCode.PULL_MESSAGE, _pull_fields(1, 0, 32)))
+    fields = [(RequestCode.PULL_MESSAGE, pull_fields(PIPELINED_TOPIC, 0, index, 1)) for index in range(40)]
+    fields.insert(20, (RequestCode.PULL_MESSAGE, pull_fields(PIPELINED_TOPIC, 1, 0, 32)))
     fields += [(RequestCode.GET_MAX_OFFSET, {"topic": PIPELINED_TOPIC, "queueId": "0"})] * 3
     requests = [make_request(code, opaque=opaque, ext_fields=ext) for opaque, (code, ext) in enumerate(fields)]
     frames = b"".join(map(encode_frame_bytes, requests))
