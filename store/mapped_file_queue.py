@@ -36,6 +36,7 @@ class MappedFileQueue:
         preallocate_next: bool = False,
         pool: TransientStorePool | None = None,
         warm_rate_bytes_per_s: int = 0,
+        page_grained: bool = False,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
@@ -45,6 +46,9 @@ class MappedFileQueue:
         self.warm_rate_bytes_per_s = warm_rate_bytes_per_s
         """Pace of warming a segment in the background (0: as fast as the disk goes); the first
         segment of an empty log is warmed at full speed since nothing else uses the disk yet."""
+        self.page_grained = page_grained
+        """Appends are synced one group commit at a time: cache the segment being written in
+        single pages (see mapped_file), so a sync writes back what changed, not a 2 MiB folio."""
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -133,9 +137,18 @@ class MappedFileQueue:
         mapped = self._take_or_create(create_from)
         with self._lock:
             self.files = [*self.files, mapped]
+        if last is not None and self.page_grained:
+            last.advise_reads()
         if self.preallocate_next:
             self._schedule(create_from + self.file_size)
         return mapped
+
+    def prepare_tail(self) -> None:
+        """After recovery, before appends: a page-grained queue regrains its last, unfilled segment
+        (loading mapped it populated, and recovery read it through large folios)."""
+        last = self.last
+        if self.page_grained and last is not None and not last.is_full:
+            last.regrain_tail()
 
     def prepare_next(self, start_offset: int = 0) -> None:
         """Start allocating the segment the next append will need (at start-up); `start_offset`
@@ -170,6 +183,7 @@ class MappedFileQueue:
                 warm=self.warm,
                 write_buffer=buffer,
                 warm_rate_bytes_per_s=self.warm_rate_bytes_per_s if self.files else 0,
+                page_grained=self.page_grained,
             )
         except BaseException:
             if buffer is not None and self.pool is not None:

@@ -94,6 +94,7 @@ class MessageStore:
                 warm_rate_bytes_per_s=settings.commitlog.warm_rate_bytes_per_s,
                 preallocate_next=settings.commitlog.preallocate_next_segment,
                 pool=self.pool,
+                page_grained=flush.flush_disk_type is FlushDiskType.SYNC_FLUSH and self.pool is None,
             ),
             clock,
             store_host=store_host,
@@ -202,6 +203,7 @@ class MessageStore:
         broker does it on its loop with `LoopDispatchDriver`, avoiding GIL hand-offs)."""
         assert self.recovery_report is not None, "open() first"
         self.cleaner.check_disk()
+        self.commitlog.queue.prepare_tail()
         self.commitlog.queue.prepare_next(self.commitlog.queue.max_wrote_offset)
         self.flusher.start()
         if self.committer is not None:

@@ -53,12 +53,15 @@ def wait_until(
     interval_s: float = WAIT_INTERVAL_S,
     *,
     what: str = "condition",
+    explain: Callable[[], str] | None = None,
 ) -> None:
-    """Poll `predicate` every `interval_s` until true; fail the test after `timeout_s`, naming `what`."""
+    """Poll `predicate` every `interval_s` until true; fail the test after `timeout_s`, naming `what` and
+    adding what `explain` says about the state then (for waits long enough that a bare timeout tells nothing)."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
+            state = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"{what} not met within {timeout_s} s{state}")
         time.sleep(interval_s)
 
 

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,25 @@ def _get(plane: ControlPlane, *what: str) -> dict[str, Any]:
 def _name_server(plane: ControlPlane) -> str:
     pod = _get(plane, "pod", f"{CLUSTER}-ns-0")
     return f"{pod['status']['podIP']}:{NAME_SERVER_PORT}"
+
+
+def _analysis_state(plane: ControlPlane, operator: Operator, pod_runner: PodRunner, name: str) -> Callable[[], str]:
+    """What a timed-out StoreAnalysis wait reports: its status, the namespace's Jobs and pods, the runner's
+    last events, the run pods' output and the operator's last lines about the analysis."""
+
+    def state() -> str:
+        status = json.dumps(_get(plane, "storeanalysis", name).get("status"), indent=1)
+        listing = plane.kubectl("get", "jobs,pods", "-n", NAMESPACE, "-o", "wide", check=False).stdout
+        events = "\n".join(str(e) for e in pod_runner.events[-30:])
+        outputs = "\n".join(
+            f"--- {log.name}\n{log.read_text(errors='replace')[-2000:]}"
+            for log in sorted((pod_runner.work_dir / "logs").glob(f"{NAMESPACE}_{name}-*"))
+        )
+        lines = [line for line in operator.output().splitlines() if name in line or "Error" in line]
+        return (f"status: {status}\n{listing}\nrunner events:\n{events}\nrun pod output:\n{outputs}\n"
+                "operator:\n" + "\n".join(lines[-40:]))  # fmt: skip
+
+    return state
 
 
 def _wait_ready(plane: ControlPlane, operator: Operator, what: str, condition: str = "Ready") -> None:
@@ -259,7 +278,8 @@ def test_a_scheduled_store_analysis_runs_spark_on_a_slave_store(
         return found
 
     wait_until(lambda: last_run().get("phase") in ("Succeeded", "Failed"), ANALYSIS_TIMEOUT_S, interval_s=2,
-               what="a scheduled run to finish")  # fmt: skip
+               what="a scheduled run to finish",
+               explain=_analysis_state(plane, operator, pod_runner, "stats"))  # fmt: skip
     plane.kubectl("patch", "storeanalysis", "stats", "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"suspend":true}}')
     run = last_run()
     assert run["phase"] == "Succeeded", (run, operator.output()[-3000:])
@@ -332,7 +352,8 @@ def test_spark_on_kubernetes_runs_driver_and_executor_pods_over_the_store(
         return found
 
     wait_until(lambda: last_run().get("phase") in ("Succeeded", "Failed"), ANALYSIS_TIMEOUT_S, interval_s=2,
-               what="the spark-submit run to finish")  # fmt: skip
+               what="the spark-submit run to finish",
+               explain=_analysis_state(plane, operator, pod_runner, "onk8s"))  # fmt: skip
     run = last_run()
     assert run["phase"] == "Succeeded", (run, operator.output()[-3000:])
     (target,) = run["targets"]
