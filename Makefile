@@ -62,17 +62,18 @@ $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/
 	@if $(PY) tools/get_k8s.py; then touch $@; elif [ -n "$$CI" ]; then exit 1; \
 	else echo "tools/get_k8s.py failed: tests/kube will skip with the reason"; fi
 
-# tests/interop/java mostly waits on JVMs and brokers, so it runs in a second pytest process beside
-# the rest: `make test` takes about 30 min on 2 cores instead of 45. Its report is printed after the
-# rest's (and kept in $(JAVA_LOG)). `make unit PYTEST_ARGS=...` runs one pytest with those arguments.
-JAVA_SUITE := tests/interop/java
+# The tests that drive Apache RocketMQ's JVMs (tests/interop/java, and the side-by-side benchmark run
+# in tests/bench/test_vs_rocketmq.py) mostly wait on JVMs and brokers, so they run in a second pytest
+# process beside the rest: `make test` takes about 35 min on 2 cores instead of 60. Their report is
+# printed after the rest's (and kept in $(JAVA_LOG)). `make unit PYTEST_ARGS=...` runs one pytest.
+JAVA_SUITE := tests/interop/java tests/bench/test_vs_rocketmq.py
 JAVA_LOG := $(VENV)/pytest-interop-java.log
 unit: $(VENV)/.installed-dev $(VENV)/bin/helm $(VENV)/.rocketmq-jars $(VENV)/.k8s-binaries
 ifeq ($(strip $(PYTEST_ARGS)),)
-	@echo "$(JAVA_SUITE) runs beside the rest; its report follows theirs (log: $(JAVA_LOG))"
+	@echo "$(JAVA_SUITE) run beside the rest; their report follows theirs (log: $(JAVA_LOG))"
 	@$(VENV)/bin/pytest $(JAVA_SUITE) > $(JAVA_LOG) 2>&1 & java=$$!; \
 	trap 'kill $$java 2>/dev/null' INT TERM; \
-	$(VENV)/bin/pytest --ignore=$(JAVA_SUITE); rest=$$?; \
+	$(VENV)/bin/pytest $(addprefix --ignore=,$(JAVA_SUITE)); rest=$$?; \
 	wait $$java; java_rc=$$?; \
 	echo "===== $(JAVA_SUITE) (exit $$java_rc) ====="; cat $(JAVA_LOG); \
 	echo "rest of the suite: exit $$rest; $(JAVA_SUITE): exit $$java_rc"; \
