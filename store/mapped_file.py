@@ -191,7 +191,8 @@ class MappedFile:
 
     def advise_reads(self) -> None:
         """A page-grained segment that is full: read-ahead again for readers that fall behind."""
-        self.mm.madvise(mmap.MADV_NORMAL)
+        if self.available:
+            self.mm.madvise(mmap.MADV_NORMAL)
 
     # --- reads ---
     def slice(self, position: int, size: int) -> memoryview:
