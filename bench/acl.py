@@ -1,11 +1,14 @@
 """Produce throughput with the plain ACL off and on, in one run (issue 17: within 10 %).
 
-    python bench/acl.py [--window-s 1] [--rounds 12] [--tasks 32] [--body-bytes 1024] [--json]
+    python bench/acl.py [--window-s 1] [--rounds 12] [--tasks 32] [--body-bytes 1024] [--control] [--json]
 
 Starts two NameServer + Broker pairs (real `shoal` processes on 127.0.0.1): one with ACL off, one
 with aclEnable=true (one account with PUB on the topic; its producer signs every request). Then
 `rounds` short windows per mode, alternating between the two (the order flips every round), each
 with `tasks` asyncio tasks sending synchronously one message at a time.
+
+`--control` runs the same with ACL off on both sides (an A/A run): its ratio is the bench's own
+bias between its two slots (three runs on 2026-11-27: 1.084, 1.004, 1.026 for the "on" slot).
 
 Reported per mode: the median messages per second, and the broker's and the client's CPU time per
 message (from /proc and `time.process_time`). On a shared machine the rates swing with other
@@ -178,7 +181,7 @@ async def measure(
 ) -> dict[str, Any]:
     """Short windows alternating between the two clusters (the order flips every round), so load
     from other processes on a shared machine falls on both modes alike."""
-    producers = {acl: await _producer(*addresses[acl][:2], acl) for acl in (False, True)}
+    producers = {acl: await _producer(*addresses[acl][:2], acl and not args.control) for acl in (False, True)}
     body = os.urandom(args.body_bytes)
     rates: dict[bool, list[float]] = {False: [], True: []}
     sent = {False: 0, True: 0}
@@ -248,12 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=12, help="windows per mode")
     parser.add_argument("--tasks", type=int, default=32)
     parser.add_argument("--body-bytes", type=int, default=1024)
+    parser.add_argument(
+        "--control", action="store_true", help="ACL off in both slots: measures the bench's bias between its slots"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="shoal-acl-bench-") as temp:
         (Path(temp) / "off").mkdir()
         (Path(temp) / "on").mkdir()
-        with cluster(Path(temp) / "off", False) as off, cluster(Path(temp) / "on", True) as on:
+        with cluster(Path(temp) / "off", False) as off, cluster(Path(temp) / "on", not args.control) as on:
             commitlog_dirs = [Path(temp) / mode / "store" / "commitlog" for mode in ("off", "on")]
             measured = asyncio.run(measure({False: off, True: on}, args, commitlog_dirs))
     rates = measured["rates"]
@@ -269,12 +275,15 @@ def main(argv: list[str] | None = None) -> int:
         "client_cpu_us_per_msg_off": round(client_us[False], 1),
         "client_cpu_us_per_msg_on": round(client_us[True], 1),
         "windows_per_mode": args.rounds,
+        "control": args.control,
     }
     check_us, sign_us = check_cost_us(args.body_bytes)
     result |= {"broker_check_us_per_request": round(check_us, 2), "client_sign_us_per_request": round(sign_us, 2)}
     if args.json:
         print(json.dumps(result))
     else:
+        if args.control:
+            print("control run: ACL off in both slots; 'on' below names the second slot")
         for acl in (False, True):
             print(f"ACL {'on ' if acl else 'off'}: msg/s per window " + " ".join(f"{rate:.0f}" for rate in rates[acl]))
         print(
