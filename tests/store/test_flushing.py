@@ -23,7 +23,7 @@ from shoal.store import (
     PutResult,
     PutStatus,
 )
-from tests.store.conftest import SettingsFactory, WaitUntil, body_of, open_store, put, settle
+from tests.store.conftest import SettingsFactory, WaitUntil, body_of, open_store, process_write_bytes, put, settle
 
 
 @pytest.fixture
@@ -274,13 +274,6 @@ GRAIN_PUTS = 32
 GRAIN_WRITTEN_PER_PUT_MAX = 3 * 4096  # a record may straddle two pages; slack for one more
 
 
-def _process_write_bytes() -> int:
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("write_bytes:"):
-            return int(line.split()[1])
-    raise AssertionError("no write_bytes in /proc/self/io")
-
-
 @pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted"])
 def test_sync_flush_group_commits_write_back_only_the_pages_a_small_put_dirtied(
     tmp_path: Path, small_settings: SettingsFactory, restart: bool
@@ -299,9 +292,9 @@ def test_sync_flush_group_commits_write_back_only_the_pages_a_small_put_dirtied(
         if restart:
             store.shutdown()
             store = open_store(settings)
-        before = _process_write_bytes()
+        before = process_write_bytes()
         for _ in range(GRAIN_PUTS):
             put(store, "Grain", 0, b"\x06" * 1024)
-        assert (_process_write_bytes() - before) / GRAIN_PUTS <= GRAIN_WRITTEN_PER_PUT_MAX  # 17.5 KiB before
+        assert (process_write_bytes() - before) / GRAIN_PUTS <= GRAIN_WRITTEN_PER_PUT_MAX  # 17.5 KiB before
     finally:
         store.shutdown()

@@ -13,6 +13,7 @@ from shoal.store.errors import StoreCorruptionError
 from shoal.store.mapped_file import (
     MappedFile,
 )
+from tests.store.conftest import process_write_bytes
 
 PAGE = limits.OS_PAGE_SIZE_BYTES
 FILE_SIZE = 16 * PAGE
@@ -304,25 +305,17 @@ GRAIN_APPENDS = 32
 GRAIN_WRITTEN_PER_SYNC_MAX = 2 * PAGE  # an append may straddle two pages
 
 
-def _process_write_bytes() -> int:
-    """Bytes this process has sent to the block layer (a sync's write-back counts for its caller)."""
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("write_bytes:"):
-            return int(line.split()[1])
-    raise AssertionError("no write_bytes in /proc/self/io")
-
-
 def _bytes_per_sync_after_small_appends(mapped: MappedFile) -> float:
-    """Fill GRAIN_LEAD_BYTES in 64 KiB group commits, then time-less: bytes written per sync of a 1 KiB append."""
+    """Fill GRAIN_LEAD_BYTES in 64 KiB group commits, then the bytes written back per sync of a 1 KiB append."""
     chunk = b"\x01" * (64 * 1024)
     while mapped.wrote_position < GRAIN_LEAD_BYTES:
         append(mapped, chunk)
         mapped.flush(0)
-    before = _process_write_bytes()
+    before = process_write_bytes()
     for _ in range(GRAIN_APPENDS):
         append(mapped, b"\x02" * 1024)
         mapped.flush(0)
-    return (_process_write_bytes() - before) / GRAIN_APPENDS
+    return (process_write_bytes() - before) / GRAIN_APPENDS
 
 
 @pytest.mark.parametrize("warm", [False, True])
