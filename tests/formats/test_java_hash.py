@@ -85,6 +85,13 @@ def test_java_string_hash_equals_an_independent_reference(text: str) -> None:
 
 
 @settings(deadline=None, max_examples=300)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_ascii_text_hashed_two_characters_per_step_equals_the_reference(text: str) -> None:
+    """The pair-table path: odd and even lengths, and past the unmasked limit (128 characters)."""
+    assert java_string_hash(text) == reference_hash(text)
+
+
+@settings(deadline=None, max_examples=300)
 @given(st.text(max_size=40))
 def test_index_key_hash_is_never_negative(text: str) -> None:
     """abs with MIN_VALUE -> 0 always gives 0 <= hash <= Integer.MAX_VALUE."""
