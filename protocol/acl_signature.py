@@ -13,7 +13,6 @@ code, so they cannot drift apart.
 from __future__ import annotations
 
 import binascii
-import functools
 import hashlib
 import hmac
 import operator
@@ -49,9 +48,16 @@ SHA1_BLOCK_BYTES = 64
 SIGNED_KEY_ORDERS_CACHED_MAX_COUNT = 256
 """Distinct header shapes (key sequences) whose signing order is kept; a client sends a handful."""
 
-_key_orders: dict[tuple[tuple[str, ...], tuple[str, ...]], Callable[[Mapping[str, str]], Any]] = {}
-"""(keys in wire order, excluded keys) -> a getter of the values in signing order. Sorting the keys
-was most of the cost of a signature; a request's header has the same keys as the last thousand."""
+_ValuesGetter = Callable[[Mapping[str, str]], Any]
+_key_orders: dict[tuple[str, ...], dict[tuple[str, ...], _ValuesGetter]] = {}
+"""excluded keys -> (keys in wire order -> a getter of the values in signing order). Sorting the keys
+was most of the cost of a signature; a request's header has the same keys as the last thousand.
+Two levels, so a lookup hashes the key sequence alone."""
+_keyed_states: dict[str, tuple[Any, Any]] = {}
+"""secret key -> its keyed SHA-1 states (`_keyed_sha1`); a dict, since a cached-function call costs
+more than the lookup."""
+_b2a_base64 = binascii.b2a_base64
+_compare_digest = hmac.compare_digest
 
 
 def _utf16(key: str) -> bytes:
@@ -59,7 +65,7 @@ def _utf16(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _values_in_order(keys: tuple[str, ...], excluded: tuple[str, ...]) -> Callable[[Mapping[str, str]], Any]:
+def _values_in_order(keys: tuple[str, ...], excluded: tuple[str, ...]) -> _ValuesGetter:
     signed = [key for key in keys if key not in excluded]
     if "".join(signed).isascii():
         signed.sort()  # the usual case, and the same order
@@ -76,25 +82,30 @@ def content_prefix(ext_fields: Mapping[str, str], excluded: tuple[str, ...] = (S
 
     Unpaired surrogates (a JSON header may carry them) become '?', as Java's String.getBytes does.
     """
-    shape = (tuple(ext_fields), excluded)
-    values = _key_orders.get(shape)
+    orders = _key_orders.get(excluded)
+    if orders is None:
+        orders = _key_orders[excluded] = {}
+    keys = tuple(ext_fields)
+    values = orders.get(keys)
     if values is None:
-        if len(_key_orders) >= SIGNED_KEY_ORDERS_CACHED_MAX_COUNT:
-            _key_orders.clear()  # many shapes: a peer making them up; sorting each is what it costs
-        values = _key_orders[shape] = _values_in_order(shape[0], excluded)
+        if len(orders) >= SIGNED_KEY_ORDERS_CACHED_MAX_COUNT:
+            orders.clear()  # many shapes: a peer making them up; sorting each is what it costs
+        values = orders[keys] = _values_in_order(keys, excluded)
     joined = "".join(values(ext_fields))
     try:
-        return joined.encode("utf-8")
+        return joined.encode()
     except UnicodeEncodeError:
         return joined.encode("utf-8", "replace")
 
 
-@functools.lru_cache(maxsize=SIGNING_KEYS_CACHED_MAX_COUNT)
 def _keyed_sha1(secret_key: str) -> tuple[Any, Any]:
     """HMAC-SHA1 (RFC 2104) with the key mixed in: SHA-1 states after the inner and the outer pad.
 
     Copying a keyed SHA-1 state is the cheapest HMAC CPython offers: OpenSSL 3's one-shot HMAC
     and HMAC_CTX look the digest up on every call, which cost more than hashing a 1 KB body."""
+    states = _keyed_states.get(secret_key)
+    if states is not None:
+        return states
     try:
         key = secret_key.encode("utf-8")
     except UnicodeEncodeError:
@@ -102,7 +113,13 @@ def _keyed_sha1(secret_key: str) -> tuple[Any, Any]:
     if len(key) > SHA1_BLOCK_BYTES:
         key = hashlib.sha1(key).digest()
     key = key.ljust(SHA1_BLOCK_BYTES, b"\0")
-    return hashlib.sha1(key.translate(hmac.trans_36)), hashlib.sha1(key.translate(hmac.trans_5C))
+    if len(_keyed_states) >= SIGNING_KEYS_CACHED_MAX_COUNT:
+        _keyed_states.clear()
+    states = _keyed_states[secret_key] = (
+        hashlib.sha1(key.translate(hmac.trans_36)),
+        hashlib.sha1(key.translate(hmac.trans_5C)),
+    )
+    return states
 
 
 def _hmac(secret_key: str, prefix: bytes, body: bytes | memoryview | None) -> str:
@@ -113,7 +130,7 @@ def _hmac(secret_key: str, prefix: bytes, body: bytes | memoryview | None) -> st
         inner.update(body)
     outer = outer_pad.copy()
     outer.update(inner.digest())
-    return binascii.b2a_base64(outer.digest(), newline=False).decode("ascii")
+    return _b2a_base64(outer.digest(), newline=False).decode("ascii")
 
 
 def signature_of(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secret_key: str) -> str:
@@ -133,11 +150,11 @@ def verify(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secre
         return False
     if not claimed.isascii():
         return False  # a Base64 text is ASCII; compare_digest takes only ASCII str
-    if hmac.compare_digest(_hmac(secret_key, content_prefix(ext_fields, _VERIFY_EXCLUDED), body), claimed):
+    if _compare_digest(_hmac(secret_key, content_prefix(ext_fields, _VERIFY_EXCLUDED), body), claimed):
         return True
     if UNIQUE_KEY_QUERY not in ext_fields:
         return False
-    return hmac.compare_digest(_hmac(secret_key, content_prefix(ext_fields), body), claimed)
+    return _compare_digest(_hmac(secret_key, content_prefix(ext_fields), body), claimed)
 
 
 @dataclass(frozen=True, slots=True)

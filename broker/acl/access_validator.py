@@ -44,6 +44,8 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 """TopicValidator.RMQ_SYS_TRACE_TOPIC: publishing trace records needs no permission (4.9.7)."""
 
 
+_FIELD_LENGTH_MAX = limits.ACL_REQUEST_FIELD_LENGTH_MAX
+
 _DECIDED_BY_FIELDS: dict[int, tuple[str, str]] = {
     RequestCode.SEND_MESSAGE_V2: ("b", "a"),
     RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
@@ -99,13 +101,13 @@ class AccessValidator:
     def check(self, peer_host: str, command: RemotingCommand) -> str | None:
         """None when allowed, else why not (RocketMQ's words where it has them)."""
         rules = self._rules
-        if self._globally_white(rules, peer_host):
+        if rules.global_white and self._globally_white(rules, peer_host):
             return None
         ext = command.ext_fields
         access_key = ext.get(ACCESS_KEY)
         if access_key is None:
             return "No accessKey is configured"
-        longest = limits.ACL_REQUEST_FIELD_LENGTH_MAX
+        longest = _FIELD_LENGTH_MAX
         if (
             len(access_key) > longest
             or len(ext.get(SIGNATURE, "")) > longest
@@ -163,8 +165,6 @@ class AccessValidator:
         return None
 
     def _globally_white(self, rules: AclRules, peer_host: str) -> bool:
-        if not rules.global_white:
-            return False
         known = self._white_hosts.get(peer_host)
         if known is None:
             known = rules.globally_white(normalize_host(peer_host))
