@@ -10,6 +10,7 @@ replaces `table` with the master's copy; whoever holds the manager sees the new 
 from __future__ import annotations
 
 from shoal.broker.config import BrokerConfig
+from shoal.broker.persist_soon import PersistSoon
 from shoal.formats.topics import validate_group_name
 from shoal.store.metadata import SubscriptionGroupConfig, SubscriptionGroupTable
 
@@ -20,21 +21,28 @@ class SubscriptionGroupManager:
     def __init__(self, table: SubscriptionGroupTable, config: BrokerConfig) -> None:
         self.table = table
         self.config = config
+        # self.table when it runs: a slave's metadata sync swaps the table
+        self.persist_soon = PersistSoon(lambda: self.table.persist(), "subscriptionGroup.json")  # noqa: PLW0108
 
     def find(self, name: str) -> SubscriptionGroupConfig | None:
         """The group's config as stored, never created."""
         return self.table.get(name)
 
-    def find_or_create(self, name: str) -> SubscriptionGroupConfig | None:
+    def find_or_create(self, name: str, *, persist_now: bool = True) -> SubscriptionGroupConfig | None:
         """The group's config, auto-created when allowed; None for a name no group may have (as
-        RocketMQ 5's findSubscriptionGroupConfig): callers answer SUBSCRIPTION_GROUP_NOT_EXIST."""
+        RocketMQ 5's findSubscriptionGroupConfig): callers answer SUBSCRIPTION_GROUP_NOT_EXIST.
+        A group created with `persist_now` False is written once the request is answered
+        (shoal.broker.persist_soon: a heartbeat)."""
         group = self.table.get(name)
         if group is None and validate_group_name(name) is not None:
             return None
         if group is None and (self.config.auto_create_subscription_group or name.startswith(SYSTEM_GROUP_PREFIX)):
             group = SubscriptionGroupConfig(name)
             self.table.put(group)
-            self.table.persist()
+            if persist_now:
+                self.table.persist()
+            else:
+                self.persist_soon()
         return group
 
     def update(self, group: SubscriptionGroupConfig) -> SubscriptionGroupConfig | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from shoal.broker import limits
 from shoal.broker.config import BrokerConfig, parse_delay_levels
+from shoal.broker.persist_soon import PersistSoon
 from shoal.formats.topics import (
     BENCHMARK_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -44,6 +45,8 @@ class TopicManager:
         self.config = config
         self.on_change = on_change
         """Called after a change that the NameServers must learn (re-registration)."""
+        # self.table when it runs: a slave's metadata sync swaps the table
+        self.persist_soon = PersistSoon(lambda: self.table.persist(), "topics.json")  # noqa: PLW0108
 
     def create_builtin_topics(self) -> None:
         c = self.config
@@ -124,15 +127,18 @@ class TopicManager:
         self._put_and_persist(created, "auto-created from " + default_topic)
         return created
 
-    def create_if_absent(self, topic: str, queues: int, perm: int, sys_flag: int = 0) -> TopicConfig:
-        """Retry, DLQ and system topics the broker creates itself."""
+    def create_if_absent(
+        self, topic: str, queues: int, perm: int, sys_flag: int = 0, *, persist_now: bool = True
+    ) -> TopicConfig:
+        """Retry, DLQ and system topics the broker creates itself; with `persist_now` False, one
+        created is written once the request is answered (shoal.broker.persist_soon: a heartbeat)."""
         existing = self.table.get(topic)
         if existing is not None:
             return existing
         created = TopicConfig(
             topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, topic_sys_flag=sys_flag
         )
-        self._put_and_persist(created, "created by the broker")
+        self._put_and_persist(created, "created by the broker", persist_now=persist_now)
         return created
 
     def update(self, config: TopicConfig) -> None:
@@ -145,9 +151,12 @@ class TopicManager:
             self.on_change()
         return removed
 
-    def _put_and_persist(self, config: TopicConfig, why: str) -> None:
+    def _put_and_persist(self, config: TopicConfig, why: str, *, persist_now: bool = True) -> None:
         self.table.put(config)
-        self.table.persist()
+        if persist_now:
+            self.table.persist()
+        else:
+            self.persist_soon()
         log.info(
             "topic %s %s: %d/%d queues, perm %d",
             config.topic_name,

@@ -100,7 +100,9 @@ class ConsumerProcessors:
 
     def heartbeat(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         """Register the client's groups. A group with a name no group may have is skipped, as
-        RocketMQ 5 skips it, and the heartbeat still answers SUCCESS (a remark names the skipped)."""
+        RocketMQ 5 skips it, and the heartbeat still answers SUCCESS (a remark names the skipped).
+        Groups and retry topics it creates are written after the answer (shoal.broker.persist_soon:
+        a slow answer costs a new Java push consumer a second of SUBSCRIPTION_NOT_LATEST pulls)."""
         data = HeartbeatData.from_json(request.body or b"{}")
         language = str(getattr(request.language, "name", request.language))
         skipped = []
@@ -109,10 +111,14 @@ class ConsumerProcessors:
             if problem is not None:
                 skipped.append(problem)
                 continue
-            group = self.groups.find_or_create(consumer.group_name)
+            # A new group and its retry topic reach the disk just after the answer (persist_soon).
+            group = self.groups.find_or_create(consumer.group_name, persist_now=False)
             if group is not None:
                 self.topics.create_if_absent(
-                    retry_topic(consumer.group_name), max(1, group.retry_queue_nums), PERM_READ | PERM_WRITE
+                    retry_topic(consumer.group_name),
+                    max(1, group.retry_queue_nums),
+                    PERM_READ | PERM_WRITE,
+                    persist_now=False,
                 )
             self.consumers.register(connection, data.client_id, language, request.version, consumer)
         for producer in data.producer_data_set:
