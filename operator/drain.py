@@ -2,7 +2,8 @@
 
 The operator wipes the group's write permission on the NameServers, then deletes the group's
 StatefulSet, Service, PDB and ConfigMap once no consumer group has anything left to consume on
-it; `shoal.io/skip-drain-check: "true"` deletes at once. Its PVs follow the reclaim policy.
+it; `shoal.io/skip-drain-check: "true"` deletes at once. Its PVs follow the reclaim policy once its
+pods have stopped (reclaim.py).
 
 handlers.py asks each surplus group's master (drain_targets) for the consumer lag, then
 plan_drain decides from those facts.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from shoal.operator import manifests
 from shoal.operator.spec import BrokerSpec
@@ -66,8 +66,3 @@ def plan_drain(facts: DrainFacts) -> Step:
     if facts.consumer_lag > 0:
         return Step(WAIT, f"{facts.name}: draining, {facts.consumer_lag} messages not consumed yet")
     return Step(DELETE_GROUP, f"{facts.name}: drained (write permission removed, every consumer caught up)")
-
-
-def group_volumes(volumes: Sequence[Mapping[str, Any]], group_name: str) -> list[Mapping[str, Any]]:
-    """The cluster's hostPath PVs that hold `group_name`'s stores."""
-    return [v for v in volumes if (v["metadata"].get("labels") or {}).get(manifests.LABEL_GROUP) == group_name]

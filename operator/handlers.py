@@ -44,6 +44,7 @@ from shoal.operator import (
     metrics,
     observe,
     placement,
+    reclaim,
     rollout,
     secrets,
     status,
@@ -349,10 +350,30 @@ def _drain(
             continue
         for api_version, kind, child in manifests.group_children(spec, target.group):
             kube.delete(api_version, kind, spec.namespace, child)
-        volumes = drain.group_volumes(kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID), target.name)
-        _release_volumes(volumes, spec.image, spec.storage.reclaim_policy, logger)
-        logger.info(f"scale-down: {step.reason}; deleted group {target.name}")
+        volumes = (
+            "its volumes go once its pods have stopped"
+            if spec.storage.reclaim_policy == "Delete"
+            else "its volumes and their directories are kept"
+        )
+        logger.info(
+            f"scale-down: {step.reason}; deleted group {target.name}; {volumes} "
+            f"(reclaimPolicy {spec.storage.reclaim_policy})"
+        )
     return notes
+
+
+def _release_stopped_groups(spec: BrokerSpec, observed: observe.Observed, logger: Any) -> None:
+    """reclaimPolicy Delete: release the volumes of groups beyond spec.groups none of whose pods
+    remain (reclaim.py: a directory is removed only under stopped brokers)."""
+    if spec.storage.type != "HostPath" or spec.storage.reclaim_policy != "Delete" or not spec.uid:
+        return
+    kept = {manifests.group_name(spec, group) for group in range(spec.groups)}
+    volumes = reclaim.releasable_volumes(
+        kube.cluster_volumes(spec.uid, manifests.LABEL_CLUSTER_UID),
+        kept_groups=kept,
+        groups_with_pods=reclaim.broker_pod_groups(observed.pods),
+    )
+    _release_volumes(volumes, spec.image, spec.storage.reclaim_policy, logger)
 
 
 # ---------------------------------------------------------------- Broker: reconcile
@@ -432,6 +453,7 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
         skip_drain = annotations.get(ANNOTATION_SKIP_DRAIN) == "true"
         draining = _drain(spec, facts, skip_drain, observed, logger)
         facts = dataclasses.replace(facts, draining=draining)
+        _release_stopped_groups(spec, observed, logger)
     _set_status(patch, status.broker_status(spec, _generation(body), facts, _now(), _previous(body)))
     if not facts.volumes_bound and not paused:
         raise kopf.TemporaryError(
@@ -465,12 +487,20 @@ def broker_deleted(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     metrics.forget("Broker", str(body["metadata"].get("namespace")), str(body["metadata"]["name"]))
     uid = str(body["metadata"].get("uid") or "")
     spec = body.get("spec") or {}
-    reclaim = ((spec.get("storage") or {}).get("hostPath") or {}).get("reclaimPolicy", "Retain")
-    if not uid or reclaim != "Delete":
+    policy = ((spec.get("storage") or {}).get("hostPath") or {}).get("reclaimPolicy", "Retain")
+    if not uid or policy != "Delete":
         return
-    _release_volumes(
-        kube.cluster_volumes(uid, manifests.LABEL_CLUSTER_UID), str(spec.get("image", "")), reclaim, logger
-    )
+    namespace, name = str(body["metadata"].get("namespace")), str(body["metadata"]["name"])
+    running = reclaim.broker_pod_groups(kube.cluster_pods(namespace, name, manifests.LABEL_CLUSTER))
+    if running:
+        # The garbage collector removes the pods only after the Broker is gone, which this handler's
+        # finalizer holds back: stop them here, and release the volumes on a retry.
+        for group in sorted(running):
+            kube.delete("apps/v1", "StatefulSet", namespace, group)
+        note = reclaim.waiting_note(running)
+        logger.info(note)
+        raise kopf.TemporaryError(note, delay=limits.POD_STOP_POLL_S)
+    _release_volumes(kube.cluster_volumes(uid, manifests.LABEL_CLUSTER_UID), str(spec.get("image", "")), policy, logger)
 
 
 # ---------------------------------------------------------------- Topic

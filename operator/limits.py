@@ -79,6 +79,10 @@ than a broker restart's recovery of a clean store, so a roll or a node blip does
 RETRY_DELAY_S = 15.0
 """Delay before retrying a reconcile that waits for something (nodes, a reachable cluster)."""
 
+POD_STOP_POLL_S = 3.0
+"""A deleted Broker with reclaimPolicy Delete: how often to look whether its pods have stopped
+(their grace period is the broker's shutdown), so the store directories can go."""
+
 TOPIC_SHRINK_RECHECK_S = 5.0
 """A Topic whose read queues wait for consumers before shrinking is re-checked this often."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shoal.operator import drain, manifests, steps
+from shoal.operator import drain, steps
 from shoal.operator.spec import BrokerSpec
 
 
@@ -26,13 +26,3 @@ def test_drain_targets_ask_the_broker_that_reports_the_master_role(spec: BrokerS
         drain.DrainTarget(1, "orders-g1", "10.0.0.3:10911"),
         drain.DrainTarget(2, "orders-g2", ""),
     ]
-
-
-def test_group_volumes_are_the_drained_groups_only() -> None:
-    """Goal: a drained group releases its own PVs only. Method: PVs of two groups and one unlabelled."""
-    volumes = [
-        {"metadata": {"name": "a", "labels": {manifests.LABEL_GROUP: "orders-g1"}}},
-        {"metadata": {"name": "b", "labels": {manifests.LABEL_GROUP: "orders-g0"}}},
-        {"metadata": {"name": "c"}},
-    ]
-    assert [v["metadata"]["name"] for v in drain.group_volumes(volumes, "orders-g1")] == ["a"]

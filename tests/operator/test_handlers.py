@@ -552,6 +552,47 @@ async def test_deleting_a_broker_follows_the_reclaim_policy(kube_api: km.Kuberne
 
 
 @pytest.mark.asyncio
+async def test_deleting_a_broker_stops_its_pods_before_removing_their_directories(
+    kube_api: km.KubernetesEmulator,
+) -> None:
+    """Goal: reclaimPolicy Delete never removes a store directory under a running broker (it would
+    write its tables back while stopping). Method: a Broker whose two broker pods exist; delete it:
+    its StatefulSet is deleted while the finalizer stays and no cleanup Job starts; once the pods
+    are gone, the PVs go, the Jobs start and the Broker is released."""
+    body = broker_body(storage={"type": "HostPath", "hostPath": {"reclaimPolicy": "Delete"}})
+    pods = [f"orders-g0-{ordinal}" for ordinal in (0, 1)]
+    async with operator_with_broker(kube_api, body):
+        for name in pods:
+            kube_api.objects["v1/pods", NAMESPACE, name] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": NAMESPACE,
+                    "labels": {"shoal.io/cluster": "orders", "shoal.io/group": "orders-g0"},
+                },
+            }
+        response = await kube_api.delete(f"{BROKER_PATH}/orders", headers={"Connection": "close"})
+        assert response.status < 300, await response.text()
+        response.close()
+        await wait_until(lambda: kube_api.objects["apps/v1/statefulsets", NAMESPACE, "orders-g0"].deleted)
+        assert list(kube_api[km.action.CREATE, km.resource("batch/v1/jobs")]) == []
+        assert not kube_api.objects[BROKERS, NAMESPACE, "orders"].deleted
+        assert not any(
+            kube_api.objects["v1/persistentvolumes", None, f"shoal-mq-orders-g0-{n}"].deleted for n in (0, 1)
+        )
+        for name in pods:
+            response = await kube_api.delete(
+                f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", headers={"Connection": "close"}
+            )
+            assert response.status < 300, await response.text()
+            response.close()
+        await wait_until(lambda: kube_api.objects[BROKERS, NAMESPACE, "orders"].deleted)
+    assert len(list(kube_api[km.action.CREATE, km.resource("batch/v1/jobs")])) == 2
+    assert all(kube_api.objects["v1/persistentvolumes", None, f"shoal-mq-orders-g0-{n}"].deleted for n in (0, 1))
+
+
+@pytest.mark.asyncio
 async def test_reconciles_are_counted_and_served_as_prometheus_metrics(kube_api: km.KubernetesEmulator) -> None:
     """Goal: a machine can scrape the operator. Method: run `python -m shoal.operator`'s metrics
     server on a free port, reconcile one Broker, read /metrics over HTTP."""
