@@ -483,3 +483,63 @@ def walk_records(
         position += total
         count += 1
     return RecordWalk(positions, position, stop)
+
+
+def frame_messages(
+    buffer: memoryview,
+    position: int,
+    limit: int,
+    base_offset: int,
+    *,
+    check_crc: bool,
+    topics_valid: set[bytes],
+) -> tuple[int, int]:
+    """Walk the consecutive V1 messages from `position` that `check_record` would classify as
+    MESSAGE with `expected_physical_offset=base_offset + position` (CRC included when
+    `check_crc`): (position after the last, how many). Recovery's scan of a whole CommitLog: each
+    record costs a few `unpack_from`s and, with `check_crc`, a CRC over a zero-copy slice of the
+    body, never a RecordHeader. It stops before anything it is not sure of (a V2 record, a blank
+    record, damage), which the caller then classifies with `check_record`. `topics_valid` caches
+    the topic bytes already known to decode as UTF-8 (`decode_header`'s test)."""
+    unpack_prefix = PREFIX.unpack_from
+    unpack_int = INT.unpack_from
+    unpack_short = SHORT.unpack_from
+    crc32 = zlib.crc32
+    count = 0
+    while limit - position >= FIXED_LENGTH_V4:
+        total, magic, crc, _queue_id, _flag, _queue_offset, physical, sysflag = unpack_prefix(buffer, position)
+        end = position + total
+        if magic != MESSAGE_MAGIC_CODE or total < FIXED_LENGTH_V4 or end > limit:
+            break
+        if physical != base_offset + position:
+            break
+        body_at = (
+            position
+            + BODY_OFFSET_WITHOUT_HOSTS
+            + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+            + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
+        )
+        if body_at > end:
+            break
+        body_len = unpack_int(buffer, body_at - 4)[0]
+        topic_at = body_at + body_len
+        if body_len < 0 or topic_at + 3 > end:
+            break
+        topic_len = buffer[topic_at]
+        properties_at = topic_at + 1 + topic_len
+        if topic_len > 127 or properties_at + 2 > end:
+            break
+        if unpack_short(buffer, properties_at)[0] != end - properties_at - 2:  # also rejects a negative length
+            break
+        topic = buffer[topic_at + 1 : properties_at].tobytes()
+        if topic not in topics_valid:
+            try:
+                topic.decode("utf-8")
+            except UnicodeDecodeError:
+                break
+            topics_valid.add(topic)
+        if check_crc and body_len > 0 and crc32(buffer[body_at:topic_at]) & 0x7FFFFFFF != crc:
+            break
+        position = end
+        count += 1
+    return position, count

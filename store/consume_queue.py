@@ -15,7 +15,7 @@ from pathlib import Path
 
 from shoal.formats.consume_queue_unit import BLANK_UNIT, BLANK_UNIT_SIZE_FIELD, UNIT, UNIT_SIZE, Unit, is_blank_unit
 from shoal.store import durability, limits
-from shoal.store.mapped_file import MappedFile
+from shoal.store.mapped_file import MappedFile, written_end
 from shoal.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -303,8 +303,10 @@ def _written_units_from(files: list[MappedFile], byte_offset: int) -> int:
         start = max(0, byte_offset - mapped.file_from_offset)
         if start >= mapped.file_size:
             continue
-        for index, unit in enumerate(UNIT.iter_unpack(mapped.view[start - start % UNIT_SIZE :])):
-            del index
+        start -= start % UNIT_SIZE
+        end = written_end(mapped.view, start, mapped.file_size)  # a file's zero tail is no unit
+        end += -(end - start) % UNIT_SIZE
+        for unit in UNIT.iter_unpack(mapped.view[start:end]):
             if unit != (0, 0, 0):
                 count += 1
     return count

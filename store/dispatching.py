@@ -119,6 +119,13 @@ class Dispatcher:
         end instead of writing a unit after a gap. Units already present are skipped, so the
         second pass only fills what is missing; listeners are not attached yet."""
         self._rewound: set[tuple[str, int]] = set()
+        self.covered_end_offset = 0
+        """Below this CommitLog offset records may already be in their ConsumeQueue and the index
+        (recovery sets it to where the ConsumeQueues end): such a record is skipped from its
+        fixed fields, without decoding its topic or properties (RocketMQ's ConsumeQueue and
+        IndexService return at once for those too)."""
+        self.records_decoded = 0
+        """Records whose topic and properties dispatch decoded (those it did not skip as covered)."""
         self.damaged: dict[int, DamagedRange] = {}
         """Damaged CommitLog ranges by start offset (recovery's and our own), oldest dropped past
         DAMAGED_RANGES_TRACKED_MAX_COUNT."""
@@ -240,6 +247,11 @@ class Dispatcher:
         base = self.reput_from_offset
         topics = self._topic_names
         damaged = self.damaged
+        covered_end = self.covered_end_offset if not self.listeners else 0
+        queues: dict[tuple[bytes, int], ConsumeQueue] = {}
+        """ConsumeQueues by raw topic and queue id, for this pass (the table changes only while
+        dispatch is held still, under the lock this pass holds)."""
+        index = self.index
         while position < limit and count < count_max:
             if damaged and base + position in damaged:
                 # Known damage (found by recovery with the CRC check dispatch does not do): skip it
@@ -249,6 +261,13 @@ class Dispatcher:
                     return resume - base, count, False
                 position = resume - base
                 continue
+            if base + position < covered_end:
+                indexed_end = index.last_indexed_offset if index is not None else covered_end
+                size = self._covered_size(view, position, limit, base + position, indexed_end, queues)
+                if size:
+                    position += size
+                    count += 1
+                    continue
             fields = _fast_fields(view, position, limit, base + position, topics)
             if fields is None:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)
@@ -273,6 +292,7 @@ class Dispatcher:
                     header.topic,
                     bytes(view[header.properties_position : header.properties_position + header.properties_length]),
                 )
+            self.records_decoded += 1
             try:
                 self._dispatch_one(*fields)
             except OSError as error:
@@ -281,6 +301,54 @@ class Dispatcher:
             position += fields[0]
             count += 1
         return position, count, False
+
+    def _covered_size(
+        self,
+        view: memoryview,
+        position: int,
+        limit: int,
+        expected_offset: int,
+        indexed_end: int,
+        queues: dict[tuple[bytes, int], ConsumeQueue],
+    ) -> int:
+        """The size of the well-formed V1 message at `position` when dispatching it would change
+        nothing: its ConsumeQueue already ends past it (`offset + size <= max_physical_offset`,
+        RocketMQ's duplicate test) and the index holds keys of a later message (or there is no
+        index); 0 otherwise, and the caller dispatches it in full."""
+        if limit - position < FIXED_LENGTH_V4:
+            return 0
+        total, magic, _crc, queue_id, _flag, _queue_offset, physical, sysflag = PREFIX.unpack_from(view, position)
+        if magic != MESSAGE_MAGIC_CODE or physical != expected_offset or total > limit - position:
+            return 0
+        if physical >= indexed_end and sysflag & TRANSACTION_TYPE_MASK != TransactionType.ROLLBACK_TYPE:
+            return 0
+        body_at = (
+            position
+            + BODY_OFFSET_WITHOUT_HOSTS
+            + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+            + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
+        )
+        end = position + total
+        if body_at > end:
+            return 0
+        topic_at = body_at + INT.unpack_from(view, body_at - 4)[0]
+        if topic_at < body_at or topic_at + 3 > end:
+            return 0
+        properties_at = topic_at + 1 + view[topic_at]
+        if properties_at + 2 > end or SHORT.unpack_from(view, properties_at)[0] != end - properties_at - 2:
+            return 0
+        if sysflag & TRANSACTION_TYPE_MASK in _CONSUME_QUEUE_TYPES:
+            key = (view[topic_at + 1 : properties_at].tobytes(), queue_id)
+            queue = queues.get(key)
+            if queue is None:
+                topic = self._topic_names.get(key[0])
+                found = self.consume_queues.find(topic, queue_id) if topic is not None else None
+                if found is None:
+                    return 0
+                queue = queues[key] = found
+            if physical + total > queue.max_physical_offset:
+                return 0
+        return int(total)
 
     def _skip_damage_locked(self, view: memoryview, position: int, base: int, check: RecordCheck) -> int:
         """Where dispatch resumes after the damage at `position`: a CommitLog offset (maybe the
@@ -372,30 +440,40 @@ class Dispatcher:
         raw_properties: bytes,
     ) -> None:
         tags, keys, uniq_key = dispatch_properties(raw_properties)
+        code = 0
+        coded = False
+        transaction = sysflag & TRANSACTION_TYPE_MASK
+        if transaction in _CONSUME_QUEUE_TYPES:
+            queue = self.consume_queues.find_or_create(topic, queue_id)
+            if commitlog_offset + size > queue.max_physical_offset:  # else a duplicate: put() would refuse it
+                if queue_offset > queue.max_offset:
+                    if self.rewind_on_gap:
+                        self._rewind_to_fill(queue, topic, queue_id, queue_offset, commitlog_offset)
+                    if self.damaged and self._damage_between(queue.max_physical_offset, commitlog_offset):
+                        queue.fill_blanks_to(queue_offset)  # its messages in between were lost in the damage
+                code, coded = self._tags_code(topic, tags, raw_properties, store_timestamp), True
+                queue.put(commitlog_offset, size, code, queue_offset)
+            self.checkpoint.logics_msg_timestamp = store_timestamp
+        if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):
+            self.index.build(topic, commitlog_offset, store_timestamp, uniq_key, keys)
+        if self.listeners:
+            if not coded:
+                code = self._tags_code(topic, tags, raw_properties, store_timestamp)
+            request = DispatchRequest(
+                topic, queue_id, commitlog_offset, size, code, store_timestamp, queue_offset, raw_properties
+            )
+            for listener in self.listeners:
+                listener(request)
+
+    def _tags_code(self, topic: str, tags: str | None, raw_properties: bytes, store_timestamp: int) -> int:
+        """The unit's tagsCode: the TAGS hash, or what the hook makes of it for its topics."""
         code = tags_code(tags)
         hook = self.tags_code_hook
         if hook is not None and (self.tags_code_hook_topics is None or topic in self.tags_code_hook_topics):
             override = hook(topic, decode_properties(raw_properties), store_timestamp, code)
             if override is not None:
                 code = override
-        transaction = sysflag & TRANSACTION_TYPE_MASK
-        if transaction in _CONSUME_QUEUE_TYPES:
-            queue = self.consume_queues.find_or_create(topic, queue_id)
-            if queue_offset > queue.max_offset:
-                if self.rewind_on_gap:
-                    self._rewind_to_fill(queue, topic, queue_id, queue_offset, commitlog_offset)
-                if self.damaged and self._damage_between(queue.max_physical_offset, commitlog_offset):
-                    queue.fill_blanks_to(queue_offset)  # its messages in between were lost in the damage
-            queue.put(commitlog_offset, size, code, queue_offset)
-            self.checkpoint.logics_msg_timestamp = store_timestamp
-        if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):
-            self.index.build(topic, commitlog_offset, store_timestamp, uniq_key, keys)
-        if self.listeners:
-            request = DispatchRequest(
-                topic, queue_id, commitlog_offset, size, code, store_timestamp, queue_offset, raw_properties
-            )
-            for listener in self.listeners:
-                listener(request)
+        return code
 
 
 _TOPIC_CACHE_MAX = 100_000

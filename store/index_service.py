@@ -74,14 +74,30 @@ class IndexService:
     def build(
         self, topic: str, physical_offset: int, store_timestamp: int, uniq_key: str | None, keys: str | None
     ) -> None:
-        """Index one dispatched message (skipped when an earlier file already covers it)."""
+        """Index one dispatched message (skipped when an earlier file already covers it).
+
+        The message at the newest file's end offset may have only some of its keys there (its
+        first keys filled a file whose successor recovery deleted): its missing keys are added,
+        where RocketMQ (`offset < endPhyOffset`) would add them all again."""
         self._writable_file()
-        if physical_offset <= self.last_indexed_offset:
+        indexed = self.last_indexed_offset
+        if physical_offset < indexed:
             return  # re-dispatch after recovery: this message is indexed already
-        if uniq_key:
-            self._put(f"{topic}#{uniq_key}", physical_offset, store_timestamp)
-        for key in message_keys(keys):
-            self._put(f"{topic}#{key}", physical_offset, store_timestamp)
+        full_keys = [f"{topic}#{key}" for key in ([uniq_key] if uniq_key else []) + message_keys(keys)]
+        if physical_offset == indexed:
+            full_keys = [key for key in full_keys if physical_offset not in self._offsets_of(key, physical_offset)]
+        for key in full_keys:
+            self._put(key, physical_offset, store_timestamp)
+
+    def _offsets_of(self, full_key: str, physical_offset: int) -> list[int]:
+        """CommitLog offsets (hash matches) for `full_key` in the files that reach `physical_offset`
+        (the newest, and the full one before it when the newest took over its end offset)."""
+        found: list[int] = []
+        for index_file in reversed(self.files):
+            if index_file.end_physical_offset < physical_offset:
+                break
+            found.extend(index_file.lookup(full_key, limits.QUERY_MESSAGES_MAX_COUNT, 0, 2**62))
+        return found
 
     def _put(self, key: str, physical_offset: int, store_timestamp: int) -> None:
         index_file = self._writable_file()

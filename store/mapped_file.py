@@ -210,10 +210,11 @@ class MappedFile:
         zeroed = 0
         at = position
         chunk_size = len(_ZERO_CHUNK)
-        while at < self.file_size:
-            end = min(at + chunk_size, self.file_size)
-            if self.view[at:end] != _ZERO_CHUNK[: end - at]:
-                self.view[at:end] = _ZERO_CHUNK[: end - at]
+        stop = written_end(self.view, position, self.file_size)  # zeros past it stay untouched (no dirty pages)
+        while at < stop:
+            end = min(at + chunk_size, stop)
+            if not is_zeros(self.view, at, end):
+                self.view[at:end] = _ZERO_VIEW[: end - at]
                 zeroed += end - at
             at = end
         if zeroed:
@@ -279,3 +280,34 @@ def _zero_fill(fd: int, start: int, end: int, rate_bytes_per_s: int = 0, through
             ahead_s = (at - start) / rate_bytes_per_s - (time.monotonic() - began)
             if ahead_s > 0:
                 time.sleep(ahead_s)
+
+
+def is_zeros(view: memoryview, start: int, end: int) -> bool:
+    """Whether view[start:end] is all zero bytes. Compared a chunk at a time as `bytes` (a copy and a
+    memcmp, ~0.2 ms per MiB): comparing the memoryview itself goes byte by byte (~6 ms per MiB)."""
+    chunk = len(_ZERO_CHUNK)
+    at = start
+    while at < end:
+        stop = min(at + chunk, end)
+        if view[at:stop].tobytes() != _zeros(stop - at):
+            return False
+        at = stop
+    return True
+
+
+def written_end(view: memoryview, start: int, end: int) -> int:
+    """Where the non-zero bytes of view[start:end] end (`start` when all are zero), found from the end."""
+    chunk = len(_ZERO_CHUNK)
+    stop = end
+    while stop > start:
+        begin = max(start, stop - chunk)
+        piece = view[begin:stop].tobytes()
+        if piece != _zeros(stop - begin):
+            return begin + len(piece.rstrip(b"\x00"))
+        stop = begin
+    return start
+
+
+def _zeros(size: int) -> bytes:
+    """`size` zero bytes as `bytes` (a memoryview on either side would make `==` slow)."""
+    return _ZERO_CHUNK if size == len(_ZERO_CHUNK) else bytes(size)

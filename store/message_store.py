@@ -176,11 +176,14 @@ class MessageStore:
         if not last_exit_ok:
             reput_from = min(reput_from, report.scan_start_offset)
         self.dispatcher.reput_from_offset = max(reput_from, self.commitlog.min_offset)
+        self.dispatcher.covered_end_offset = self.consume_queues.max_physical_offset
         self.dispatcher.rewind_on_gap = True
+        decoded_before = self.dispatcher.records_decoded
         try:
             report.messages_redispatched = self.dispatcher.dispatch_available()
         finally:
             self.dispatcher.rewind_on_gap = False
+        report.messages_redispatch_decoded = self.dispatcher.records_decoded - decoded_before
         self._rebuild_topic_queue_table()
         for queue in self.consume_queues:
             queue.correct_min_offset(self.commitlog.min_offset)

@@ -31,6 +31,7 @@ from shoal.formats.record import (
     MESSAGE_MAGIC_CODE_V2,
     PREFIX,
     RecordKind,
+    frame_messages,
     store_timestamp_at,
 )
 from shoal.store import limits
@@ -38,6 +39,7 @@ from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.commitlog import CommitLog
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DamagedRange, damaged_file_path, find_resync, known_damage, save_damaged_bytes
+from shoal.store.mapped_file import written_end
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,9 @@ class RecoveryReport:
     consume_queue_units_blanked: int = 0
     index_files_deleted: int = 0
     messages_redispatched: int = 0
+    messages_redispatch_decoded: int = 0
+    """Of those, the messages decoded to write a missing ConsumeQueue unit or index keys; the
+    others were already in both and were skipped from their fixed fields."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -112,7 +117,10 @@ class RecoveryReport:
         if self.index_files_deleted:
             lines.append(f"  deleted {self.index_files_deleted} index files (rebuilt from the CommitLog)")
         if self.messages_redispatched:
-            lines.append(f"  re-dispatched {self.messages_redispatched} messages")
+            lines.append(
+                f"  re-dispatched {self.messages_redispatched} messages "
+                f"({self.messages_redispatch_decoded} decoded for missing ConsumeQueue units or index keys)"
+            )
         if self.known_damaged_ranges:
             lines.append(
                 f"  skipped {len(self.known_damaged_ranges)} damaged range(s) reported before: "
@@ -158,10 +166,17 @@ def scan_commitlog(commitlog: CommitLog, start_offset: int, check_crc: bool, wri
     damaged: list[DamagedRange] = []
     messages_end = start_offset
     """End of the last intact message: damage that no message follows is the torn tail after all."""
+    topics_valid: set[bytes] = set()
     while True:
         mapped = queue.find_by_offset(offset)
         if mapped is None:
             return _torn_tail(offset, "", damaged, messages_end)
+        base = mapped.file_from_offset
+        position, count = frame_messages(
+            mapped.view, offset - base, mapped.read_position, base, check_crc=check_crc, topics_valid=topics_valid
+        )
+        if count:
+            offset = messages_end = base + position
         check = commitlog.check_at(offset, check_crc=check_crc)
         if check.kind is RecordKind.MESSAGE:
             offset += check.size
@@ -302,15 +317,7 @@ def blank_units_in_damage(consume_queues: ConsumeQueueTable, report: RecoveryRep
 def _written_end(commitlog: CommitLog) -> int:
     """Where non-zero bytes end in the last non-empty segment (how far the old process wrote)."""
     for mapped in reversed(commitlog.queue.files):
-        view = mapped.view
-        end = mapped.file_size
-        chunk = limits.RECOVERY_ZERO_CHUNK_BYTES
-        while end > 0:
-            start = max(0, end - chunk)
-            piece = view[start:end]
-            stripped = bytes(piece).rstrip(b"\x00")
-            piece.release()
-            if stripped:
-                return mapped.file_from_offset + start + len(stripped)
-            end = start
+        end = written_end(mapped.view, 0, mapped.file_size)
+        if end:
+            return mapped.file_from_offset + end
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import random
 import struct
 import zlib
 
@@ -28,6 +29,7 @@ from shoal.formats.record import (
     encode_blank_into,
     encode_host,
     encode_record_into,
+    frame_messages,
     host_flags,
     record_length,
     store_timestamp_at,
@@ -743,3 +745,52 @@ def test_encode_then_decode_round_trips_every_field(
     assert header.topic == topic
     assert buffer[header.properties_position : header.properties_position + header.properties_length] == (properties)
     assert store_timestamp_at(buffer, position) == store_ts
+
+
+def _records_buffer(rng: random.Random, count: int) -> bytearray:
+    """`count` V1 records back to back (random bodies, two topics, some IPv6 hosts), then zeros."""
+    v6_host = ipaddress.ip_address("::1").packed + struct.pack(">i", 9876)
+    v4_host = encode_host("10.0.0.1", 10911)
+    buffer = bytearray(200_000)
+    at = 0
+    for number in range(count):
+        body = rng.randbytes(rng.randrange(0, 300))
+        born = v6_host if number % 5 == 1 else v4_host
+        topic = b"TopicA" if number % 2 else "Topic\u00e9".encode()
+        properties = b"KEYS\x01k%d\x02" % number
+        at += encode_record_into(
+            buffer, at, body, topic, properties, 1, 0, number, at, host_flags(born, v4_host),
+            1, born, 2, v4_host, 0, 0, body_crc(body),
+        )  # fmt: skip
+    return buffer
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("check_crc", [True, False])
+def test_frame_messages_accepts_exactly_the_records_check_record_calls_messages(seed: int, check_crc: bool) -> None:
+    """Goal: recovery's fast walk never accepts what `check_record` rejects, nor stops before what it
+    accepts. Method: 30 records, one to three random bytes changed (or none); both walks from 0."""
+    rng = random.Random(seed)
+    buffer = _records_buffer(rng, 30)
+    written = next(i for i in range(len(buffer) - 1, -1, -1) if buffer[i]) + 1
+    for _ in range(seed % 4):
+        buffer[rng.randrange(written)] = rng.randrange(256)
+    view = memoryview(buffer)
+    expected_position, expected_count = 0, 0
+    while True:
+        check = check_record(
+            view, expected_position, len(view), check_crc=check_crc, expected_physical_offset=expected_position
+        )
+        if check.kind is not RecordKind.MESSAGE or check.header is None or check.header.magic != MESSAGE_MAGIC_CODE:
+            break
+        expected_position += check.size
+        expected_count += 1
+    found = frame_messages(view, 0, len(view), 0, check_crc=check_crc, topics_valid=set())
+    assert found == (expected_position, expected_count)
+
+
+def test_frame_messages_checks_the_physical_offset_against_the_base() -> None:
+    """Goal: records are framed at their CommitLog offset (segment base + position). Method: base 0 and 1000."""
+    view = memoryview(_records_buffer(random.Random(7), 3))
+    assert frame_messages(view, 0, len(view), 0, check_crc=True, topics_valid=set())[1] == 3
+    assert frame_messages(view, 0, len(view), 1000, check_crc=True, topics_valid=set()) == (0, 0)
