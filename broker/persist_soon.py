@@ -15,10 +15,11 @@ consumer (a drain of 6,000 messages at 5.5k/s instead of 50k/s). The race is the
 RocketMQ loses it too at times (so do pulls that simply overtake the rebalance's heartbeat);
 a slave answering in tens of milliseconds lost it at almost every new consumer.
 
-So the heartbeat answers first and the write runs on the loop right after (`call_soon`: the answer
-has left by then). An auto-created group or retry topic lost to a crash in between is created again
-by the next heartbeat, as it would be after RocketMQ's unsynced write. Requests made in one loop
-iteration share one write; the write reads the table when it runs, so a slave's metadata sync that
+So the heartbeat answers first and the write runs in a thread right after, never on the loop (its
+fsyncs would stall every other request there). An auto-created group or retry topic lost to a crash
+in between is created again by the next heartbeat, as it would be after RocketMQ's unsynced write.
+Requests made before a write starts share it; one made while a write runs gets another write after
+it. The write reads the table when it runs (under the table's lock), so a slave's metadata sync that
 swapped the table meanwhile gets the table it installed written, never the one it replaced.
 """
 
@@ -32,13 +33,15 @@ log = logging.getLogger(__name__)
 
 
 class PersistSoon:
-    """Call `persist` once on the running loop's next iteration however often it is requested
-    before then; called outside a running loop (start-up, tests), it persists at once."""
+    """Run `persist` in a thread soon, once however often it is requested before that write starts;
+    called outside a running loop (start-up, tests), it persists at once."""
 
     def __init__(self, persist: Callable[[], None], what: str) -> None:
         self._persist = persist
         self._what = what
         self._scheduled = False
+        """A write is requested that has not started yet."""
+        self._writer: asyncio.Task[None] | None = None
 
     def __call__(self) -> None:
         if self._scheduled:
@@ -49,15 +52,25 @@ class PersistSoon:
             self._persist()
             return
         self._scheduled = True
-        loop.call_soon(self._run)
+        if self._writer is None:
+            self._writer = loop.create_task(self._write())
 
     @property
     def pending(self) -> bool:
-        return self._scheduled
+        return self._scheduled or self._writer is not None
 
-    def _run(self) -> None:
-        self._scheduled = False
+    async def wait(self) -> None:
+        """Until no write is requested or running (tests, shutdown)."""
+        while self._writer is not None:
+            await asyncio.shield(self._writer)
+
+    async def _write(self) -> None:
         try:
-            self._persist()
-        except OSError:
-            log.exception("persisting %s failed", self._what)
+            while self._scheduled:
+                self._scheduled = False  # a request from here on needs a write of its own
+                try:
+                    await asyncio.to_thread(self._persist)
+                except OSError:
+                    log.exception("persisting %s failed", self._what)
+        finally:
+            self._writer = None

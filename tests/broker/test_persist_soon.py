@@ -5,6 +5,7 @@ its pulls for a second (SUBSCRIPTION_NOT_LATEST)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -64,7 +65,7 @@ def test_new_groups_are_written_after_the_heartbeat_is_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Goal: a heartbeat creating groups and their %RETRY% topics answers without waiting on the
-    disk, and both files hold them one loop iteration later, each written once. Method: fsync made
+    disk, and both files hold them once the writes (in a thread) are done, each written once. Method: fsync made
     to take 50 ms and counted; one heartbeat naming three new groups; the files reloaded."""
     fsyncs: list[int] = []
 
@@ -89,8 +90,8 @@ def test_new_groups_are_written_after_the_heartbeat_is_answered(
         assert response.code == ResponseCode.SUCCESS
         fsyncs_when_answered = len(fsyncs)
         assert topics.persist_soon.pending and groups.persist_soon.pending
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        await topics.persist_soon.wait()
+        await groups.persist_soon.wait()
         return took, fsyncs_when_answered
 
     took, fsyncs_when_answered = asyncio.run(run())
@@ -110,7 +111,8 @@ def test_a_known_group_writes_nothing(tmp_path: Path) -> None:
 
     async def run() -> bool:
         processors.heartbeat(cast(Any, object()), _heartbeat(("CID_a",)))
-        await asyncio.sleep(0)
+        await topics.persist_soon.wait()
+        await groups.persist_soon.wait()
         processors.heartbeat(cast(Any, object()), _heartbeat(("CID_a",)))
         return topics.persist_soon.pending or groups.persist_soon.pending
 
@@ -118,23 +120,51 @@ def test_a_known_group_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_persist_soon_coalesces_on_a_loop_and_writes_at_once_outside_one() -> None:
-    """Goal: requests within one loop iteration share one write; without a running loop the write
-    happens in the call. Method: a counting persist, requested three times, then once outside."""
-    calls: list[int] = []
-    soon = PersistSoon(lambda: calls.append(1), "counted")
+    """Goal: requests before a write starts share it, and it runs off the loop's thread; without a
+    running loop the write happens in the call. Method: a counting persist that notes its thread,
+    requested three times, then once outside."""
+    threads: list[int] = []
+    soon = PersistSoon(lambda: threads.append(threading.get_ident()), "counted")
 
     async def run() -> int:
         soon()
         soon()
         soon()
-        before = len(calls)
-        await asyncio.sleep(0)
+        before = len(threads)
+        await soon.wait()
         return before
 
     assert asyncio.run(run()) == 0
-    assert len(calls) == 1
+    assert len(threads) == 1 and threads[0] != threading.get_ident()
     soon()
-    assert len(calls) == 2 and not soon.pending
+    assert len(threads) == 2 and threads[1] == threading.get_ident() and not soon.pending
+
+
+def test_a_request_during_a_write_gets_a_write_of_its_own() -> None:
+    """Goal: a change made while a write runs is not lost in it (that write may have read the table
+    before the change). Method: a persist that takes 50 ms and copies a list; an item added during
+    the first write is in the second."""
+    items: list[str] = ["first"]
+    written: list[list[str]] = []
+    started = threading.Event()
+
+    def persist() -> None:
+        snapshot = list(items)
+        started.set()
+        time.sleep(SLOW_FSYNC_S)
+        written.append(snapshot)
+
+    soon = PersistSoon(persist, "slow.json")
+
+    async def run() -> None:
+        soon()
+        await asyncio.to_thread(started.wait)
+        items.append("second")
+        soon()
+        await soon.wait()
+
+    asyncio.run(run())
+    assert written == [["first"], ["first", "second"]]
 
 
 def test_a_failed_write_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
@@ -151,9 +181,9 @@ def test_a_failed_write_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -
 
     async def run() -> None:
         soon()
-        await asyncio.sleep(0)
+        await soon.wait()
         soon()
-        await asyncio.sleep(0)
+        await soon.wait()
 
     asyncio.run(run())
     assert len(attempts) == 2
