@@ -318,6 +318,7 @@ class BrokerController:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: group_admin.topic_consumed_by,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: group_admin.reset_offset,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: group_admin.consume_message_directly,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: group_admin.consumer_running_info,
         }
         for code, processor in table.items():
             self.server.register(code, processor)

@@ -699,6 +699,15 @@ class ConsumeMessageDirectlyResultRequestHeader(CustomHeader):
     broker_name: str | None = field(default=None, metadata=java("brokerName"))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetConsumerRunningInfoRequestHeader(CustomHeader):
+    """GET_CONSUMER_RUNNING_INFO (307): admin -> broker -> one consumer (mqadmin consumerStatus)."""
+
+    consumer_group: str = field(metadata=java("consumerGroup"))
+    client_id: str = field(metadata=java("clientId"))
+    jstack_enable: bool = field(default=False, metadata=java("jstackEnable", BOOLEAN))
+
+
 REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
     RequestCode.SEND_REPLY_MESSAGE: SendMessageRequestHeader,
@@ -745,5 +754,6 @@ REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
     RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
 }
 """The request header class of each request code that has one (Java's processor mapping)."""

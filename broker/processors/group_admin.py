@@ -1,7 +1,8 @@
 """Consumer-group administration (RocketMQ's AdminBrokerProcessor and Broker2Client):
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, GET_PRODUCER_CONNECTION_LIST,
 QUERY_TOPIC_CONSUME_BY_WHO, INVOKE_BROKER_TO_RESET_OFFSET (pushing RESET_CONSUMER_CLIENT_OFFSET to
-the group's live consumers) and CONSUME_MESSAGE_DIRECTLY (forwarded to one consumer).
+the group's live consumers), CONSUME_MESSAGE_DIRECTLY and GET_CONSUMER_RUNNING_INFO (forwarded to one
+consumer).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from shoal.protocol.bodies import (
 from shoal.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetProducerConnectionListRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
@@ -235,6 +237,14 @@ class GroupAdminProcessors:
             )
         ext_fields = {**request.ext_fields, "brokerName": self.config.broker_name}
         return await self._call_consumer(request, header.consumer_group, header.client_id, ext_fields, body)
+
+    async def consumer_running_info(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): forwarded as is to the named consumer, whose
+        ConsumerRunningInfo (properties, subscriptions, per-queue process state, status) is the answer."""
+        header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        return await self._call_consumer(
+            request, header.consumer_group, header.client_id, dict(request.ext_fields), bytes(request.body or b"")
+        )
 
     def _record_bytes(self, msg_id: str | None) -> bytes | None:
         if not msg_id:

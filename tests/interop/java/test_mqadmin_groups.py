@@ -341,3 +341,27 @@ def test_reset_offset_by_time_of_an_offline_group_commits_the_offsets(java: Any,
     again = java.spawn("PushConsume", {"namesrv": shoal.namesrv_addr, "group": group, "topic": topic})
     ids = {line["msgId"] for line in sent}
     again.wait_for(lambda proc: ids <= set(deliveries(proc)), CONSUME_TIMEOUT_S, "every message again")
+
+
+def test_consumer_status_relays_the_running_consumers_own_report(java: Any, shoal: Any, unique: Any) -> None:
+    """mqadmin consumerStatus -g G -i CLIENT: the broker forwards GET_CONSUMER_RUNNING_INFO to that Java consumer
+    and relays its ConsumerRunningInfo (properties, the subscription, per-queue offsets); without -i mqadmin asks
+    every live client of the group; an unknown client is 'not online'."""
+    topic, group = unique("grp_topic"), unique("grp_status")
+    ns = ("-n", shoal.namesrv_addr)
+    create_topic(shoal, topic, 2)
+    sent = produce(java, shoal, topic, 4)
+    consumer = consume_all(java, shoal, group, topic, sent, 2)
+    client_id = consumer.of("started")[0]["clientId"]
+    status = java.mqadmin("consumerStatus", *ns, "-g", group, "-i", client_id)
+    assert_no_exception(status)
+    for section in ("#Consumer Properties#", "#Consumer Subscription#", "#Consumer Offset#"):
+        assert section in status, status
+    assert re.search(rf"^\d{{3}} Topic: {re.escape(topic)}\s", status, re.MULTILINE), status
+    offsets = re.findall(rf"^{re.escape(topic)}\s+broker-a\s+(\d)\s+(\d+)\s*$", status, re.MULTILINE)
+    assert {int(queue): int(offset) for queue, offset in offsets} == committed_offsets(shoal, topic, group), status
+    every = java.mqadmin("consumerStatus", *ns, "-g", group)
+    assert_no_exception(every)
+    assert client_id in every, every
+    offline = java.mqadmin("consumerStatus", *ns, "-g", group, "-i", "10.0.0.1@nobody")
+    assert f"The Consumer <{group}> <10.0.0.1@nobody> not online" in offline, offline
