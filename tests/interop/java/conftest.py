@@ -232,7 +232,8 @@ class JavaRunner:
     def mqadmin(self, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> str:
         """`mqadmin <args>` (MQAdminStartup, ROCKETMQ_HOME = the jar cache); its stdout and stderr together.
 
-        MQAdminStartup exits 0 even when a command fails (it prints the exception), so read the output."""
+        MQAdminStartup exits 0 even when a command fails (it prints the exception), so read the output. It runs
+        in the log folder: consumerStatus writes each client's report into `./<timestamp>/`."""
         command = self.command("org.apache.rocketmq.tools.command.MQAdminStartup", {}, None)
         env = {**os.environ, "ROCKETMQ_HOME": str(self.lib.parent)}
         try:
@@ -244,6 +245,7 @@ class JavaRunner:
                 check=False,
                 stdin=subprocess.DEVNULL,
                 env=env,
+                cwd=self.log_dir,
             )
         except subprocess.TimeoutExpired as expired:
             raise AssertionError(f"mqadmin {args} did not finish within {timeout_s} s:\n{expired.stdout}") from None
