@@ -302,16 +302,26 @@ def _roll(
 
 
 def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: str, logger: Any) -> None:
-    """reclaimPolicy Delete: a cleanup Job per directory (on its node), then the PV object."""
+    """reclaimPolicy Delete: a cleanup Job per directory (on its node), then the claim and the PV
+    objects (a PV whose deletion has begun is left alone: released already)."""
     for volume in volumes:
         name = volume["metadata"]["name"]
-        if reclaim == "Delete":
-            if (volume["metadata"].get("annotations") or {}).get(manifests.ANNOTATION_STORAGE_NODE):
-                kube.apply(manifests.store_cleanup_job(volume, image))
-            kube.delete("v1", "PersistentVolume", None, name)
-            logger.info(f"deleted PersistentVolume {name} and started its directory cleanup (reclaimPolicy Delete)")
-        else:
+        if reclaim != "Delete":
             logger.info(f"kept PersistentVolume {name} and its directory (reclaimPolicy Retain)")
+            continue
+        if volume["metadata"].get("deletionTimestamp"):
+            continue
+        if (volume["metadata"].get("annotations") or {}).get(manifests.ANNOTATION_STORAGE_NODE):
+            kube.apply(manifests.store_cleanup_job(volume, image))
+        claim = (volume.get("spec") or {}).get("claimRef") or {}
+        claimed = ""
+        if claim.get("namespace") and claim.get("name"):
+            kube.delete("v1", "PersistentVolumeClaim", str(claim["namespace"]), str(claim["name"]))
+            claimed = f" and its claim {claim['namespace']}/{claim['name']}"
+        kube.delete("v1", "PersistentVolume", None, name)
+        logger.info(
+            f"deleted PersistentVolume {name}{claimed} and started its directory cleanup (reclaimPolicy Delete)"
+        )
 
 
 def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> int | None:

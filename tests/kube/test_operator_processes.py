@@ -1,6 +1,8 @@
 """The operator as a real process (the chart's ServiceAccount token) with its Broker's pods played by real
 `shoal namesrv` / `shoal broker` processes (pod_runner.py): the Broker becomes Ready as kubectl sees it, a
-Topic CR makes a real topic that carries a message, and a config change restarts the slave before the master."""
+Topic CR makes a real topic that carries a message, a config change restarts the slave before the master,
+failover, StoreAnalysis runs (Local and Spark on Kubernetes), a draining scale-down, and reclaimPolicy Delete
+removing the store directories only after the brokers have stopped."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,8 @@ NAME_SERVER_PORT = 9876
 MESSAGES = 20
 ANALYSIS_TIMEOUT_S = 300
 EXECUTOR_END_TIMEOUT_S = 60
+REAPPEAR_CHECK_S = 3.0
+"""How long a removed store directory must stay gone (a late writer would bring it back)."""
 
 
 @dataclass
@@ -445,3 +450,53 @@ def test_scale_down_drains_a_group_before_its_pods_go(
     assert all(e.time_s > drained_s for e in pod_runner.events_of("stop", f"{NAMESPACE}/{group}-"))
     assert f"scale-down: {group}: drained" in operator.output()
     _wait_ready(plane, operator, f"broker/{CLUSTER}")
+
+
+def test_reclaim_delete_removes_the_store_directories_once_the_brokers_have_stopped(
+    shoal_crds: ControlPlane, operator: Operator, pod_runner: PodRunner
+) -> None:
+    """reclaimPolicy Delete: the group the scale-down stopped is released at once (its cleanup Jobs remove
+    its directories); then `kubectl delete broker`: the operator stops the running brokers first (it
+    deletes the StatefulSet and holds its finalizer until their pods are gone), and only then do the
+    cleanup Jobs run the image's cleanup-store for their stores. The directories are gone and stay gone
+    (a broker stopping on a removed directory would write its tables back), and so are the claims and PVs."""
+    plane = shoal_crds
+    root = pod_runner.work_dir / "nodes"
+    stores = sorted(root.glob(f"*/var/lib/shoal/{NAMESPACE}/{CLUSTER}/{CLUSTER}-g*-*"))
+    assert len(stores) == 4, stores  # g0's two pods, and g1's two kept by the Retain scale-down
+    patch = {"spec": {"storage": {"hostPath": {"reclaimPolicy": "Delete"}}}}
+    plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+    g1_stores = [store for store in stores if store.name.startswith(f"{CLUSTER}-g1-")]
+    wait_until(lambda: not any(store.exists() for store in g1_stores), READY_TIMEOUT_S, what="g1's directories removed")
+    plane.kubectl("delete", "broker", CLUSTER, "-n", NAMESPACE, f"--timeout={READY_TIMEOUT_S}s")
+    wait_until(
+        lambda: not any(store.exists() for store in stores),
+        READY_TIMEOUT_S,
+        what="every store directory removed by the cleanup Jobs",
+        explain=lambda: "\n".join(str(e) for e in pod_runner.events[-30:]),
+    )
+    jobs = _get(plane, "jobs")["items"]
+    g0_jobs = [
+        job["metadata"]["name"]
+        for job in jobs
+        if (job["metadata"].get("annotations") or {})
+        .get("shoal.io/persistent-volume", "")
+        .startswith(f"shoal-{NAMESPACE}-{CLUSTER}-g0-")
+    ]
+    assert len(g0_jobs) == 2, [job["metadata"]["name"] for job in jobs]
+    broker_stops = [e.time_s for e in pod_runner.events_of("stop", f"{NAMESPACE}/{CLUSTER}-g0-")]
+    cleanups = [e for job in g0_jobs for e in pod_runner.events_of("start", f"{NAMESPACE}/{job}-")]
+    assert len({e.pod for e in cleanups}) == 2, cleanups
+    assert min(e.time_s for e in cleanups) > max(broker_stops), (cleanups, broker_stops)
+    assert "waiting for the pods of fleet-g0 to stop" in operator.output()
+
+    def leftovers() -> list[str]:
+        claims = plane.kubectl("get", "pvc", "-n", NAMESPACE, "-o", "name").stdout.split()
+        volumes = plane.kubectl("get", "pv", "-l", f"shoal.io/namespace={NAMESPACE}", "-o", "name").stdout.split()
+        return claims + volumes
+
+    wait_until(
+        lambda: not leftovers(), READY_TIMEOUT_S, what="the claims and PVs deleted", explain=lambda: str(leftovers())
+    )
+    time.sleep(REAPPEAR_CHECK_S)
+    assert not any(store.exists() for store in stores), [store for store in stores if store.exists()]
