@@ -79,6 +79,15 @@ TIMESTAMP = struct.Struct(">q")
 INT = struct.Struct(">i")
 SHORT = struct.Struct(">h")
 BODY_OFFSET_WITHOUT_HOSTS = 72  # BODY starts at 72 + born host length + store host length
+HOST_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+BODY_OFFSET_OF_HOST_FLAGS: dict[int, int] = {
+    flags: BODY_OFFSET_WITHOUT_HOSTS
+    + (20 if flags & BORNHOST_V6_FLAG else 8)
+    + (20 if flags & STOREHOSTADDRESS_V6_FLAG else 8)
+    for flags in (0, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, HOST_V6_FLAGS)
+}
+"""Where BODY starts in a record, by its sysflag's IPv6 host bits (`sysflag & HOST_V6_FLAGS`): the
+scans look it up rather than add the host lengths per record."""
 FIXED_LENGTH_V4 = limits.RECORD_FIXED_LENGTH_V4_BYTES  # all of a V1 IPv4/IPv4 record but body, topic, properties
 
 
@@ -191,12 +200,7 @@ def encoded_record_problem(
             f"TOTALSIZE {total}, MAGICCODE 0x{magic & 0xFFFFFFFF:08X}, PHYSICALOFFSET {physical}; "
             f"expected {length}, 0xDAA320A7, {physical_offset}"
         )
-    body_at = (
-        position
-        + BODY_OFFSET_WITHOUT_HOSTS
-        + (20 if sysflag & BORNHOST_V6_FLAG else 8)
-        + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
-    )
+    body_at = position + BODY_OFFSET_OF_HOST_FLAGS[sysflag & HOST_V6_FLAGS]
     end = position + length
     body_len = _unpack_int(buffer, body_at - 4)[0]
     at = body_at + body_len
@@ -513,12 +517,7 @@ def frame_messages(
             break
         if physical != base_offset + position:
             break
-        body_at = (
-            position
-            + BODY_OFFSET_WITHOUT_HOSTS
-            + (20 if sysflag & BORNHOST_V6_FLAG else 8)
-            + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
-        )
+        body_at = position + BODY_OFFSET_OF_HOST_FLAGS[sysflag & HOST_V6_FLAGS]
         if body_at > end:
             break
         body_len = unpack_int(buffer, body_at - 4)[0]

@@ -31,9 +31,11 @@ from typing import NamedTuple
 from shoal.formats.java_hash import tags_code
 from shoal.formats.properties import decode_properties
 from shoal.formats.record import (
+    BODY_OFFSET_OF_HOST_FLAGS,
     BODY_OFFSET_WITHOUT_HOSTS,
     BORN_HOST_OFFSET,
     FIXED_LENGTH_V4,
+    HOST_V6_FLAGS,
     INT,
     MESSAGE_MAGIC_CODE,
     PREFIX,
@@ -322,12 +324,7 @@ class Dispatcher:
             return 0
         if physical >= indexed_end and sysflag & TRANSACTION_TYPE_MASK != TransactionType.ROLLBACK_TYPE:
             return 0
-        body_at = (
-            position
-            + BODY_OFFSET_WITHOUT_HOSTS
-            + (20 if sysflag & BORNHOST_V6_FLAG else 8)
-            + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
-        )
+        body_at = position + BODY_OFFSET_OF_HOST_FLAGS[sysflag & HOST_V6_FLAGS]
         end = position + total
         if body_at > end:
             return 0

@@ -173,6 +173,22 @@ def writes(api: km.KubernetesEmulator, action: km.action) -> list[tuple[str, str
     ]
 
 
+def seed_broker_pods(api: km.KubernetesEmulator, status: dict[str, Any] | None = None) -> list[str]:
+    """The two pods of group orders-g0 stored directly, as the StatefulSet controller would make them."""
+    names = [f"orders-g0-{ordinal}" for ordinal in (0, 1)]
+    for name in names:
+        labels = {"shoal.io/cluster": "orders", "shoal.io/group": "orders-g0"}
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        }
+        if status is not None:
+            pod["status"] = status
+        api.objects["v1/pods", NAMESPACE, name] = pod
+    return names
+
+
 @contextlib.asynccontextmanager
 async def operator_with_broker(api: km.KubernetesEmulator, body: dict[str, Any] | None = None) -> AsyncIterator[None]:
     """Two nodes, the operator running, and a Broker (examples/cluster.yaml unless `body`) whose
@@ -462,18 +478,7 @@ async def test_rbac_grants_nothing_the_operator_never_uses(
         ):
             live = kube_api.objects[resource, NAMESPACE, name]
             live["metadata"] = {**dict(live["metadata"]), "labels": {"drifted": "yes"}}
-        for ordinal in (0, 1):
-            name = f"orders-g0-{ordinal}"
-            kube_api.objects["v1/pods", NAMESPACE, name] = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": NAMESPACE,
-                    "labels": {"shoal.io/cluster": "orders", "shoal.io/group": "orders-g0"},
-                },
-                "status": {"conditions": [{"type": "Ready", "status": "False"}]},
-            }
+        seed_broker_pods(kube_api, {"conditions": [{"type": "Ready", "status": "False"}]})
         await patch_object(
             kube_api, f"{BROKER_PATH}/orders", {"metadata": {"annotations": {"shoal.io/manual-rolling-update": "true"}}}
         )
@@ -560,18 +565,8 @@ async def test_deleting_a_broker_stops_its_pods_before_removing_their_directorie
     its StatefulSet is deleted while the finalizer stays and no cleanup Job starts; once the pods
     are gone, the PVs go, the Jobs start and the Broker is released."""
     body = broker_body(storage={"type": "HostPath", "hostPath": {"reclaimPolicy": "Delete"}})
-    pods = [f"orders-g0-{ordinal}" for ordinal in (0, 1)]
     async with operator_with_broker(kube_api, body):
-        for name in pods:
-            kube_api.objects["v1/pods", NAMESPACE, name] = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": NAMESPACE,
-                    "labels": {"shoal.io/cluster": "orders", "shoal.io/group": "orders-g0"},
-                },
-            }
+        pods = seed_broker_pods(kube_api)
         response = await kube_api.delete(f"{BROKER_PATH}/orders", headers={"Connection": "close"})
         assert response.status < 300, await response.text()
         response.close()
