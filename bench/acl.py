@@ -1,6 +1,7 @@
 """Produce throughput with the plain ACL off and on, in one run (issue 17: within 10 %).
 
-    python bench/acl.py [--window-s 1] [--rounds 12] [--tasks 32] [--body-bytes 1024] [--control] [--json]
+    python bench/acl.py [--window-s 1] [--rounds 12] [--tasks 32] [--body-bytes 1024] [--control]
+                        [--client python|java] [--json]
 
 Starts two NameServer + Broker pairs (real `shoal` processes on 127.0.0.1): one with ACL off, one
 with aclEnable=true (one account with PUB on the topic; its producer signs every request). Then
@@ -9,6 +10,10 @@ with `tasks` asyncio tasks sending synchronously one message at a time.
 
 `--control` runs the same with ACL off on both sides (an A/A run): its ratio is the bench's own
 bias between its two slots (three runs on 2026-11-27: 1.084, 1.004, 1.026 for the "on" slot).
+
+`--client java` sends from the official RocketMQ 4.9.7 Java client instead (bench/java/AclLoad.java,
+`tasks` threads, AclClientRPCHook on the "on" producer; jars from tools/get_rocketmq.py): a JIT client
+whose signing costs little, so the ratio is the broker's check.
 
 Reported per mode: the median messages per second, and the broker's and the client's CPU time per
 message (from /proc and `time.process_time`). On a shared machine the rates swing with other
@@ -151,9 +156,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _producer(namesrv: str, broker: str, acl: bool) -> Producer:
+async def _create_topic(namesrv: str, broker: str, acl: bool) -> None:
     async with Admin(namesrv, client_settings=ClientSettings(credentials=ADMIN if acl else None)) as admin:
         await admin.create_topic(TOPIC, broker_addr=broker, read_queue_nums=8, write_queue_nums=8)
+
+
+async def _producer(namesrv: str, broker: str, acl: bool) -> Producer:
+    await _create_topic(namesrv, broker, acl)
     settings = ClientSettings(credentials=USER if acl else None, client_ip="127.0.0.1")
     producer = Producer(f"AclBenchProducer{int(acl)}", namesrv, client_settings=settings, settings=ProducerSettings())
     await producer.start()
@@ -210,6 +219,112 @@ async def measure(
     }
 
 
+JAVA_WARMUP_MS = 4_000
+"""Per cluster before measuring: the JIT compiles the client's send path."""
+JAVA_START_TIMEOUT_S = 60.0
+
+
+def _java_command(args: argparse.Namespace, addresses: dict[bool, tuple[str, str, int]], log_dir: Path) -> list[str]:
+    vs_rocketmq = _load_by_path("shoal_bench_vs_rocketmq", Path(__file__).with_name("vs_rocketmq.py"))
+    lib = vs_rocketmq.get_rocketmq.ensure_jars()
+    classes = vs_rocketmq.compile_load(lib)
+    load_args = {
+        "namesrvOff": addresses[False][0],
+        "namesrvOn": addresses[True][0],
+        "topic": TOPIC,
+        "threads": args.tasks,
+        "bodyBytes": args.body_bytes,
+        "accessKey": USER.access_key,
+        "secretKey": USER.secret_key,
+        "control": str(args.control).lower(),
+    }
+    return [
+        "java",
+        *vs_rocketmq.LOAD_JVM_OPTIONS,
+        f"-Drocketmq.client.logRoot={log_dir}",
+        "-Drocketmq.client.logLevel=WARN",
+        "-cp",
+        f"{classes}{os.pathsep}{lib}/*",
+        "AclLoad",
+        *(f"{key}={value}" for key, value in load_args.items()),
+    ]
+
+
+def _load_by_path(name: str, path: Path) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure_java(
+    addresses: dict[bool, tuple[str, str, int]], args: argparse.Namespace, commitlog_dirs: list[Path], log_dir: Path
+) -> dict[str, Any]:
+    """As `measure`, with the Java client (AclLoad.java) sending: windows on its stdin, counts on its stdout."""
+    for acl in (False, True):
+        asyncio.run(_create_topic(*addresses[acl][:2], acl and not args.control))
+    process = subprocess.Popen(
+        _java_command(args, addresses, log_dir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(log_dir / "java-stderr.log").open("w"),
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    def event(expected: str) -> dict[str, Any]:
+        for line in stdout:
+            if line.startswith("{"):
+                found: dict[str, Any] = json.loads(line)
+                if found.get("event") == "error":
+                    raise SystemExit(f"the Java client failed a send: {found}")
+                if found.get("event") == expected:
+                    return found
+        raise SystemExit(f"the Java client exited; see {log_dir / 'java-stderr.log'}")
+
+    def run(acl: bool, window_ms: int) -> tuple[float, int]:
+        stdin.write(f"{'on' if acl else 'off'} {window_ms}\n")
+        stdin.flush()
+        done = event("window")
+        return done["sent"] / (done["ms"] / 1000), int(done["sent"])
+
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    sent = {False: 0, True: 0}
+    broker_cpu = {False: 0.0, True: 0.0}
+    client_cpu = {False: 0.0, True: 0.0}
+    try:
+        event("ready")
+        for acl in (False, True):
+            run(acl, JAVA_WARMUP_MS)
+        wait_for_preallocation(commitlog_dirs)
+        for round_index in range(args.rounds):
+            for acl in (False, True) if round_index % 2 == 0 else (True, False):
+                pid = addresses[acl][2]
+                broker_before, client_before = cpu_s(pid), cpu_s(process.pid)
+                rate, count = run(acl, int(args.window_s * 1000))
+                broker_cpu[acl] += cpu_s(pid) - broker_before
+                client_cpu[acl] += cpu_s(process.pid) - client_before
+                rates[acl].append(rate)
+                sent[acl] += count
+        stdin.write("quit\n")
+        stdin.flush()
+        process.wait(JAVA_START_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return {
+        "rates": rates,
+        "broker_us_per_msg": {acl: broker_cpu[acl] / max(sent[acl], 1) * 1e6 for acl in (False, True)},
+        "client_us_per_msg": {acl: client_cpu[acl] / max(sent[acl], 1) * 1e6 for acl in (False, True)},
+    }
+
+
 def check_cost_us(body_bytes: int, repeat: int = 20_000) -> tuple[float, float]:
     """(broker check, client signing) in microseconds for one SEND_MESSAGE_V2 with the headers a
     producer sends: the ACL's own cost, without the machine's noise."""
@@ -254,6 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--control", action="store_true", help="ACL off in both slots: measures the bench's bias between its slots"
     )
+    parser.add_argument(
+        "--client",
+        choices=("python", "java"),
+        default="python",
+        help="the load: shoal.client (default) or the RocketMQ 4.9.7 Java client (bench/java/AclLoad.java)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="shoal-acl-bench-") as temp:
@@ -261,7 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         (Path(temp) / "on").mkdir()
         with cluster(Path(temp) / "off", False) as off, cluster(Path(temp) / "on", not args.control) as on:
             commitlog_dirs = [Path(temp) / mode / "store" / "commitlog" for mode in ("off", "on")]
-            measured = asyncio.run(measure({False: off, True: on}, args, commitlog_dirs))
+            if args.client == "java":
+                measured = measure_java({False: off, True: on}, args, commitlog_dirs, Path(temp))
+            else:
+                measured = asyncio.run(measure({False: off, True: on}, args, commitlog_dirs))
     rates = measured["rates"]
     median = {acl: statistics.median(values) for acl, values in rates.items()}
     broker_us, client_us = measured["broker_us_per_msg"], measured["client_us_per_msg"]
@@ -276,12 +400,14 @@ def main(argv: list[str] | None = None) -> int:
         "client_cpu_us_per_msg_on": round(client_us[True], 1),
         "windows_per_mode": args.rounds,
         "control": args.control,
+        "client": args.client,
     }
     check_us, sign_us = check_cost_us(args.body_bytes)
     result |= {"broker_check_us_per_request": round(check_us, 2), "client_sign_us_per_request": round(sign_us, 2)}
     if args.json:
         print(json.dumps(result))
     else:
+        print(f"client: {'the RocketMQ 4.9.7 Java client' if args.client == 'java' else 'shoal.client'}")
         if args.control:
             print("control run: ACL off in both slots; 'on' below names the second slot")
         for acl in (False, True):
