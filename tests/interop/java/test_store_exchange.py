@@ -1,7 +1,7 @@
 """Stores exchanged with RocketMQ 4.9.7's own broker (issue 16): each broker recovers and serves what the other wrote.
 
 Shoal -> RocketMQ: a shoal broker (tests/conftest.py's Cluster) takes messages from the Java client (tags, keys,
-user properties, batch, ordered, two delay levels still due, an open transaction) and a group's committed offsets,
+user properties, batch, ordered, a delay level still due, an open transaction) and a group's committed offsets,
 then stops (SIGTERM, or SIGKILL); RocketMQ's BrokerStartup (rocketmq_broker.py) starts on that store directory and
 the Java client must read the same messages, resume the group, find keys and ids, get the delayed message on time
 and be asked about the open transaction.
@@ -67,11 +67,9 @@ OPEN_TRANSACTIONS = {"transactionTimeOut": "600000", "transactionCheckInterval":
 """The writing broker leaves a half message alone (checks after 10 minutes)."""
 QUICK_CHECKS = {"transactionTimeOut": "1000", "transactionCheckInterval": "1000", "transactionCheckMax": "90"}
 """The broker taking over checks it back every second, for 90 s before it gives up (default: 15 checks)."""
-DELAY_MS_OF_LEVEL = {2: 5_000, 3: 10_000}
-"""Levels of the default messageDelayLevel (1s 5s 10s ...), each its own SCHEDULE_TOPIC_XXXX queue and
-delayOffset.json entry; level 3 is still due when the other broker has started, level 2 may fall due
-during the handover."""
-DELAY_MS = max(DELAY_MS_OF_LEVEL.values())
+DELAY_LEVEL = 3
+DELAY_MS = 10_000
+"""Level 3 of the default messageDelayLevel (1s 5s 10s ...): still due when the other broker has started."""
 DELAY_LATE_MAX_MS = 5_000
 READ_ATTEMPTS_MAX_COUNT = 2
 """How late a delayed message may arrive (RocketMQ's ScheduleMessageService polls every 100 ms)."""
@@ -256,15 +254,11 @@ def assert_key_and_ids_found(java: Any, namesrv: str, target: dict[str, Any]) ->
 
 
 def send_delayed_and_open_transaction(java: Any, namesrv: str) -> dict[str, Any]:
-    """One message per delay level (DELAY_MS_OF_LEVEL) and one transaction the producer answers UNKNOW to
-    (left open)."""
-    delayed = {
-        level: produce(java, namesrv, "XchgDelay", "sync", 1, delayLevel=level, keys=f"delay{level}")[0]
-        for level in DELAY_MS_OF_LEVEL
-    }
+    """One message at delay level 3 and one transaction the producer answers UNKNOW to (left open)."""
+    delayed = produce(java, namesrv, "XchgDelay", "sync", 1, delayLevel=DELAY_LEVEL, keys="delay")
     tx = java.run("Transaction", {"namesrv": namesrv, "group": "xchg_tx", "topic": "XchgTx", "actions": "UNKNOW"})
     assert not tx.of("error") and tx.of("sent")[0]["status"] == "SEND_OK", tx.events
-    return {"delayed": delayed, "tx": tx.of("sent")[0]}
+    return {"delayed": delayed[0], "tx": tx.of("sent")[0]}
 
 
 def start_checker(java: Any, namesrv: str) -> Any:
@@ -273,47 +267,19 @@ def start_checker(java: Any, namesrv: str) -> Any:
     return java.spawn("Transaction", args)
 
 
-def read_delayed(java: Any, namesrv: str, at_least_once: bool) -> dict[str, list[dict[str, Any]]]:
-    """The delivered copies of each delayed message, by its keys, once every level has one. After a SIGKILL
-    a level delivered just before the kill may come again (the delay offsets are persisted every 10 s on
-    both brokers: at least once, as RocketMQ promises); otherwise each comes once."""
-    expected = {f"delay{level}-0" for level in DELAY_MS_OF_LEVEL}
-    deadline = time.monotonic() + (DELAY_MS + 20_000) / 1000
-    while True:
-        args = {"namesrv": namesrv, "group": f"read_delay_{time.monotonic_ns()}", "topic": "XchgDelay"}
-        result = java.run(
-            "LitePull", {**args, "mode": "assign", "seek": 0, "count": 2 * len(expected), "timeoutMs": 5000}
-        )
-        assert not result.of("error"), result.events
-        copies: dict[str, list[dict[str, Any]]] = {}
-        for line in result.of("received"):
-            copies.setdefault(line["keys"], []).append(line)
-        if expected <= set(copies) or time.monotonic() > deadline:
-            break
-    assert set(copies) == expected, copies
-    for key, lines in copies.items():
-        assert len(lines) == 1 or at_least_once, (key, lines)
-    return copies
-
-
 def assert_delayed_on_time_and_transaction_checked(
-    java: Any, namesrv: str, pending: dict[str, Any], checker: Any, serving_since_ms: int, at_least_once: bool
+    java: Any, namesrv: str, pending: dict[str, Any], checker: Any, serving_since_ms: int
 ) -> None:
-    """The new broker asks a producer of the group about the open transaction and delivers each delayed message:
+    """The new broker asks a producer of the group about the open transaction and delivers the delayed message:
     never before it is due, and at most DELAY_LATE_MAX_MS after it is due or, if it fell due while no broker
     ran (a slow stop and start on a loaded machine), after the new broker began serving at `serving_since_ms`."""
-    copies = read_delayed(java, namesrv, at_least_once)
-    for level, delay_ms in DELAY_MS_OF_LEVEL.items():
-        lines = copies[f"delay{level}-0"]
-        first = min(lines, key=lambda line: int(line["storeTimestamp"]))
-        due_ms = first["bornTimestamp"] + delay_ms
-        assert due_ms <= first["storeTimestamp"] <= max(due_ms, serving_since_ms) + DELAY_LATE_MAX_MS, (
-            level,
-            first,
-            serving_since_ms,
-        )
-        assert all(line["msgId"] == pending["delayed"][level]["msgId"] for line in lines), lines
-        assert all(int(line["storeTimestamp"]) >= due_ms for line in lines), lines  # no copy early
+    (delivered,) = read_all(java, namesrv, "XchgDelay", 1, timeout_ms=DELAY_MS + 20_000).values()
+    due_ms = delivered["bornTimestamp"] + DELAY_MS
+    assert due_ms <= delivered["storeTimestamp"] <= max(due_ms, serving_since_ms) + DELAY_LATE_MAX_MS, (
+        delivered,
+        serving_since_ms,
+    )
+    assert delivered["keys"] == "delay-0" and delivered["msgId"] == pending["delayed"]["msgId"]
     checker.wait_for(lambda process: bool(process.of("checked")), 60, "a transaction check")
     checked = checker.of("checked")[0]  # more may come while the answer leaves (checks every second)
     assert checked["transactionId"] == pending["tx"]["msgId"]  # the check carries the UNIQ_KEY
@@ -389,7 +355,7 @@ def test_rocketmq_recovers_a_store_shoal_wrote_and_serves_every_message(java: An
     assert_group_resumes(java, namesrv, written["late"])
     target = before["XchgPlain"][next(iter(before["XchgPlain"]))]
     assert_key_and_ids_found(java, namesrv, target)
-    assert_delayed_on_time_and_transaction_checked(java, namesrv, pending, checker, serving_since_ms, stop == "sigkill")
+    assert_delayed_on_time_and_transaction_checked(java, namesrv, pending, checker, serving_since_ms)
 
 
 def shoal_client_reads(namesrv: str, topic: str) -> dict[tuple[int, int], Any]:
@@ -440,11 +406,11 @@ def run_spark_job(job: str, store_dir: Path, output: Path, *extra: str) -> dict[
 
 def assert_spark_sees_what_java_read(store_dir: Path, output: Path, before: dict[str, Any]) -> None:
     """topic_stats counts per topic and export's rows (per topic and queue, field by field) equal what
-    the Java consumer read from RocketMQ; the delayed messages wait in SCHEDULE_TOPIC_XXXX."""
+    the Java consumer read from RocketMQ; the delayed message waits in SCHEDULE_TOPIC_XXXX."""
     stats = run_spark_job("topic_stats", store_dir, output / "topic_stats")["topics"]
     for topic, lines in before.items():
         assert stats[topic]["messages"] == len(lines), (topic, stats[topic])
-    assert stats["SCHEDULE_TOPIC_XXXX"]["messages"] == len(DELAY_MS_OF_LEVEL)
+    assert stats["SCHEDULE_TOPIC_XXXX"]["messages"] == 1
     topics = [word for topic in before for word in ("--topic", topic)]
     exported = run_spark_job("export", store_dir, output / "export", *topics)
     assert exported["topics"] == {topic: len(lines) for topic, lines in before.items()}
@@ -529,7 +495,7 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     assert_group_resumes(java, namesrv, written["late"])
     target = before["XchgPlain"][next(iter(before["XchgPlain"]))]
     assert_key_and_ids_found(java, namesrv, target)
-    assert_delayed_on_time_and_transaction_checked(java, namesrv, pending, checker, serving_since_ms, stop == "sigkill")
+    assert_delayed_on_time_and_transaction_checked(java, namesrv, pending, checker, serving_since_ms)
     shoal.stop("broker")
     verified = verify_store(store_dir)
     assert verified.returncode == 0, verified.stdout + verified.stderr
