@@ -26,6 +26,7 @@ from shoal.store import (
     MessageStore,
     StoreSettings,
 )
+from tests import ports
 
 SMALL_SEGMENT_BYTES = 64 * 1024
 
@@ -121,47 +122,15 @@ PROCESS_START_TIMEOUT_S = 30.0
 PROCESS_STOP_TIMEOUT_S = 30.0
 
 
-_HANDED_OUT_PORTS: set[int] = set()
-"""Ports free_port() gave or reserve_port() took in this pytest process: a port picked but not yet
-bound (a cluster's three ports are picked before any server starts) is free to the kernel, which may
-hand it out again."""
-
-
-def reserve_port(port: int) -> int:
-    """Keep free_port() from handing out `port` (picked elsewhere, bound later)."""
-    _HANDED_OUT_PORTS.add(port)
-    return port
-
-
 def free_port() -> int:
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _HANDED_OUT_PORTS:
-            return reserve_port(port)
+    """A listening port for a test server (tests/ports.py: unique across pytest processes)."""
+    return ports.free_port()
 
 
 def free_broker_port() -> int:
     """A broker listenPort whose listenPort - 2 (the VIP channel) and listenPort + 1 (RocketMQ's HA
-    port) are free too; all three are reserved."""
-    while True:
-        port = free_port()
-        neighbours = (port - 2, port + 1)
-        if port > 2 and all(_bindable(other) for other in neighbours):
-            for other in neighbours:
-                reserve_port(other)
-            return port
-
-
-def _bindable(port: int) -> bool:
-    if port in _HANDED_OUT_PORTS:
-        return False
-    try:
-        with socket.create_server(("127.0.0.1", port)):
-            return True
-    except OSError:
-        return False
+    port) are free too."""
+    return ports.free_broker_port()
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, ready_line: str) -> None:

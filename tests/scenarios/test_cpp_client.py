@@ -38,8 +38,9 @@ PUSH_DELIVERY_TIMEOUT_S = 30.0
 PROCESS_EXTRA_S = 15.0
 IDLE_BEFORE_LIVE_S = 1.5
 """Consumers idle this long before live sends, so their pulls are held by the broker."""
-LIVE_DELIVERY_MAX_S = 2.0
-"""A live message must arrive this soon after its send returns (a held pull expires after 15 s)."""
+LIVE_DELIVERY_MAX_S = 5.0
+"""A live message must arrive this soon after its send returns: a third of the 15 s a held pull waits,
+so an answer at expiry fails while a loaded CI machine (two test processes on two cores) still passes."""
 QUIET_S = 1.0
 """After the expected deliveries, a push scenario keeps consuming until none arrived for this long."""
 ROUTE_TIMEOUT_S = 5.0

@@ -64,8 +64,9 @@ QUIET_S = 0.5
 """After the expected deliveries, exactly-once checks wait until none arrived for this long."""
 IDLE_BEFORE_LIVE_S = 1.5
 """An idle consumer sees nothing for this long, so its pulls are held by the broker."""
-LIVE_DELIVERY_MAX_S = 2.0
-"""A live message must arrive this soon after its send (a held pull expires after 15 s)."""
+LIVE_DELIVERY_MAX_S = 5.0
+"""A live message must arrive this soon after its send: a third of the 15 s a held pull waits, so an
+answer at expiry fails while a loaded CI machine (two test processes on two cores) still passes."""
 PROBE_ROUND_S = 0.2
 """Broadcasting readiness probes go out at most this often."""
 TOPIC_QUEUES = 4
@@ -805,7 +806,7 @@ def test_reconsume_later_redelivers_then_dead_letters_after_max_reconsume_times(
 def test_message_sent_to_an_idle_push_consumer_is_delivered_at_once(cluster: Any, names: Names) -> None:
     """Goal: a pull the broker holds (FLAG_SUSPEND, up to 15 s) is answered as soon as a message
     arrives. Method: the consumer drains a warm-up message, stays idle so its pulls are held,
-    then 5 sync sends; each must arrive well under 2 s after its send returns."""
+    then 5 sync sends; each must arrive well before the hold would have expired."""
     topic = names.topic()
 
     async def scenario() -> None:
@@ -874,7 +875,7 @@ def test_pull_consumer_filters_by_tag_and_stores_offsets(cluster: Any, names: Na
 
 def test_blocking_pull_is_answered_when_a_message_arrives(cluster: Any, names: Names) -> None:
     """Goal: a PullConsumer pull with block=True is held by the broker (long polling) and answered
-    as soon as a message is stored, not when its 10 s timeout expires. Method: start the pull on
+    as soon as a message is stored, not when its 15 s timeout expires. Method: start the pull on
     an empty queue, send after it was parked for a while, time the answer."""
     topic = names.topic()
 
@@ -882,11 +883,11 @@ def test_blocking_pull_is_answered_when_a_message_arrives(cluster: Any, names: N
         await create_topic(cluster, topic, read_queue_nums=1, write_queue_nums=1)
         async with pull_consumer(cluster, names.group()) as puller, producer_of(cluster, names.group("P")) as producer:
             (mq,) = await puller.fetch_message_queues(topic)
-            pending = asyncio.ensure_future(puller.pull(mq, "*", 0, block=True, timeout_s=10.0))
+            pending = asyncio.ensure_future(puller.pull(mq, "*", 0, block=True, timeout_s=15.0))
             assert await stays_false(pending.done, IDLE_BEFORE_LIVE_S), "the pull was answered while empty"
             result = await producer.send(message(topic, 0, prefix="held"))
             sent_at = time.monotonic()
-            pulled = await asyncio.wait_for(pending, timeout=15.0)
+            pulled = await asyncio.wait_for(pending, timeout=20.0)
             latency_s = time.monotonic() - sent_at
 
         assert pulled.status is PullStatus.FOUND

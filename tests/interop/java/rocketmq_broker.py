@@ -32,13 +32,15 @@ by file path (pytest's importlib mode; the benchmark keeps this one copy rather 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 BROKER_JVM_OPTIONS = (
     "-server",
@@ -59,7 +61,6 @@ START_TIMEOUT_S = 90.0
 """Cold JVM start plus recovery of a small store: about 3 to 6 s here; 90 s on a loaded machine."""
 STOP_TIMEOUT_S = 60.0
 """BrokerController.shutdown flushes and unregisters; a few seconds. After this, SIGKILL."""
-PORT_ATTEMPTS_MAX_COUNT = 200
 LOGBACK_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- Written by tests/interop/java/rocketmq_broker.py: NamesrvStartup/BrokerStartup read
      $ROCKETMQ_HOME/conf/logback_{namesrv,broker}.xml. Everything to the file in -Dshoal.rocketmq.logFile. -->
@@ -87,31 +88,20 @@ def ensure_logback(rocketmq_home: Path) -> None:
         partial.replace(path)
 
 
-def _bindable(port: int) -> bool:
-    if not 1024 < port < 65536:
-        return False
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("0.0.0.0", port))  # RocketMQ 4.9.7 binds every interface
-        except OSError:
-            return False
-    return True
+def _load_ports() -> ModuleType:
+    """tests/ports.py by path: the benchmark loads this file outside pytest, where `tests` is no package."""
+    path = Path(__file__).resolve().parents[2] / "ports.py"
+    spec = importlib.util.spec_from_file_location("shoal_tests_ports", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def free_broker_port() -> int:
-    """A listenPort whose listenPort - 2 (VIP channel) and listenPort + 1 (HA) are free too."""
-    for _ in range(PORT_ATTEMPTS_MAX_COUNT):
-        port = free_port()
-        if all(_bindable(candidate) for candidate in (port - 2, port, port + 1)):
-            return port
-    raise AssertionError(f"no free port p with p-2 and p+1 free after {PORT_ATTEMPTS_MAX_COUNT} tries")
+_PORTS = _load_ports()
+free_port: Callable[[], int] = _PORTS.free_port
+free_broker_port: Callable[[], int] = _PORTS.free_broker_port
+"""listenPort with listenPort - 2 (VIP channel) and listenPort + 1 (HA) free and claimed too."""
 
 
 @dataclass

@@ -127,8 +127,6 @@ class Brokers:
 
     def shoal(self, conf: dict[str, str]) -> Any:
         conftest = _root_conftest()
-        for port in (self.port - 2, self.port, self.port + 1):  # RocketMQ's VIP, listen and HA ports, bound later
-            conftest.reserve_port(port)
         cluster = conftest.Cluster(
             self.root / f"shoal{len(self.started)}", conftest.free_port(), self.port, conftest.free_port()
         )

@@ -1,0 +1,92 @@
+"""Listening ports for test servers, unique across every pytest process on the machine.
+
+`make test` runs two pytest processes side by side (tests/interop/java beside the rest), and
+importlib mode may load tests/conftest.py twice in one process, so an in-memory set of handed-out
+ports cannot stop two pickers from choosing the same port before either server binds it (CI saw
+RocketMQ's HA port taken that way: `BindException: Address already in use`). Two rules close that:
+
+- Ports come from below the kernel's ephemeral range, so no outgoing connection (a client's local
+  port) and no `bind(0)` elsewhere can take a port between its pick and its bind.
+- A pick is claimed by creating a file named after the port in a directory shared by all processes
+  (O_EXCL: exactly one creator wins). A claim older than CLAIM_TTL_S may be taken again: by then its
+  server has bound it (and a bound port fails the bind probe) or never will.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+PICK_LOW_PORT = 20_000
+"""Lowest port handed out; the range ends below the ephemeral range's first port."""
+EPHEMERAL_LOW_FALLBACK_PORT = 32_768  # Linux's default when /proc does not say
+CLAIM_TTL_S = 600.0
+"""A claim older than this is stale: servers bind their ports within seconds of the pick."""
+PICK_ATTEMPTS_MAX_COUNT = 5_000
+CLAIMS_DIR = Path(tempfile.gettempdir()) / f"shoal-test-ports-{os.getuid()}"
+_RANDOM = random.Random()  # its own generator: tests that seed the module's do not make picks repeat
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return EPHEMERAL_LOW_FALLBACK_PORT
+
+
+def bindable(port: int) -> bool:
+    """Nobody listens on `port`, on 127.0.0.1 or on every interface (RocketMQ binds 0.0.0.0)."""
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def claim(port: int) -> bool:
+    """Take `port` for this process unless another claim on it is live; True when taken."""
+    CLAIMS_DIR.mkdir(parents=True, exist_ok=True)
+    path = CLAIMS_DIR / str(port)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        return True
+    except FileExistsError:
+        pass
+    try:
+        if time.time() - path.stat().st_mtime < CLAIM_TTL_S:
+            return False
+        path.unlink()  # stale: whoever loses the race to recreate it below simply tries another port
+    except FileNotFoundError:
+        pass
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        return True
+    except FileExistsError:
+        return False
+
+
+def free_port() -> int:
+    """A port nobody listens on and no other picker holds."""
+    high = _ephemeral_low()
+    for _ in range(PICK_ATTEMPTS_MAX_COUNT):
+        port = _RANDOM.randrange(PICK_LOW_PORT, high)
+        if claim(port) and bindable(port):
+            return port
+    raise AssertionError(f"no free port in [{PICK_LOW_PORT}, {high}) after {PICK_ATTEMPTS_MAX_COUNT} tries")
+
+
+def free_broker_port() -> int:
+    """A broker listenPort whose listenPort - 2 (the VIP channel) and listenPort + 1 (RocketMQ's HA
+    port) are claimed and free too."""
+    for _ in range(PICK_ATTEMPTS_MAX_COUNT):
+        port = free_port()
+        if claim(port - 2) and bindable(port - 2) and claim(port + 1) and bindable(port + 1):
+            return port
+    raise AssertionError(f"no free port p with p-2 and p+1 free after {PICK_ATTEMPTS_MAX_COUNT} tries")
