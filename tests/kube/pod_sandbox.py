@@ -332,6 +332,7 @@ def e2e_tests_image() -> Image:
         files={
             **base.files,
             "/e2e/tests/conftest.py": tests / "conftest.py",
+            "/e2e/tests/ports.py": tests / "ports.py",
             "/e2e/tests/e2e": tests / "e2e",
             "/e2e/tests/scenarios/cpp_client_scenarios.py": tests / "scenarios" / "cpp_client_scenarios.py",
             "/e2e/examples": REPO_ROOT / "examples",
