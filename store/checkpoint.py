@@ -7,12 +7,19 @@
     24      8     (5.x) masterFlushedOffset   left as found
     32      8     (5.x) confirmPhyOffset      left as found
     ...
+    4064    4     shoal magic "SHIX"   ours: the index mark, valid with its own CRC (zeros: none)
+    4068    8     indexDurableFile     the newest index file's name as a number (0: none)
+    4076    8     indexDurableCount    its index count when it was last flushed
+    4084    4     shoal CRC32C of bytes 4068..4083
     4088    4     shoal magic "SHCK"   ours, in the page RocketMQ leaves unused
     4092    4     shoal CRC32C of bytes 0..23
 
 The file is one 4096-byte page. RocketMQ ignores bytes past 40, so the trailer keeps the file
 readable by Java while letting us tell a torn or corrupted checkpoint from a valid one. A
 checkpoint without our trailer (written by Java) is trusted as RocketMQ would.
+
+The index mark lets recovery after a crash keep the flushed part of the index file that never
+filled (RocketMQ deletes all of it); a mark that is missing or fails its CRC keeps nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import contextlib
 import logging
 import os
 import struct
+import threading
 from pathlib import Path
 
 import crc32c
@@ -34,6 +42,10 @@ TIMESTAMPS = struct.Struct(">qqq")
 TRAILER = struct.Struct(">4sI")
 TRAILER_OFFSET = FILE_SIZE - TRAILER.size
 TRAILER_MAGIC = b"SHCK"
+INDEX_MARK = struct.Struct(">4sqqI")
+INDEX_MARK_OFFSET = TRAILER_OFFSET - INDEX_MARK.size
+INDEX_MARK_MAGIC = b"SHIX"
+_INDEX_MARK_FIELDS = slice(INDEX_MARK_OFFSET + 4, INDEX_MARK_OFFSET + 20)
 MIN_TIMESTAMP_MARGIN_MS = 3000
 
 
@@ -43,9 +55,12 @@ class StoreCheckpoint:
         self.physic_msg_timestamp = 0
         self.logics_msg_timestamp = 0
         self.index_msg_timestamp = 0
+        self.index_durable: tuple[int, int] = (0, 0)
+        """(file number, index count) of the newest index file at its last flush; (0, 0): none."""
         self.trusted = True
         """False when our CRC showed the file was damaged (recovery then scans more)."""
         self._page = bytearray(FILE_SIZE)
+        self._flush_lock = threading.Lock()
         with contextlib.suppress(FileNotFoundError):  # a flush cut short by a crash
             durability.unlink(path.with_name(path.name + ".tmp"))
         if path.exists():
@@ -64,6 +79,9 @@ class StoreCheckpoint:
             self.trusted = False
             return
         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = TIMESTAMPS.unpack_from(data, 0)
+        mark_magic, number, count, mark_crc = INDEX_MARK.unpack_from(data, INDEX_MARK_OFFSET)
+        if mark_magic == INDEX_MARK_MAGIC and crc32c.crc32c(data[_INDEX_MARK_FIELDS]) == mark_crc:
+            self.index_durable = (number, count)
 
     @property
     def min_timestamp(self) -> int:
@@ -75,10 +93,23 @@ class StoreCheckpoint:
         return min(self.min_timestamp, self.index_msg_timestamp)
 
     def flush(self) -> None:
-        """Write the page durably: a temporary file, fsync, rename."""
+        """Write the page durably: a temporary file, fsync, rename. Serialised: the ConsumeQueue
+        flusher and the dispatch (a full index file) both flush, and two writers of one temporary
+        file could rename it while the other had just truncated it."""
+        with self._flush_lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
         TIMESTAMPS.pack_into(
             self._page, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp
         )
+        number, count = self.index_durable
+        if number:
+            INDEX_MARK.pack_into(self._page, INDEX_MARK_OFFSET, INDEX_MARK_MAGIC, number, count, 0)
+            mark_crc = crc32c.crc32c(self._page[_INDEX_MARK_FIELDS])
+            INDEX_MARK.pack_into(self._page, INDEX_MARK_OFFSET, INDEX_MARK_MAGIC, number, count, mark_crc)
+        else:  # no mark: zeros, as a file without one has
+            self._page[INDEX_MARK_OFFSET:TRAILER_OFFSET] = bytes(INDEX_MARK.size)
         TRAILER.pack_into(self._page, TRAILER_OFFSET, TRAILER_MAGIC, crc32c.crc32c(self._page[: TIMESTAMPS.size]))
         temp = self.path.with_name(self.path.name + ".tmp")
         fd = durability.create_file(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -117,6 +117,49 @@ class IndexFile:
         self._write_header()
         return True
 
+    @property
+    def number(self) -> int:
+        """The file's name as a number (its creation time, yyyyMMddHHmmssSSS): how the checkpoint names it."""
+        return int(self.path.name)
+
+    def keep_first(self, index_count: int) -> int:
+        """Keep the entries before position `index_count` (durable at a checkpoint) and forget the
+        rest; returns the index count kept.
+
+        Entries are written in order and each links only to an earlier one, so the kept entries
+        are whole chains; what a crash may have left inconsistent is the slots (a later put may
+        have reached the disk, or only part of it) and the header. Both are recomputed from the
+        kept entries. Entries are kept up to the first whose CommitLog offset goes backwards
+        (damage). Later entries stay on disk unreachable until puts overwrite them."""
+        entries_at, hash_slots, view = self._entries_at, self.hash_slots, self.view
+        index_count = max(1, min(index_count, self.entries))
+        slots_at = limits.INDEX_HEADER_SIZE_BYTES
+        view[slots_at:entries_at] = bytes(entries_at - slots_at)
+        used_slots = 0
+        last_offset, last_time_diff = self.begin_physical_offset, 0
+        kept = 1
+        for position, (key_hash, offset, time_diff, _previous) in enumerate(
+            ENTRY.iter_unpack(view[entries_at + ENTRY.size : entries_at + index_count * ENTRY.size]), start=1
+        ):
+            if offset < last_offset or time_diff < 0 or key_hash < 0:
+                break
+            slot_position = slots_at + (key_hash % hash_slots) * SLOT.size
+            if SLOT.unpack_from(view, slot_position)[0] == 0:
+                used_slots += 1
+            SLOT.pack_into(view, slot_position, position)
+            last_offset, last_time_diff = offset, time_diff
+            kept = position + 1
+        self.index_count = kept
+        self.hash_slot_count = used_slots
+        if kept > 1:
+            self.end_physical_offset = last_offset
+            # timeDiff is in whole seconds: the end of that second bounds the newest key's store time
+            self.end_timestamp = self.begin_timestamp + last_time_diff * 1000 + 999
+        else:  # nothing kept (the service deletes such a file): back to how it was created
+            self.end_timestamp, self.end_physical_offset = self.begin_timestamp, self.begin_physical_offset
+        self._write_header()
+        return kept
+
     def matches_time(self, begin_ms: int, end_ms: int) -> bool:
         """RocketMQ's `isTimeMatched` for a lookup window."""
         file_begin, file_end = self.begin_timestamp, self.end_timestamp

@@ -32,23 +32,33 @@ class IndexService:
         self.on_file_full: Callable[[int], None] | None = None
         """Called with the full file's end timestamp once it is flushed (checkpoint update)."""
 
-    def load(self, last_exit_ok: bool, index_checkpoint_ms: int) -> list[str]:
-        """Open every index file; after a crash delete those newer than the checkpoint (spec §4.3)."""
+    def load(self, last_exit_ok: bool, index_checkpoint_ms: int, durable: tuple[int, int] = (0, 0)) -> list[str]:
+        """Open every index file; after a crash delete those newer than the checkpoint (spec §4.3),
+        except the part of the newest one that `durable` (file number, index count: `flush`'s mark,
+        kept in the checkpoint) says was flushed: its keys stay and only later ones are rebuilt."""
         notes: list[str] = []
         if not self.directory.exists():
             return notes
         for leftover in sorted(self.directory.glob("*" + TEMP_SUFFIX)):
             durability.unlink(leftover)
             notes.append(f"removed index {leftover.name}, a creation interrupted by a crash")
-        for path in sorted(self.directory.iterdir()):
-            if not path.name.isdigit():
-                continue
+        paths = sorted(path for path in self.directory.iterdir() if path.name.isdigit())
+        for path in paths:
             try:
                 index_file = IndexFile(path, self.settings.hash_slots, self.settings.entries, create=False)
             except BaseException:
                 self.close()  # do not leak the files opened so far
                 raise
-            if not last_exit_ok and index_file.end_timestamp > index_checkpoint_ms:
+            # The newest file, unless full (a full file is flushed before the checkpoint names its
+            # end), was written after its last flush: its end time may equal the checkpoint's (keys
+            # of one millisecond across two files), or come from a header page newer than the entries.
+            unflushed = path == paths[-1] and not index_file.is_full
+            if not last_exit_ok and (index_file.end_timestamp > index_checkpoint_ms or unflushed):
+                durable_number, durable_count = durable
+                if index_file.number == durable_number and (kept := index_file.keep_first(durable_count)) > 1:
+                    self.files.append(index_file)
+                    notes.append(f"kept {kept - 1} keys of index file {path.name} (flushed by the last checkpoint)")
+                    continue
                 index_file.destroy()
                 notes.append(f"deleted index file {path.name}: it may hold keys of unflushed messages")
                 continue
@@ -174,10 +184,16 @@ class IndexService:
             index_file.destroy()
         return len(doomed)
 
-    def flush(self) -> None:
+    def flush(self) -> tuple[int, int]:
+        """Flush the newest file; returns its durable mark (file number, index count), (0, 0) with
+        no file. The count is read before the flush: every entry below it is on disk after it."""
         files = self.files
-        if files:
-            files[-1].flush()
+        if not files:
+            return 0, 0
+        newest = files[-1]
+        index_count = newest.index_count
+        newest.flush()
+        return newest.number, index_count
 
     def close(self) -> None:
         for index_file in self.files:

@@ -149,7 +149,7 @@ class MessageStore:
         notes = self.commitlog.queue.load()
         notes += self.consume_queues.load()
         if self.index is not None:
-            notes += self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
+            notes += self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp, self.checkpoint.index_durable)
         if not self.checkpoint.trusted:
             notes.append("checkpoint failed its CRC; recovery scanned from the first segment")
         for queue in self.consume_queues:
@@ -620,8 +620,10 @@ class MessageStore:
         }
 
     def _flush_index(self) -> None:
+        """Flush the newest index file and mark in the checkpoint (written right after) how much of
+        it is durable: after a crash only keys past the mark are rebuilt."""
         if self.index is not None:
-            self.index.flush()
+            self.checkpoint.index_durable = self.index.flush()
 
     def _on_index_file_full(self, end_timestamp: int) -> None:
         self.checkpoint.index_msg_timestamp = end_timestamp

@@ -44,13 +44,19 @@ RUN_DEADLINE_S = 60.0  # never outlive a test that forgot us
 
 
 def writer_settings(root: Path) -> StoreSettings:
-    """Small CommitLog segments, ConsumeQueue and index files, so every round crosses files."""
+    """Small CommitLog segments, ConsumeQueue and index files, so every round crosses files; a
+    thorough ConsumeQueue/index/checkpoint flush every 300 ms, so kills land between index marks
+    (recovery keeps the marked keys of the unfilled index file and rebuilds the rest)."""
     return StoreSettings(
         root_dir=root,
         commitlog=CommitLogSettings(segment_size_bytes=64 * 1024, message_body_size_max_bytes=16 * 1024),
         consume_queue=ConsumeQueueSettings(units_per_file=64),
         index=IndexSettings(hash_slots=64, entries=256),
-        flush=FlushSettings(flush_disk_type=FlushDiskType.SYNC_FLUSH),
+        flush=FlushSettings(
+            flush_disk_type=FlushDiskType.SYNC_FLUSH,
+            flush_consume_queue_interval_ms=100,
+            flush_consume_queue_thorough_interval_ms=300,
+        ),
     )
 
 

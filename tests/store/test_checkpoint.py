@@ -164,3 +164,51 @@ def test_min_timestamp_is_the_older_of_physic_and_logics_minus_three_seconds(
     checkpoint.index_msg_timestamp = index
     assert checkpoint.min_timestamp == minimum
     assert checkpoint.min_timestamp_index == minimum_index
+
+
+# --- the index mark (ours, bytes 4064..4087) ---
+
+MARK_AT = 4064
+
+
+def test_index_mark_is_written_with_its_own_crc_and_loads_back(tmp_path: Path) -> None:
+    """'SHIX', the file number, the count, CRC32C of those 16 bytes; RocketMQ's bytes untouched."""
+    path = tmp_path / "checkpoint"
+    checkpoint = StoreCheckpoint(path)
+    checkpoint.index_durable = (20261128034512345, 1_234)
+    checkpoint.flush()
+    data = path.read_bytes()
+    assert data[MARK_AT : MARK_AT + 4] == b"SHIX"
+    assert struct.unpack_from(">qq", data, MARK_AT + 4) == (20261128034512345, 1_234)
+    assert data[MARK_AT + 20 : TRAILER_AT] == struct.pack(">I", crc32c_reference(data[MARK_AT + 4 : MARK_AT + 20]))
+    assert data[24:MARK_AT] == bytes(MARK_AT - 24)
+    assert StoreCheckpoint(path).index_durable == (20261128034512345, 1_234)
+
+
+@pytest.mark.parametrize("position", [MARK_AT, MARK_AT + 5, MARK_AT + 19, MARK_AT + 21])
+def test_a_damaged_index_mark_keeps_nothing_and_the_timestamps_stay_trusted(tmp_path: Path, position: int) -> None:
+    """A flipped byte in the mark: no mark (recovery rebuilds the whole unfilled index file)."""
+    path = tmp_path / "checkpoint"
+    checkpoint = written(path, 30, 20, 10)
+    checkpoint.index_durable = (20261128034512345, 99)
+    checkpoint.flush()
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x01
+    path.write_bytes(bytes(data))
+    loaded = StoreCheckpoint(path)
+    assert loaded.index_durable == (0, 0)
+    assert loaded.trusted
+    assert loaded.physic_msg_timestamp == 30
+
+
+def test_clearing_the_index_mark_writes_zeros(tmp_path: Path) -> None:
+    """A mark set then cleared (no index file any more) leaves the bytes as a file without one."""
+    path = tmp_path / "checkpoint"
+    checkpoint = StoreCheckpoint(path)
+    checkpoint.index_durable = (20261128034512345, 7)
+    checkpoint.flush()
+    reloaded = StoreCheckpoint(path)
+    reloaded.index_durable = (0, 0)
+    reloaded.flush()
+    assert path.read_bytes()[MARK_AT:TRAILER_AT] == bytes(TRAILER_AT - MARK_AT)
+    assert StoreCheckpoint(path).index_durable == (0, 0)

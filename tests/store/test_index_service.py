@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -293,3 +294,76 @@ def test_loaded_file_keeps_accepting_keys(directory: Path, clock: FakeClock) -> 
         assert reader.files[0].index_count == 3
     finally:
         reader.close()
+
+
+# --- the durable mark: keeping the flushed part of the unfilled file after a crash ---
+
+BIG = IndexSettings(hash_slots=8, entries=64)
+
+
+def test_flush_returns_the_newest_files_number_and_count(directory: Path, clock: FakeClock) -> None:
+    """The mark names the newest file by its name and counts what was written before the flush."""
+    writer = IndexService(directory, BIG, clock)
+    try:
+        assert writer.flush() == (0, 0)
+        build_messages(writer, clock, 5)
+        assert writer.flush() == (int(writer.files[-1].path.name), 6)
+    finally:
+        writer.close()
+
+
+def test_abnormal_load_keeps_the_keys_below_the_mark_and_rebuilds_the_rest(directory: Path, clock: FakeClock) -> None:
+    """Crash after 10 keys with a mark at 6 (5 keys): the file stays with k0..k4 and its slots
+    recomputed; k5..k9 are gone, the end offset is k4's, and rebuilding them chains correctly."""
+    writer = IndexService(directory, BIG, clock)
+    build_messages(writer, clock, 5)
+    mark = writer.flush()
+    build_messages(writer, clock, 5, first=5)
+    writer.close()
+    reader = IndexService(directory, BIG, clock)
+    try:
+        notes = reader.load(last_exit_ok=False, index_checkpoint_ms=0, durable=mark)
+        assert notes == [f"kept 5 keys of index file {mark[0]} (flushed by the last checkpoint)"]
+        assert [query(reader, f"k{n}") for n in range(10)] == [[n * 100] for n in range(5)] + [[]] * 5
+        assert reader.last_indexed_offset == 400
+        newest = reader.files[-1]
+        assert (newest.index_count, newest.end_physical_offset) == (6, 400)
+        assert T0 + 4_000 <= newest.end_timestamp < T0 + 5_000
+        build_messages(reader, clock, 6, first=4)  # re-dispatch from the mark's message on
+        assert [query(reader, f"k{n}") for n in range(10)] == [[n * 100] for n in range(10)]
+        assert newest.index_count == 11
+    finally:
+        reader.close()
+
+
+def test_abnormal_load_with_a_mark_of_another_file_deletes_the_unfilled_one(directory: Path, clock: FakeClock) -> None:
+    """A mark naming a file that is not the unfilled one (or no keys) keeps nothing of it."""
+    writer = IndexService(directory, BIG, clock)
+    build_messages(writer, clock, 3)
+    name = writer.files[-1].path.name
+    writer.close()
+    for durable in ((int(name) + 1, 3), (int(name), 1), (0, 0)):
+        reader = IndexService(directory, BIG, clock)
+        try:
+            assert reader.load(last_exit_ok=False, index_checkpoint_ms=0, durable=durable) == [
+                f"deleted index file {name}: it may hold keys of unflushed messages"
+            ]
+            assert reader.files == []
+        finally:
+            reader.close()
+        writer = IndexService(directory, BIG, clock)
+        build_messages(writer, clock, 3)
+        name = writer.files[-1].path.name
+        writer.close()
+
+
+def test_keep_first_stops_at_an_entry_whose_offset_goes_backwards(directory: Path, clock: FakeClock) -> None:
+    """Damage below the mark (an offset lower than its predecessor's): entries from there are dropped."""
+    writer = IndexService(directory, BIG, clock)
+    build_messages(writer, clock, 6)
+    newest = writer.files[-1]
+    entries_at = newest._entries_at
+    struct.pack_into(">q", newest.view, entries_at + 4 * 20 + 4, 50)  # entry 4 (k3) now points below k2
+    assert newest.keep_first(7) == 4
+    assert [query(writer, f"k{n}") for n in range(6)] == [[0], [100], [200], [], [], []]
+    writer.close()
