@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import math
 import os
 import queue
 import random
@@ -38,7 +37,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-BODY_POOL = 256
+from load_lines import bodies, parse, result_fields
+
 WAIT_S = 120.0
 SEND_TIMEOUT_MS = 10_000
 PROBE_TIMEOUT_MS = 1_000
@@ -51,9 +51,9 @@ LOCAL_FAILURES = ("No route info", "invokeAsync")
 _names = itertools.count()
 _emitting = threading.Lock()
 _connected: set[int] = set()
+"""Producers (by id) that have sent once: connected to the broker."""
 RETRIES: dict[str, int] = {}
 """Sends repeated by the load generator after the client failed them locally (see `send`), by mode."""
-"""Producers (by id) that have sent once: connected to the broker."""
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -67,29 +67,6 @@ def send_failed(mode: str, error: Exception) -> None:
     """A send given up on: an event, and the reason on stderr (the harness keeps it in load-stderr.log)."""
     emit("sendFailed", mode=mode, message=str(error)[:300])
     print(f"{mode} send failed: {error}", file=sys.stderr, flush=True)
-
-
-def parse(argv: list[str]) -> dict[str, str]:
-    args = {}
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if not eq:
-            raise SystemExit(f"expected key=value, got {arg}")
-        args[key] = value
-    return args
-
-
-def bodies(size: int) -> list[bytes]:
-    rng = random.Random(16)
-    return [rng.randbytes(size) for _ in range(BODY_POOL)]
-
-
-def quantile_ms(samples_ns: list[int], q: float) -> float:
-    if not samples_ns:
-        return -1.0
-    ordered = sorted(samples_ns)
-    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-    return ordered[index] / 1e6
 
 
 def instance_name(kind: str) -> str:
@@ -354,26 +331,20 @@ def load(args: dict[str, str]) -> None:
         drain = Counter(args["namesrv"], f"{topic}_drain", topic, measured + warm, None)
         drained = drain.finished()
         drain.consumer.shutdown()
-        drain_s = max(1e-3, (drain.last_ms - drain.first_ms) / 1e3)
-        emit(
-            "result",
+        fields = result_fields(
             mode=mode,
             sent=measured,
-            failures=failures + warm_failures,
-            produceSeconds=produce_s,
-            produceRate=(measured - failures) / produce_s,
-            sendP50Ms=quantile_ms(latency, 0.50),
-            sendP99Ms=quantile_ms(latency, 0.99),
-            sendP999Ms=quantile_ms(latency, 0.999),
-            e2eP50Ms=quantile_ms(e2e, 0.50),
-            e2eP99Ms=quantile_ms(e2e, 0.99),
-            liveReceived=live.received,
-            liveDone=live_done,
-            drainReceived=drain.received,
+            failures=failures,
+            warm_failures=warm_failures,
+            produce_s=produce_s,
+            latency_ns=latency,
+            e2e_ns=e2e,
+            live=live,
+            live_done=live_done,
+            drain=drain,
             drained=drained,
-            consumeRate=drain.received / drain_s,
-            clientRetries=RETRIES.get(mode, 0),
         )
+        emit("result", **fields, clientRetries=RETRIES.get(mode, 0))
     emit("done")
 
 

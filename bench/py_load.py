@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from load_lines import bodies, parse, result_fields
 
 from shoal.client import (
     Admin,
@@ -32,7 +32,6 @@ from shoal.client import (
 from shoal.client.settings import ProducerSettings
 from shoal.protocol import ConsumeFromWhere
 
-BODY_POOL = 256
 WAIT_S = 120.0
 SEND_TIMEOUT_S = 10.0
 PROBE_TIMEOUT_S = 1.0
@@ -41,29 +40,6 @@ PROBE_PAUSE_S = 0.02
 
 def emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields, "t_ms": int(time.time() * 1000)}), flush=True)
-
-
-def parse(argv: list[str]) -> dict[str, str]:
-    args = {}
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if not eq:
-            raise SystemExit(f"expected key=value, got {arg}")
-        args[key] = value
-    return args
-
-
-def bodies(size: int) -> list[bytes]:
-    rng = random.Random(16)
-    return [rng.randbytes(size) for _ in range(BODY_POOL)]
-
-
-def quantile_ms(samples_ns: list[int], q: float) -> float:
-    if not samples_ns:
-        return -1.0
-    ordered = sorted(samples_ns)
-    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-    return ordered[index] / 1e6
 
 
 class Counter:
@@ -230,25 +206,20 @@ async def load(args: dict[str, str]) -> None:
             await drain.consumer.start()
             drained = await drain.finished()
             await drain.consumer.shutdown()
-            drain_s = max(1e-3, (drain.last_ms - drain.first_ms) / 1e3)
-            emit(
-                "result",
+            fields = result_fields(
                 mode=mode,
                 sent=measured,
-                failures=failures + warm_failures,
-                produceSeconds=produce_s,
-                produceRate=(measured - failures) / produce_s,
-                sendP50Ms=quantile_ms(latency, 0.50),
-                sendP99Ms=quantile_ms(latency, 0.99),
-                sendP999Ms=quantile_ms(latency, 0.999),
-                e2eP50Ms=quantile_ms(e2e, 0.50),
-                e2eP99Ms=quantile_ms(e2e, 0.99),
-                liveReceived=live.received,
-                liveDone=live_done,
-                drainReceived=drain.received,
+                failures=failures,
+                warm_failures=warm_failures,
+                produce_s=produce_s,
+                latency_ns=latency,
+                e2e_ns=e2e,
+                live=live,
+                live_done=live_done,
+                drain=drain,
                 drained=drained,
-                consumeRate=drain.received / drain_s,
             )
+            emit("result", **fields)
     finally:
         await sender.shutdown()
     emit("done")

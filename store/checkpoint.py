@@ -43,9 +43,10 @@ TRAILER = struct.Struct(">4sI")
 TRAILER_OFFSET = FILE_SIZE - TRAILER.size
 TRAILER_MAGIC = b"SHCK"
 INDEX_MARK = struct.Struct(">4sqqI")
+INDEX_MARK_FIELDS = struct.Struct(">qq")
+"""The part of the mark its CRC covers: file number, index count."""
 INDEX_MARK_OFFSET = TRAILER_OFFSET - INDEX_MARK.size
 INDEX_MARK_MAGIC = b"SHIX"
-_INDEX_MARK_FIELDS = slice(INDEX_MARK_OFFSET + 4, INDEX_MARK_OFFSET + 20)
 MIN_TIMESTAMP_MARGIN_MS = 3000
 
 
@@ -80,7 +81,7 @@ class StoreCheckpoint:
             return
         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = TIMESTAMPS.unpack_from(data, 0)
         mark_magic, number, count, mark_crc = INDEX_MARK.unpack_from(data, INDEX_MARK_OFFSET)
-        if mark_magic == INDEX_MARK_MAGIC and crc32c.crc32c(data[_INDEX_MARK_FIELDS]) == mark_crc:
+        if mark_magic == INDEX_MARK_MAGIC and crc32c.crc32c(INDEX_MARK_FIELDS.pack(number, count)) == mark_crc:
             self.index_durable = (number, count)
 
     @property
@@ -105,8 +106,7 @@ class StoreCheckpoint:
         )
         number, count = self.index_durable
         if number:
-            INDEX_MARK.pack_into(self._page, INDEX_MARK_OFFSET, INDEX_MARK_MAGIC, number, count, 0)
-            mark_crc = crc32c.crc32c(self._page[_INDEX_MARK_FIELDS])
+            mark_crc = crc32c.crc32c(INDEX_MARK_FIELDS.pack(number, count))
             INDEX_MARK.pack_into(self._page, INDEX_MARK_OFFSET, INDEX_MARK_MAGIC, number, count, mark_crc)
         else:  # no mark: zeros, as a file without one has
             self._page[INDEX_MARK_OFFSET:TRAILER_OFFSET] = bytes(INDEX_MARK.size)

@@ -26,7 +26,7 @@ from shoal.store import (
     MessageStore,
     StoreSettings,
 )
-from tests import ports
+from tests.ports import free_broker_port, free_port  # tests import both from here too
 
 SMALL_SEGMENT_BYTES = 64 * 1024
 
@@ -120,17 +120,6 @@ def small_settings_fixture() -> Callable[..., StoreSettings]:
 
 PROCESS_START_TIMEOUT_S = 30.0
 PROCESS_STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    """A listening port for a test server (tests/ports.py: unique across pytest processes)."""
-    return ports.free_port()
-
-
-def free_broker_port() -> int:
-    """A broker listenPort whose listenPort - 2 (the VIP channel) and listenPort + 1 (RocketMQ's HA
-    port) are free too."""
-    return ports.free_broker_port()
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, ready_line: str) -> None:

@@ -50,26 +50,28 @@ def bindable(port: int) -> bool:
     return True
 
 
+def _create(path: Path) -> bool:
+    """Create `path`; False when it exists (O_EXCL: of two creators exactly one wins)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
+
+
 def claim(port: int) -> bool:
     """Take `port` for this process unless another claim on it is live; True when taken."""
     CLAIMS_DIR.mkdir(parents=True, exist_ok=True)
     path = CLAIMS_DIR / str(port)
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    if _create(path):
         return True
-    except FileExistsError:
-        pass
     try:
         if time.time() - path.stat().st_mtime < CLAIM_TTL_S:
             return False
         path.unlink()  # stale: whoever loses the race to recreate it below simply tries another port
     except FileNotFoundError:
         pass
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-        return True
-    except FileExistsError:
-        return False
+    return _create(path)
 
 
 def free_port() -> int:
