@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import inspect
 import logging
 import socket
@@ -42,6 +43,11 @@ Processor = Callable[["ServerConnection", RemotingCommand], Response | Awaitable
 ConnectionListener = Callable[["ServerConnection"], None]
 Gate = Callable[[str, RemotingCommand], RemotingCommand | None]
 """(peer host, request) -> None to go on, or the response that refuses it."""
+
+
+class Verdict(enum.Enum):
+    PASSED = "passed"
+    """`RemotingServer.gate_all`'s verdict on a request the gate let through."""
 
 
 class ServerConnection(Connection):
@@ -102,11 +108,27 @@ class ServerConnection(Connection):
         held: list[bytes] = []
         self._held = held
         try:
-            for command in commands:
-                self.receive(command)
+            if self.server.gate is None:
+                for command in commands:
+                    self.receive(command)
+            else:
+                self._receive_gated(commands)
         finally:
             self._held = None
             self._write_held(held)
+
+    def _receive_gated(self, commands: list[RemotingCommand]) -> None:
+        """Requests of one read, the gate (the ACL check) run over all of them first: back to back,
+        its code and the signature's hashing stay in the CPU caches; interleaved with the processors,
+        each check cost twice its cost in a loop (measured with `bench/acl.py`)."""
+        verdicts = self.server.gate_all(self.peer_host, commands)
+        for command, verdict in zip(commands, verdicts, strict=True):
+            if verdict is None:
+                self.receive(command)
+            elif verdict is Verdict.PASSED:
+                self.handle_request(command, gated=True)
+            else:
+                self.reply(verdict, command)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -118,9 +140,10 @@ class ServerConnection(Connection):
         self.server.forget(self)
 
     # --- requests ---
-    def handle_request(self, command: RemotingCommand) -> None:
+    def handle_request(self, command: RemotingCommand, *, gated: bool = False) -> None:
+        """Process `command`; `gated`: the server's gate has already let it through."""
         try:
-            result = self.server.process(self, command)
+            result = self.server.process(self, command, gated=gated)
         except ProtocolError as error:
             self._reply_error(command, error)
             return
@@ -316,13 +339,36 @@ class RemotingServer:
                 except Exception:
                     log.exception("connection-close listener failed")
 
-    def process(self, connection: ServerConnection, command: RemotingCommand) -> Response | Awaitable[Response]:
+    def gate_all(self, peer_host: str, commands: Sequence[RemotingCommand]) -> list[RemotingCommand | Verdict | None]:
+        """The gate's verdict on each of `commands`, in order: Verdict.PASSED, the refusal (counted as a
+        request answered), or None where `process` decides (responses, codes answered as unknown)."""
+        gate = self.gate
+        processors = self.processors
+        withheld = self.withheld_codes
+        verdicts: list[RemotingCommand | Verdict | None] = []
+        for command in commands:
+            code = command.code
+            if gate is None or command.is_response or code not in processors or code in withheld:
+                verdicts.append(None)
+                continue
+            refused = gate(peer_host, command)
+            if refused is None:
+                verdicts.append(Verdict.PASSED)
+            else:
+                self.requests_total += 1
+                verdicts.append(refused)
+        return verdicts
+
+    def process(
+        self, connection: ServerConnection, command: RemotingCommand, *, gated: bool = False
+    ) -> Response | Awaitable[Response]:
+        """The processor's answer to `command`; `gated`: the gate has already let it through."""
         self.requests_total += 1
         processor = self.processors.get(command.code)
         if processor is None or command.code in self.withheld_codes:
             return self.unsupported(command)
         gate = self.gate
-        if gate is not None:
+        if gate is not None and not gated:
             refused = gate(connection.peer_host, command)
             if refused is not None:
                 return refused

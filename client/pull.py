@@ -59,11 +59,11 @@ def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: boo
     """`PullSysFlag.buildSysFlag` (class filter mode is never used)."""
     flag = 0
     if commit_offset:
-        flag |= PullSysFlag.COMMIT_OFFSET
+        flag |= PullSysFlag.COMMIT_OFFSET.value
     if suspend:
-        flag |= PullSysFlag.SUSPEND
+        flag |= PullSysFlag.SUSPEND.value
     if subscription:
-        flag |= PullSysFlag.SUBSCRIPTION
+        flag |= PullSysFlag.SUBSCRIPTION.value
     return flag
 
 

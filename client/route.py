@@ -53,12 +53,17 @@ def parse_namesrv_addresses(addresses: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
+_WRITE: int = PermName.WRITE.value
+_READ: int = PermName.READ.value
+"""Plain ints: `int & IntFlag` runs enum code (about 1 us); a send asks for every queue it picks."""
+
+
 def is_writeable(perm: int) -> bool:
-    return bool(perm & PermName.WRITE)
+    return perm & _WRITE != 0
 
 
 def is_readable(perm: int) -> bool:
-    return bool(perm & PermName.READ)
+    return perm & _READ != 0
 
 
 def master_address(broker: BrokerData) -> str | None:

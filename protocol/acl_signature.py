@@ -22,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "ACCESS_KEY",
+    "COMPILED",
     "SECURITY_TOKEN",
     "SIGNATURE",
     "UNIQUE_KEY_QUERY",
@@ -49,13 +50,24 @@ SIGNED_KEY_ORDERS_CACHED_MAX_COUNT = 256
 """Distinct header shapes (key sequences) whose signing order is kept; a client sends a handful."""
 
 _ValuesGetter = Callable[[Mapping[str, str]], Any]
-_key_orders: dict[tuple[str, ...], dict[tuple[str, ...], _ValuesGetter]] = {}
-"""excluded keys -> (keys in wire order -> a getter of the values in signing order). Sorting the keys
-was most of the cost of a signature; a request's header has the same keys as the last thousand.
-Two levels, so a lookup hashes the key sequence alone."""
+_SigningOrder = tuple[tuple[str, ...], _ValuesGetter]
+"""The keys to sign in signing order, and a getter of their values in that order."""
+_key_orders: dict[tuple[str, ...], dict[tuple[str, ...], _SigningOrder]] = {}
+"""excluded keys -> (keys in wire order -> their signing order). Sorting the keys was most of the
+cost of a signature; a request's header has the same keys as the last thousand. Two levels, so a
+lookup hashes the key sequence alone."""
 _keyed_states: dict[str, tuple[Any, Any]] = {}
 """secret key -> its keyed SHA-1 states (`_keyed_sha1`); a dict, since a cached-function call costs
 more than the lookup."""
+_compiled_states: dict[str, bytes] = {}
+"""secret key -> the compiled module's keyed SHA-1 states."""
+
+try:  # built from _acl_speedups.c when a compiler and OpenSSL's headers were there at install time
+    from shoal.protocol import _acl_speedups as _compiled
+except ImportError:
+    _compiled = None  # type: ignore[assignment]
+COMPILED = _compiled is not None
+"""Whether signatures are computed by the compiled module (else by the same steps in Python)."""
 _b2a_base64 = binascii.b2a_base64
 _compare_digest = hmac.compare_digest
 
@@ -65,16 +77,29 @@ def _utf16(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _values_in_order(keys: tuple[str, ...], excluded: tuple[str, ...]) -> _ValuesGetter:
+def _signing_order(keys: tuple[str, ...], excluded: tuple[str, ...]) -> _SigningOrder:
     signed = [key for key in keys if key not in excluded]
     if "".join(signed).isascii():
         signed.sort()  # the usual case, and the same order
     else:
         signed.sort(key=_utf16)
     if not signed:
-        return lambda _fields: ()
+        return (), lambda _fields: ()
     # itemgetter of one key returns the value itself; "".join of a str is that str.
-    return operator.itemgetter(*signed)
+    return tuple(signed), operator.itemgetter(*signed)
+
+
+def _order_of(ext_fields: Mapping[str, str], excluded: tuple[str, ...]) -> _SigningOrder:
+    orders = _key_orders.get(excluded)
+    if orders is None:
+        orders = _key_orders[excluded] = {}
+    keys = tuple(ext_fields)
+    order = orders.get(keys)
+    if order is None:
+        if len(orders) >= SIGNED_KEY_ORDERS_CACHED_MAX_COUNT:
+            orders.clear()  # many shapes: a peer making them up; sorting each is what it costs
+        order = orders[keys] = _signing_order(keys, excluded)
+    return order
 
 
 def content_prefix(ext_fields: Mapping[str, str], excluded: tuple[str, ...] = (SIGNATURE,)) -> bytes:
@@ -82,20 +107,22 @@ def content_prefix(ext_fields: Mapping[str, str], excluded: tuple[str, ...] = (S
 
     Unpaired surrogates (a JSON header may carry them) become '?', as Java's String.getBytes does.
     """
-    orders = _key_orders.get(excluded)
-    if orders is None:
-        orders = _key_orders[excluded] = {}
-    keys = tuple(ext_fields)
-    values = orders.get(keys)
-    if values is None:
-        if len(orders) >= SIGNED_KEY_ORDERS_CACHED_MAX_COUNT:
-            orders.clear()  # many shapes: a peer making them up; sorting each is what it costs
-        values = orders[keys] = _values_in_order(keys, excluded)
-    joined = "".join(values(ext_fields))
+    joined = "".join(_order_of(ext_fields, excluded)[1](ext_fields))
     try:
         return joined.encode()
     except UnicodeEncodeError:
         return joined.encode("utf-8", "replace")
+
+
+def _hmac_key(secret_key: str) -> bytes:
+    """The secret as an HMAC-SHA1 key of at most one block (RFC 2104: longer keys are hashed)."""
+    try:
+        key = secret_key.encode("utf-8")
+    except UnicodeEncodeError:
+        key = secret_key.encode("utf-8", "replace")
+    if len(key) > SHA1_BLOCK_BYTES:
+        key = hashlib.sha1(key).digest()
+    return key
 
 
 def _keyed_sha1(secret_key: str) -> tuple[Any, Any]:
@@ -106,13 +133,7 @@ def _keyed_sha1(secret_key: str) -> tuple[Any, Any]:
     states = _keyed_states.get(secret_key)
     if states is not None:
         return states
-    try:
-        key = secret_key.encode("utf-8")
-    except UnicodeEncodeError:
-        key = secret_key.encode("utf-8", "replace")
-    if len(key) > SHA1_BLOCK_BYTES:
-        key = hashlib.sha1(key).digest()
-    key = key.ljust(SHA1_BLOCK_BYTES, b"\0")
+    key = _hmac_key(secret_key).ljust(SHA1_BLOCK_BYTES, b"\0")
     if len(_keyed_states) >= SIGNING_KEYS_CACHED_MAX_COUNT:
         _keyed_states.clear()
     states = _keyed_states[secret_key] = (
@@ -120,6 +141,22 @@ def _keyed_sha1(secret_key: str) -> tuple[Any, Any]:
         hashlib.sha1(key.translate(hmac.trans_5C)),
     )
     return states
+
+
+def _compiled_signature(
+    ext_fields: Mapping[str, str], body: bytes | memoryview | None, secret_key: str, excluded: tuple[str, ...]
+) -> str | None:
+    """The signature by the compiled module; None when it cannot take these fields (not a dict, or
+    a value with a lone surrogate): the Python path then decides."""
+    if _compiled is None or type(ext_fields) is not dict:
+        return None
+    states = _compiled_states.get(secret_key)
+    if states is None:
+        if len(_compiled_states) >= SIGNING_KEYS_CACHED_MAX_COUNT:
+            _compiled_states.clear()
+        states = _compiled_states[secret_key] = _compiled.keyed_states(_hmac_key(secret_key))
+    result: str | None = _compiled.signature(states, _order_of(ext_fields, excluded)[0], ext_fields, body)
+    return result
 
 
 def _hmac(secret_key: str, prefix: bytes, body: bytes | memoryview | None) -> str:
@@ -135,7 +172,16 @@ def _hmac(secret_key: str, prefix: bytes, body: bytes | memoryview | None) -> st
 
 def signature_of(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secret_key: str) -> str:
     """The `Signature` a Java AclClientRPCHook puts on a request with these fields and body."""
-    return _hmac(secret_key, content_prefix(ext_fields), body)
+    return _signature(ext_fields, body, secret_key, (SIGNATURE,))
+
+
+def _signature(
+    ext_fields: Mapping[str, str], body: bytes | memoryview | None, secret_key: str, excluded: tuple[str, ...]
+) -> str:
+    compiled = _compiled_signature(ext_fields, body, secret_key, excluded)
+    if compiled is not None:
+        return compiled
+    return _hmac(secret_key, content_prefix(ext_fields, excluded), body)
 
 
 def verify(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secret_key: str) -> bool:
@@ -150,11 +196,11 @@ def verify(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secre
         return False
     if not claimed.isascii():
         return False  # a Base64 text is ASCII; compare_digest takes only ASCII str
-    if _compare_digest(_hmac(secret_key, content_prefix(ext_fields, _VERIFY_EXCLUDED), body), claimed):
+    if _compare_digest(_signature(ext_fields, body, secret_key, _VERIFY_EXCLUDED), claimed):
         return True
     if UNIQUE_KEY_QUERY not in ext_fields:
         return False
-    return _compare_digest(_hmac(secret_key, content_prefix(ext_fields), body), claimed)
+    return _compare_digest(_signature(ext_fields, body, secret_key, (SIGNATURE,)), claimed)
 
 
 @dataclass(frozen=True, slots=True)

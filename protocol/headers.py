@@ -37,6 +37,10 @@ from shoal.protocol.limits import INT_MAX, INT_MIN
 class JavaType(enum.Enum):
     """How a header field is written and parsed."""
 
+    # Members are singletons compared by identity: the identity hash is consistent with that and is
+    # computed in C (Enum's own hashes the name in Python; these are dict keys on every request).
+    __hash__ = object.__hash__
+
     STRING = "String"
     INT = "int"
     LONG = "long"

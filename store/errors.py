@@ -52,6 +52,10 @@ class RecordEncodingError(StoreError):
 class PutStatus(enum.Enum):
     """Outcome of a put, named as RocketMQ's PutMessageStatus (spec §5.4)."""
 
+    # Members are singletons compared by identity: the identity hash is consistent with that and is
+    # computed in C (Enum's own hashes the name in Python; these are dict keys on every request).
+    __hash__ = object.__hash__
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"

@@ -100,6 +100,10 @@ class PutResult:
 class GetMessageStatus(enum.Enum):
     """RocketMQ's GetMessageStatus; the broker maps each to a pull response code."""
 
+    # Members are singletons compared by identity: the identity hash is consistent with that and is
+    # computed in C (Enum's own hashes the name in Python; these are dict keys on every request).
+    __hash__ = object.__hash__
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"

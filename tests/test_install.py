@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 import tomllib
 import venv
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -217,6 +220,60 @@ def test_base_install_runs_every_command_help(base_env: Path) -> None:
         assert "Usage:" in result.stdout
     missing = _run(base_env, str(base_env / "shoal"), "spark", "run", "topic_stats", "--help")
     assert missing.returncode == 1 and "[spark]" in missing.stderr and "Traceback" not in missing.stderr
+
+
+_SIGNATURE_PROBE = (
+    "from shoal.protocol.acl_signature import COMPILED, Credentials, verify\n"
+    "fields = {'topic': 'T'}\n"
+    "Credentials('ak', 'sk').sign(fields, b'x')\n"
+    "print(COMPILED, verify(fields, b'x', 'sk'), verify(fields, b'y', 'sk'))"
+)
+
+
+def _can_compile_the_signature() -> bool:
+    """A C compiler, Python's headers and OpenSSL's: what building _acl_speedups.c needs."""
+    openssl = any(Path(root, "openssl", "sha.h").exists() for root in ("/usr/include", "/usr/local/include"))
+    python_h = Path(sysconfig.get_paths()["include"], "Python.h").exists()
+    return bool(shutil.which("cc") or shutil.which("gcc")) and python_h and openssl
+
+
+def _has_compiled_signature(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as archive:
+        return any("_acl_speedups" in name and name.endswith(".so") for name in archive.namelist())
+
+
+@pytest.mark.slow
+def test_the_signature_is_compiled_where_it_can_be_and_optional_where_not(
+    base_env: Path, wheel: Path, tmp_path: Path
+) -> None:
+    """Goal: the ACL signature's C module is built where a compiler and OpenSSL's headers are, and
+    an install without them still works. Method: the wheel built here carries the module and the
+    base install signs with it; a wheel built from a copy of the source with `false` as the C
+    compiler carries none, installs, starts, and signs and verifies the same in Python."""
+    compiled = _has_compiled_signature(wheel)
+    if _can_compile_the_signature():
+        assert compiled, "a compiler and OpenSSL's headers are here, yet the wheel has no _acl_speedups"
+    result = _run(base_env, str(base_env / "python"), "-c", _SIGNATURE_PROBE)
+    assert result.stdout.split() == [str(compiled), "True", "False"], result.stderr
+
+    source = tmp_path / "source"
+    skipped = shutil.ignore_patterns(".git", ".venv", "build", "data", "*.so", "__pycache__", "*.egg-info")
+    shutil.copytree(ROOT, source, ignore=skipped)
+    out = tmp_path / "wheel"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=INSTALL_TIMEOUT_S,
+        env={**os.environ, "CC": "false"},
+    )
+    (pure,) = out.glob("shoal-*.whl")
+    assert not _has_compiled_signature(pure)
+    pure_env = _fresh_env(tmp_path / "venv", pure, "")
+    result = _run(pure_env, str(pure_env / "python"), "-c", _SIGNATURE_PROBE)
+    assert result.stdout.split() == ["False", "True", "False"], result.stderr
+    started = _run(pure_env, str(pure_env / "shoal"), "broker", "--help")
+    assert started.returncode == 0 and "Usage:" in started.stdout, started.stderr
 
 
 @pytest.mark.slow

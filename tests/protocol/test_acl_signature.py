@@ -7,7 +7,10 @@ import hashlib
 import hmac
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from shoal.protocol import acl_signature
 from shoal.protocol.acl_signature import (
     ACCESS_KEY,
     SECURITY_TOKEN,
@@ -20,6 +23,27 @@ from shoal.protocol.acl_signature import (
 )
 
 RFC2202_CASE2_DIGEST = bytes.fromhex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
+COMPILED_MODULE = acl_signature._compiled
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs on both paths: the compiled module (_acl_speedups.c) and the Python steps
+    it stands in for (taken when the install had no compiler, or for fields it cannot take)."""
+    if request.param == "compiled" and COMPILED_MODULE is None:
+        pytest.skip("shoal.protocol._acl_speedups was not built in this install (no compiler or OpenSSL headers)")
+    if request.param == "python":
+        monkeypatch.setattr(acl_signature, "_compiled", None)
+    return str(request.param)
+
+
+def _reference(fields: dict[str, str], body: bytes | None, key: str) -> str:
+    """Java's rule spelled out: values sorted by key in UTF-16 order, '?' for what UTF-8 cannot
+    encode, then the body, HMAC-SHA1 with the UTF-8 key, Base64."""
+    ordered = sorted(fields, key=lambda name: name.encode("utf-16-be", "surrogatepass"))
+    content = "".join(fields[name] for name in ordered).encode("utf-8", "replace") + (body or b"")
+    digest = hmac.new(key.encode("utf-8", "replace"), content, hashlib.sha1).digest()
+    return base64.b64encode(digest).decode()
 
 
 def test_signature_is_base64_hmac_sha1_of_values_then_body() -> None:
@@ -116,3 +140,41 @@ def test_mixed_ascii_and_non_ascii_keys_sort_without_error() -> None:
     """Found by the fuzz test: ASCII and non-ASCII keys together sort in UTF-16 order."""
     fields = {"b": "2", "ä": "3", "a": "1", "\U0001f600": "4"}
     assert content_prefix(fields) == b"1234"  # a < b < U+00E4 < U+D83D (a surrogate)
+
+
+# The fixture only picks the path; nothing in it needs resetting between inputs.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fields=st.dictionaries(st.text(min_size=1, max_size=12), st.text(max_size=40), max_size=14),
+    body=st.one_of(st.none(), st.binary(max_size=3000)),
+    key=st.text(max_size=80),
+)
+def test_signature_equals_javas_rule_for_any_fields_body_and_key(
+    implementation: str, fields: dict[str, str], body: bytes | None, key: str
+) -> None:
+    """Any keys and values (non-ASCII, astral, lone surrogates), any body, any key: both paths
+    give exactly the reference signature, and what one signs the other verifies."""
+    fields.pop(SIGNATURE, None)
+    assert signature_of(fields, body, key) == _reference(fields, body, key)
+
+
+def test_the_compiled_path_takes_over_only_what_it_computes_exactly(implementation: str) -> None:
+    """A value with a lone surrogate, or a mapping that is not a dict, goes the Python way (the
+    compiled module answers None, or is not asked) and still signs as Java does."""
+    surrogate = {"k": "a\ud800b", "topic": "T"}
+    assert signature_of(surrogate, b"x", "sk") == _reference(surrogate, b"x", "sk")
+    credentials = Credentials("ak", "sk")
+    signed = dict(surrogate)
+    credentials.sign(signed, b"x")
+    assert verify(signed, b"x", "sk") and not verify(signed, b"y", "sk")
+
+    class Fields(dict[str, str]):
+        pass
+
+    assert signature_of(Fields(topic="T"), None, "sk") == _reference({"topic": "T"}, None, "sk")
+    if implementation == "compiled":
+        assert COMPILED_MODULE is not None
+        with pytest.raises(ValueError, match="block size"):
+            COMPILED_MODULE.keyed_states(b"k" * 65)
+        with pytest.raises(TypeError, match="keyed_states"):
+            COMPILED_MODULE.signature(b"short", (), {}, None)

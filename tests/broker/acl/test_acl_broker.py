@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shoal.client import Admin, ClientSettings, Message, MQBrokerError, Producer
-from shoal.protocol import RequestCode, ResponseCode
+from shoal.protocol import FrameDecoder, RequestCode, ResponseCode, encode_frame_bytes, make_request
 from shoal.protocol.acl_signature import Credentials
 from shoal.protocol.headers import GetMaxOffsetRequestHeader
 from shoal.remoting import RemotingClient
@@ -184,3 +184,60 @@ async def test_a_namesrv_with_acl_takes_registration_only_from_an_admin(
     async with Admin(cluster.namesrv_addr) as anonymous:
         route = await anonymous.topic_route("AclTopic")
     assert route.broker_datas[0].broker_addrs[0] == cluster.broker_addr
+
+
+async def test_requests_read_together_are_each_checked_and_answered(
+    acl_cluster_factory: Callable[..., Cluster],
+) -> None:
+    """Frames arriving in one write are checked together before any is processed (the broker's
+    batched check): each still gets its own answer, in the right place: the signed ones succeed,
+    the unsigned and the wrongly signed are refused by name, an unknown code is unknown (not
+    refused), and only the signed send is stored."""
+    cluster = acl_cluster_factory()
+    await create_topic(cluster, ADMIN, "AclTopic")
+    wrong = Credentials(USER.access_key, "wrongSecret")
+    offset_fields = GetMaxOffsetRequestHeader(topic="AclTopic", queue_id=0).to_ext_fields()
+    send_fields = {
+        "a": "AclProducerGroup", "b": "AclTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+        "g": "1700000000000", "h": "0", "i": "", "j": "0", "k": "false", "m": "false",
+    }  # fmt: skip
+    plan = [
+        (RequestCode.GET_MAX_OFFSET, USER, offset_fields, None, ResponseCode.SUCCESS, ""),
+        (RequestCode.GET_MAX_OFFSET, None, offset_fields, None, ResponseCode.NO_PERMISSION, "No accessKey"),
+        (RequestCode.SEND_MESSAGE_V2, wrong, send_fields, b"forged", ResponseCode.NO_PERMISSION, "Check signature"),
+        (9999, USER, offset_fields, None, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "not supported"),
+        (RequestCode.SEND_MESSAGE_V2, USER, send_fields, b"kept", ResponseCode.SUCCESS, ""),
+        (RequestCode.GET_MAX_OFFSET, USER, offset_fields, None, ResponseCode.SUCCESS, ""),
+    ]
+    frames = b""
+    for opaque, (code, credentials, fields, body, _, _) in enumerate(plan, start=1):
+        request = make_request(code, opaque=opaque, ext_fields=fields, body=body)
+        if credentials is not None:
+            credentials.sign(request.ext_fields, body)
+        frames += encode_frame_bytes(request)
+    reader, writer = await asyncio.open_connection("127.0.0.1", cluster.broker_port)
+    try:
+        writer.write(frames)  # one write: the broker reads several frames at once
+        decoder = FrameDecoder()
+        answers: dict[int, tuple[int, str]] = {}
+        while len(answers) < len(plan):
+            data = await asyncio.wait_for(reader.read(65536), 10.0)
+            assert data, "the broker closed the connection"
+            answers |= {answer.opaque: (answer.code, answer.remark or "") for answer in decoder.feed(data)}
+    finally:
+        writer.close()
+    for opaque, (_, _, _, _, code, remark) in enumerate(plan, start=1):
+        assert answers[opaque][0] == code and remark in answers[opaque][1], (opaque, answers[opaque])
+    stored = await max_offset(cluster, ADMIN)
+    assert stored[0] == ResponseCode.SUCCESS
+    client = RemotingClient(credentials=ADMIN)
+    try:
+        total = 0
+        for queue in range(2):
+            fields = {**offset_fields, "queueId": str(queue)}
+            total += int(
+                (await client.invoke(cluster.broker_addr, RequestCode.GET_MAX_OFFSET, fields)).ext_fields["offset"]
+            )
+    finally:
+        await client.close()
+    assert total == 1, "only the signed send was stored"
