@@ -30,3 +30,4 @@ def test_quick_run_reports_both_slots(client: str, control: bool) -> None:
     assert result["acl_off_msgs_per_s"] > 0 and result["acl_on_msgs_per_s"] > 0, result
     assert result["broker_cpu_us_per_msg_on"] > 0 and result["client_cpu_us_per_msg_on"] > 0, result
     assert result["broker_check_us_per_request"] > 0 and result["client_sign_us_per_request"] > 0, result
+    assert result["paired_ratio"] > 0 and result["rate_ratio"] > 0, result
