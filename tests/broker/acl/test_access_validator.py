@@ -195,3 +195,21 @@ accounts:
 """)
     refused = validator.refusal("127.0.0.1", signed(RequestCode.SEND_MESSAGE_V2, send, b"four"))
     assert refused is not None and "topic:topicA" in (refused.remark or "")
+
+
+def test_an_accounts_white_address_is_kept_per_host_until_the_rules_change() -> None:
+    """whiteAAA's white address admits an unsigned request from 10.1.1.1 (every time, from the kept
+    answer), not from 10.1.1.2; once new rules drop the address, 10.1.1.1 must sign again."""
+    validator = AccessValidator(RULES)
+    unsigned = make_request(RequestCode.GET_MAX_OFFSET, opaque=1, ext_fields={"topic": "T", "AccessKey": "whiteAAA"})
+    for _ in range(2):
+        assert validator.refusal("10.1.1.1", unsigned) is None
+        refused = validator.refusal("10.1.1.2", unsigned)
+        assert refused is not None and "Check signature failed for accessKey=whiteAAA" in (refused.remark or "")
+    validator.rules = parse_plain_acl("accounts:\n  - {accessKey: whiteAAA, secretKey: whiteSecret}\n")
+    refused = validator.refusal("10.1.1.1", unsigned)
+    assert refused is not None and "Check signature failed" in (refused.remark or "")
+    signed_by_white = signed(
+        RequestCode.GET_MAX_OFFSET, {"topic": "T"}, credentials=Credentials("whiteAAA", "whiteSecret")
+    )
+    assert validator.refusal("10.1.1.1", signed_by_white) is None
