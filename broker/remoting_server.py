@@ -351,7 +351,11 @@ class RemotingServer:
             if gate is None or command.is_response or code not in processors or code in withheld:
                 verdicts.append(None)
                 continue
-            refused = gate(peer_host, command)
+            try:
+                refused = gate(peer_host, command)
+            except Exception:  # `process` runs the gate again, and answers its error as it answers any
+                verdicts.append(None)
+                continue
             if refused is None:
                 verdicts.append(Verdict.PASSED)
             else:

@@ -1,16 +1,27 @@
-"""Connection limits of the remoting server against a real Broker process: idle connections,
-frames that never complete (slowloris) and the connection cap, with short timeouts from broker.conf."""
+"""The remoting server against a real Broker process (idle connections, frames that never complete, the
+connection cap, with short timeouts from broker.conf), and its batched gate (`gate_all`) in process."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
 import time
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
+from shoal.broker.remoting_server import RemotingServer, ServerConnection, Verdict
 from shoal.client.message import decode_messages
-from shoal.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame_bytes, make_request
+from shoal.protocol import (
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode_frame_bytes,
+    make_request,
+    make_response,
+)
 from shoal.remoting import RemotingClient
 from tests.broker.request_fields import pull_fields, send_fields
 
@@ -189,3 +200,53 @@ def test_answers_to_requests_read_together_arrive_whole_and_in_full(cluster) -> 
     requests in one write on a raw socket; every answer is matched by opaque and its messages
     compared with what was sent."""
     asyncio.run(check_pipelined_answers(cluster.broker_addr, cluster.broker_port))
+
+
+BROKEN_CODE = RequestCode.GET_MAX_OFFSET
+REFUSED_CODE = RequestCode.PULL_MESSAGE
+
+
+def _gate(peer_host: str, command: RemotingCommand) -> RemotingCommand | None:
+    if command.code == BROKEN_CODE:
+        raise ValueError("a gate that fails on this request")
+    if command.code == REFUSED_CODE:
+        return make_response(command, ResponseCode.NO_PERMISSION, f"refused for {peer_host}")
+    return None
+
+
+def test_each_request_gets_its_own_verdict_and_a_failing_gate_falls_back_to_process() -> None:
+    """Goal: passed, refused, unknown code and response each get the verdict `process` would act
+    on, and a gate that raises on one request leaves the others' verdicts and lets `process` answer
+    it (with the error, as before the batched check). Method: a server with processors and the gate
+    above, called directly."""
+    server = RemotingServer("test")
+    answered = make_request(RequestCode.HEART_BEAT, opaque=99)
+    for code in (RequestCode.HEART_BEAT, BROKEN_CODE, REFUSED_CODE):
+        server.register(code, lambda connection, request: answered)
+    server.gate = _gate
+    commands = [
+        make_request(RequestCode.HEART_BEAT, opaque=1),
+        make_request(REFUSED_CODE, opaque=2),
+        make_request(BROKEN_CODE, opaque=3),
+        make_request(9999, opaque=4),
+        make_response(make_request(RequestCode.HEART_BEAT, opaque=5), ResponseCode.SUCCESS),
+        make_request(RequestCode.HEART_BEAT, opaque=6),
+    ]
+    verdicts = server.gate_all("10.0.0.1", commands)
+    assert verdicts[0] is Verdict.PASSED and verdicts[5] is Verdict.PASSED
+    refused = verdicts[1]
+    assert isinstance(refused, RemotingCommand) and refused.code == ResponseCode.NO_PERMISSION
+    assert refused.opaque == 2 and refused.remark == "refused for 10.0.0.1"
+    assert verdicts[2] is None and verdicts[3] is None and verdicts[4] is None
+    assert server.requests_total == 1, "the refusal counts as a request answered"
+
+    connection = cast(ServerConnection, SimpleNamespace(peer_host="10.0.0.1"))  # all the gate reads
+    unknown = server.process(connection, commands[3])
+    assert isinstance(unknown, RemotingCommand) and unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    try:
+        server.process(connection, commands[2])
+    except ValueError as error:  # handle_request answers it with SYSTEM_ERROR, as before
+        assert "fails on this request" in str(error)
+    else:
+        raise AssertionError("process did not run the gate again")
+    assert server.process(connection, commands[0], gated=True) is answered
