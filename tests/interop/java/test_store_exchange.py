@@ -35,6 +35,7 @@ from pyspark.sql import SparkSession
 
 from shoal.cli.main import cli
 from shoal.client import BlockingPullConsumer
+from shoal.formats import json_compat
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient
 
@@ -172,7 +173,7 @@ def produce(java: Any, namesrv: str, topic: str, mode: str, count: int, **extra:
     return sent
 
 
-def write_everything(java: Any, namesrv: str) -> dict[str, Any]:
+def write_everything(java: Any, namesrv: str, broker_addr: str, *, rocketmq: bool) -> dict[str, Any]:
     """Tags, keys, properties, batch, ordered; a group commits the first 24 of XchgPlain, then 6 more arrive."""
     sent = {
         "XchgPlain": produce(java, namesrv, "XchgPlain", "sync", 24, tags="TagA,TagB,TagC", keys="plain", prop="c:r"),
@@ -182,8 +183,58 @@ def write_everything(java: Any, namesrv: str) -> dict[str, Any]:
     args = {"namesrv": namesrv, "group": GROUP, "topic": "XchgPlain", "mode": "subscribe", "commit": "true"}
     committed = java.run("LitePull", {**args, "count": 24})
     assert committed.of("committed") and len(committed.of("received")) == 24, committed.events
+    offsets = check_commit_held(broker_addr, committed.of("received"), rocketmq=rocketmq)
     late = produce(java, namesrv, "XchgPlain", "sync", LATE_COUNT, tags="TagL", keys="late")
-    return {"sent": sent, "late": late}
+    return {"sent": sent, "late": late, "offsets": offsets}
+
+
+def check_commit_held(broker_addr: str, received: list[dict[str, Any]], *, rocketmq: bool) -> dict[int, int]:
+    """The broker holds the group's commit for every queue the consumer read (QUERY_CONSUMER_OFFSET).
+
+    The LitePull consumer commits with one oneway UPDATE_CONSUMER_OFFSET per queue as it shuts down, and
+    RocketMQ 4.9.7 runs them on several threads: ConsumerOffsetManager.commitOffset creates a new
+    group@topic's table with get-then-put, so two first commits that race keep one queue (a CI run lost
+    2 of 4). A running 4.9.7 client re-sends every offset each 5 s and heals that; this one has exited, so
+    for RocketMQ the test re-sends the lost queues as that next round would. Shoal must hold all of them."""
+    committed: dict[int, int] = {}
+    for line in received:
+        committed[line["queueId"]] = max(committed.get(line["queueId"], 0), line["queueOffset"] + 1)
+
+    async def held() -> dict[int, int | None]:
+        client = RemotingClient()
+        try:
+            answers: dict[int, int | None] = {}
+            for queue_id in committed:
+                fields = {"consumerGroup": GROUP, "topic": "XchgPlain", "queueId": str(queue_id)}
+                response = await client.invoke(broker_addr, RequestCode.QUERY_CONSUMER_OFFSET, fields, timeout_s=10.0)
+                assert response.code in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND), response.remark
+                found = response.code == ResponseCode.SUCCESS
+                answers[queue_id] = int(response.ext_fields["offset"]) if found else None
+            return answers
+        finally:
+            await client.close()
+
+    async def resend(lost: list[int]) -> None:
+        client = RemotingClient()
+        try:
+            for queue_id in lost:
+                fields = {
+                    "consumerGroup": GROUP, "topic": "XchgPlain", "queueId": str(queue_id),
+                    "commitOffset": str(committed[queue_id]),
+                }  # fmt: skip
+                response = await client.invoke(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields, timeout_s=10.0)
+                assert response.code == ResponseCode.SUCCESS, response.remark
+        finally:
+            await client.close()
+
+    answers = asyncio.run(held())
+    # A lost queue reads 0 there (4.9.7 answers 0, not QUERY_NOT_FOUND, while the queue's head is in memory)
+    lost = sorted(queue_id for queue_id, offset in answers.items() if offset != committed[queue_id])
+    if rocketmq and lost:
+        asyncio.run(resend(lost))
+        answers = asyncio.run(held())
+    assert answers == committed, f"committed {committed}, the broker holds {answers}"
+    return committed
 
 
 def read_all(java: Any, namesrv: str, topic: str, count: int, timeout_ms: int = 30_000) -> dict[tuple[int, int], Any]:
@@ -323,25 +374,38 @@ def assert_admin_state_served(broker_addr: str) -> None:
     assert {key: groups[ADMIN_GROUP][key] for key in ADMIN_GROUP_CONFIG} == ADMIN_GROUP_CONFIG, groups[ADMIN_GROUP]
 
 
-def wait_offsets_persisted(store_dir: Path) -> None:
-    """Until the group's committed offsets are in consumerOffset.json (what survives a SIGKILL)."""
-    offsets = store_dir / "config" / "consumerOffset.json"
+def wait_offsets_persisted(store_dir: Path, committed: dict[int, int]) -> None:
+    """Until consumerOffset.json holds the group's committed offsets (what survives a SIGKILL)."""
+    path = store_dir / "config" / "consumerOffset.json"
     deadline = time.monotonic() + OFFSETS_PERSIST_WAIT_S
-    while not (offsets.is_file() and GROUP in offsets.read_text()):
-        assert time.monotonic() < deadline, f"{GROUP} not in {offsets} after {OFFSETS_PERSIST_WAIT_S} s"
+    wanted = {str(queue_id): offset for queue_id, offset in committed.items()}
+    while (persisted := persisted_offsets(path)) != wanted:
+        assert time.monotonic() < deadline, f"{path} holds {persisted} after {OFFSETS_PERSIST_WAIT_S} s, not {wanted}"
         time.sleep(0.1)
+
+
+def persisted_offsets(path: Path) -> dict[str, int] | None:
+    """The group's XchgPlain offsets in consumerOffset.json (both brokers replace it by rename; RocketMQ's
+    fastjson writes the queue ids unquoted)."""
+    if not path.is_file():
+        return None
+    document = json_compat.loads(path.read_text())
+    assert isinstance(document, dict) and isinstance(document["offsetTable"], dict), document
+    offsets = document["offsetTable"].get(f"XchgPlain@{GROUP}")
+    assert offsets is None or isinstance(offsets, dict), offsets
+    return None if offsets is None else {str(queue_id): int(offset) for queue_id, offset in offsets.items()}  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("stop", sorted(STOP_SIGNALS))
 def test_rocketmq_recovers_a_store_shoal_wrote_and_serves_every_message(java: Any, brokers: Brokers, stop: str) -> None:
     """Shoal writes and stops (SIGTERM / SIGKILL); RocketMQ 4.9.7 starts on its store: same messages, offsets, index."""
     shoal = brokers.shoal({**STORE_SETTINGS, **OPEN_TRANSACTIONS})
-    written = write_everything(java, shoal.namesrv_addr)
+    written = write_everything(java, shoal.namesrv_addr, shoal.broker_addr, rocketmq=False)
     declare_admin_state(java, shoal.namesrv_addr, shoal.broker_addr)
     before = read_everything(java, shoal.namesrv_addr)
     pending = send_delayed_and_open_transaction(java, shoal.namesrv_addr)
     if stop == "sigkill":
-        wait_offsets_persisted(shoal.store_dir)
+        wait_offsets_persisted(shoal.store_dir, written["offsets"])
     shoal.stop("broker", STOP_SIGNALS[stop])
     shoal.stop("namesrv")
     broker = brokers.rocketmq(shoal.store_dir, {**STORE_SETTINGS, **QUICK_CHECKS})
@@ -450,7 +514,7 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     recovers the store and serves the same."""
     store_dir = tmp_path / "rocketmq-store"
     broker = brokers.rocketmq(store_dir, {**STORE_SETTINGS, **OPEN_TRANSACTIONS})
-    written = write_everything(java, broker.namesrv_addr)
+    written = write_everything(java, broker.namesrv_addr, broker.addr, rocketmq=True)
     declare_admin_state(java, broker.namesrv_addr, broker.addr)
     committed_tx = java.run(
         "Transaction",
@@ -465,11 +529,12 @@ def test_shoal_recovers_a_store_rocketmq_wrote_and_serves_every_message(
     before = read_everything(java, broker.namesrv_addr)
     pending = send_delayed_and_open_transaction(java, broker.namesrv_addr)
     if stop == "sigkill":
-        wait_offsets_persisted(store_dir)
+        wait_offsets_persisted(store_dir, written["offsets"])
     broker.stop(STOP_SIGNALS[stop])
     config = store_dir / "config"
     assert (store_dir / "abort").is_file() == (stop == "sigkill")
-    assert GROUP in (config / "consumerOffset.json").read_text()
+    committed = {str(queue_id): offset for queue_id, offset in written["offsets"].items()}
+    assert persisted_offsets(config / "consumerOffset.json") == committed
     # Spark reads the CommitLog as RocketMQ left it, after the checks that must run while the delay is still due
     rocketmq_commitlog = shutil.copytree(store_dir / "commitlog", tmp_path / "rocketmq-commitlog" / "commitlog")
     verified = verify_store(store_dir)
