@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from shoal.client import Admin, ClientSettings, Credentials, Message, Producer, ProducerSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from listen_ports import free_broker_port, free_port
 
 ADMIN = Credentials("benchAdmin", "benchAdminSecret")
 USER = Credentials("benchUser1", "benchUserSecret")
@@ -64,15 +66,6 @@ PREALLOCATION_TIMEOUT_S = 120.0
 service but inside the windows of a short bench, so the bench waits for it before measuring."""
 
 
-def _free_port() -> int:
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port > 2:
-            return port
-
-
 def _spawn(args: list[str], log: Path, ready: str) -> subprocess.Popen[bytes]:
     with log.open("wb") as handle:
         process = subprocess.Popen(
@@ -90,7 +83,7 @@ def _spawn(args: list[str], log: Path, ready: str) -> subprocess.Popen[bytes]:
 @contextlib.contextmanager
 def cluster(root: Path, acl: bool) -> Iterator[tuple[str, str, int]]:
     """(namesrv address, broker address, broker pid) of a fresh NameServer + Broker, ACL on or off."""
-    namesrv_port, broker_port = _free_port(), _free_port()
+    namesrv_port, broker_port = free_port(), free_broker_port()
     acl_file = root / "plain_acl.yml"
     acl_file.write_text(PLAIN_ACL)
     conf = {
@@ -98,7 +91,7 @@ def cluster(root: Path, acl: bool) -> Iterator[tuple[str, str, int]]:
         "listenHost": "127.0.0.1",
         "listenPort": str(broker_port),
         "fastListenPort": "0",
-        "haListenPort": str(_free_port()),
+        "haListenPort": str(free_port()),
         "metricsPort": "-1",
         "namesrvAddr": f"127.0.0.1:{namesrv_port}",
         "storePathRootDir": str(root / "store"),

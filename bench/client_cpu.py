@@ -28,17 +28,14 @@ from pathlib import Path
 from shoal.client import Admin, Message, MQClientError, Producer, PullConsumer
 from shoal.client.pull import PullStatus
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from listen_ports import free_broker_port, free_port
+
 TOPIC = "CpuBenchTopic"
 QUEUES = 8
 WINDOW = 256
 PULL_BATCH = 32
 PAYLOAD = os.urandom(1024)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_port(port: int, timeout_s: float) -> bool:
@@ -53,7 +50,7 @@ def wait_port(port: int, timeout_s: float) -> bool:
 
 
 def start_cluster(work: Path) -> tuple[list[subprocess.Popen[bytes]], str]:
-    namesrv_port, broker_port = free_port(), free_port()
+    namesrv_port, broker_port = free_port(), free_broker_port()
     conf = work / "broker.conf"
     conf.write_text(
         f"brokerIP1=127.0.0.1\nlistenPort={broker_port}\nmetricsPort=-1\nnamesrvAddr=127.0.0.1:{namesrv_port}\n"

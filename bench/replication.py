@@ -37,6 +37,9 @@ from shoal.client import Admin, Message, MQClientError, Producer, SendStatus
 from shoal.protocol import RequestCode
 from shoal.remoting import RemotingClient, RemotingError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from listen_ports import free_broker_port, free_port
+
 TOPIC = "BenchReplication"
 QUEUES = 8
 BATCH = 100
@@ -45,12 +48,6 @@ WINDOW = 256
 LAG_SAMPLE_S = 0.05
 START_TIMEOUT_S = 60.0
 CATCH_UP_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_port(port: int, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -92,7 +89,7 @@ def start(work: Path, role: str) -> Servers:
     wait_port(namesrv_port)
     master_ha = free_port()
     for name, broker_role, broker_id in (("master", role, 0), ("slave", "SLAVE", 1)):
-        port = free_port()
+        port = free_broker_port()
         conf = work / f"{name}.conf"
         conf.write_text(
             f"brokerIP1=127.0.0.1\nlistenPort={port}\nmetricsPort=-1\nnamesrvAddr={servers.namesrv}\n"

@@ -25,14 +25,15 @@ from pathlib import Path
 from shoal.client import Message, Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from client_cpu import create_topic, free_port, wait_port
+from client_cpu import create_topic, wait_port
+from listen_ports import free_broker_port, free_port
 
 TOPIC = "CpuBenchTopic"
 PAYLOAD = os.urandom(1024)
 
 
 def start_cluster(work: Path, flush: str) -> tuple[list[subprocess.Popen[bytes]], str, int]:
-    namesrv_port, broker_port, metrics_port = free_port(), free_port(), free_port()
+    namesrv_port, broker_port, metrics_port = free_port(), free_broker_port(), free_port()
     conf = work / "broker.conf"
     conf.write_text(
         f"brokerIP1=127.0.0.1\nlistenPort={broker_port}\nmetricsPort={metrics_port}\n"

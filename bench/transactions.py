@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,9 @@ from shoal.client import (
     TransactionProducer,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from listen_ports import free_port
+
 TOPIC = "BenchTx"
 QUEUES = 8
 BODY = os.urandom(128)
@@ -49,12 +51,6 @@ WAIT_TIMEOUT_S = 120.0
 CLIENT = ClientSettings(client_ip="127.0.0.1", heartbeat_interval_s=1.0, route_refresh_interval_s=5.0)
 NAMESRV_READY = re.compile(rb"NameServer listening on port (\d+)")
 BROKER_READY = re.compile(rb"Broker \S+ listening on port (\d+)")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Cluster:
@@ -74,7 +70,7 @@ class Cluster:
             "brokerIP1": "127.0.0.1",
             "listenHost": "127.0.0.1",
             "metricsPort": "-1",
-            "haListenPort": str(_free_port()),
+            "haListenPort": str(free_port()),
             "namesrvAddr": self.namesrv_addr,
             "storePathRootDir": str(self.work / "store"),
             "flushDiskType": self.flush,

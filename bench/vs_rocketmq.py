@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -104,6 +103,9 @@ def _load_by_path(name: str, path: Path) -> ModuleType:
 
 # One launcher for RocketMQ's servers, shared with tests/interop/java (loaded by path there too).
 launcher = _load_by_path("shoal_tests_rocketmq_broker", REPO_ROOT / "tests" / "interop" / "java" / "rocketmq_broker.py")
+# Its port pickers too (tests/ports.py: below the ephemeral range, claimed across processes).
+free_port = launcher.free_port
+free_broker_port = launcher.free_broker_port
 get_rocketmq = _load_by_path("shoal_tools_get_rocketmq", REPO_ROOT / "tools" / "get_rocketmq.py")
 
 
@@ -131,12 +133,6 @@ def compile_load(lib: Path) -> Path:
     shutil.rmtree(classes, ignore_errors=True)
     partial.rename(classes)
     return classes
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- /proc readings of a broker process ---------------------------------------------------------------
@@ -259,7 +255,7 @@ class ShoalSystem:
         self, name: str, directory: Path, settings: dict[str, str], *, slave: bool = False, profile: bool = False
     ) -> Broker:
         directory.mkdir(parents=True, exist_ok=True)
-        port = free_port()
+        port = free_broker_port()  # the broker binds port - 2 too (its VIP channel)
         conf = {
             "brokerClusterName": "DefaultCluster",
             "brokerName": name,
