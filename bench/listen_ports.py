@@ -10,23 +10,13 @@ with it either.
 
 from __future__ import annotations
 
-import importlib.util
+import runpy
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
-
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "tests" / "ports.py"
-    spec = importlib.util.spec_from_file_location("shoal_tests_ports", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_PORTS = _load()
-free_port: Callable[[], int] = _PORTS.free_port
+_PORTS: dict[str, Any] = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tests" / "ports.py"))
+free_port: Callable[[], int] = _PORTS["free_port"]
 """A port nobody listens on and no other picker holds."""
-free_broker_port: Callable[[], int] = _PORTS.free_broker_port
+free_broker_port: Callable[[], int] = _PORTS["free_broker_port"]
 """A broker listenPort with listenPort - 2 (the VIP channel) and listenPort + 1 free and claimed too."""
