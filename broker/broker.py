@@ -53,7 +53,9 @@ from shoal.remoting import RemotingClient, RemotingError
 log = logging.getLogger(__name__)
 
 SCAN_CHANNELS_INTERVAL_S = 10.0
-REGISTER_DEBOUNCE_S = 0.05  # topic changes in a burst (auto-creation) cause one registration
+REGISTER_DEBOUNCE_S = 0.01
+"""Topic changes this close together (a burst of auto-creations) cause one registration; a send that
+created its topic waits for that round (SendProcessor), so this is added to its answer once."""
 REGISTER_RETRY_S = 2.0  # while some NameServer has not accepted us yet
 STATS_TICK_INTERVAL_S = 1.0  # RocketMQ samples its TPS figures once a second
 
@@ -94,6 +96,7 @@ class BrokerController:
         self._parts: RunningParts | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.TimerHandle | None = None
+        self._registered_soon: asyncio.Future[None] | None = None  # ends with the round _register_soon starts
         self._metrics_server: MetricsServer | None = None
         self._stopping = False
         self.registered_namesrvs: set[str] = set()
@@ -225,6 +228,7 @@ class BrokerController:
             metrics=self.metrics,
             on_append=parts.dispatch.schedule,
             wait_replicated=self.replication.wait_replicated,
+            pending_registration=self.pending_registration,
         )
         reply = ReplyProcessor(
             config=self.config,
@@ -336,6 +340,8 @@ class BrokerController:
                 await task
         if self._register_soon is not None:
             self._register_soon.cancel()
+        if self._registered_soon is not None:
+            _settle(self._registered_soon)  # a send waiting for that round is answered now
         parts = self.parts
         if self.acl_watcher is not None:
             await self.acl_watcher.stop()
@@ -478,14 +484,23 @@ class BrokerController:
         if self._stopping or self._register_soon is not None:
             return
         loop = asyncio.get_running_loop()
+        round_done: asyncio.Future[None] = loop.create_future()
 
         def fire() -> None:
             self._register_soon = None
+            self._registered_soon = None
             task = loop.create_task(self.register_all())
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+            task.add_done_callback(lambda _: _settle(round_done))
 
         self._register_soon = loop.call_later(REGISTER_DEBOUNCE_S, fire)
+        self._registered_soon = round_done
+
+    def pending_registration(self) -> asyncio.Future[None] | None:
+        """Ends when the registration round scheduled by the last topic change has run (whatever the
+        NameServers answered); None when no round is scheduled."""
+        return self._registered_soon
 
     async def register_all(self) -> None:
         await self.replication.before_register()  # fencing: a stale master turns slave first
@@ -533,3 +548,9 @@ class BrokerController:
 
 def default_store_root(data_dir: Path) -> Path:
     return data_dir / "store"
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    """Resolve `future` unless it is already done."""
+    if not future.done():
+        future.set_result(None)

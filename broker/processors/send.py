@@ -8,6 +8,7 @@ the flush mode promises.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import random
@@ -47,7 +48,6 @@ from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreE
 from shoal.store import limits as store_limits
 
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Callable
 
     from shoal.broker.config import BrokerConfig
@@ -116,8 +116,8 @@ def _has_property(properties: str | None, name: str) -> str | None:
 class SendProcessor:
     """Given only what a send touches: the broker's config and role, topics and groups, the store,
     the delay and transaction services, the metrics, and two hooks: `on_append` (let the Dispatcher
-    index the new records) and `wait_replicated` (SYNC_MASTER: a future answering once a slave has
-    the put)."""
+    index the new records), `wait_replicated` (SYNC_MASTER: a future answering once a slave has
+    the put) and `pending_registration` (the NameServer registration round a topic change scheduled)."""
 
     def __init__(
         self,
@@ -132,6 +132,7 @@ class SendProcessor:
         metrics: BrokerMetrics,
         on_append: Callable[[], None],
         wait_replicated: Callable[[PutResult], asyncio.Future[PutStatus] | None],
+        pending_registration: Callable[[], asyncio.Future[None] | None],
     ) -> None:
         self.config = config
         self.role = role
@@ -143,6 +144,7 @@ class SendProcessor:
         self.metrics = metrics
         self.on_append = on_append
         self.wait_replicated = wait_replicated
+        self.pending_registration = pending_registration
         self._born_hosts: dict[tuple[str, int], bytes] = {}
 
     def __call__(
@@ -152,6 +154,31 @@ class SendProcessor:
         refusal = self._check(request, header)
         if refusal is not None:
             return refusal
+        if self.topics.get(header.topic) is not None:
+            return self._send(connection, request, header)
+        response = self._send(connection, request, header)
+        registration = self.pending_registration()
+        if registration is None or self.topics.get(header.topic) is None:  # not created here
+            return response
+        return self._after_registration(registration, response)
+
+    @staticmethod
+    async def _after_registration(
+        registration: asyncio.Future[None], response: RemotingCommand | Awaitable[RemotingCommand]
+    ) -> RemotingCommand:
+        """Answer a send that auto-created its topic once the NameServers have the topic, as RocketMQ
+        registers before answering (TopicConfigManager.createTopicInSendMessageMethod): a client
+        that starts a consumer right after its first SEND_OK finds the route. A NameServer that
+        does not answer delays the send by at most the registration timeout, never fails it."""
+        try:
+            await asyncio.wait_for(asyncio.shield(registration), limits.BROKER_REGISTER_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("answering a send to a new topic before its registration round ended")
+        return response if isinstance(response, RemotingCommand) else await response
+
+    def _send(
+        self, connection: ServerConnection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         topic_config = self.topics.get(header.topic)
         if topic_config is None:
             topic_config = self.topics.create_from_default(

@@ -138,3 +138,43 @@ def test_slave_refuses_writes(cluster_factory) -> None:  # type: ignore[no-untyp
         assert "slave" in (response.remark or "")
 
     asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_a_send_that_creates_its_topic_is_answered_once_the_namesrv_routes_it(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Goal: as RocketMQ registers a topic it auto-creates before answering the send, a client that
+    asks the NameServer right after its first SEND_OK finds the route (a Go client's push consumer
+    started right after its producer failed with "route info not found" when Shoal answered first).
+    Method: one at a time and then 16 at once, sends to new topics, each followed at once by
+    GET_ROUTEINFO_BY_TOPIC; then with the NameServer stopped, a send to a new topic still succeeds."""
+
+    async def send_then_route(client: RemotingClient, topic: str) -> None:
+        response = await client.invoke(
+            cluster.broker_addr, RequestCode.SEND_MESSAGE_V2, _header(0, topic=topic).to_v2().to_ext_fields(), b"x",
+            timeout_s=10.0,
+        )  # fmt: skip
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        route = await client.invoke(
+            cluster.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, None, timeout_s=10.0
+        )
+        assert route.code == ResponseCode.SUCCESS, (topic, route.remark)
+
+    async def run() -> None:
+        client = RemotingClient()
+        try:
+            for index in range(4):
+                await send_then_route(client, f"RoutedAtOnce{index}")
+            await asyncio.gather(*(send_then_route(client, f"RoutedInBurst{index}") for index in range(16)))
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+    cluster.stop("namesrv")
+
+    async def without_namesrv() -> float:
+        started = time.monotonic()
+        response = await _send_v2(cluster.broker_addr, "CreatedWhileNamesrvDown")
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return time.monotonic() - started
+
+    assert asyncio.run(without_namesrv()) < 5.0
