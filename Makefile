@@ -63,11 +63,11 @@ $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/
 	else echo "tools/get_k8s.py failed: tests/kube will skip with the reason"; fi
 
 # The tests that drive Apache RocketMQ's JVMs (tests/interop/java, the side-by-side benchmark run in
-# tests/bench/test_vs_rocketmq.py, and the ACL bench's tests with its Java-client case) and the Go
-# client's (tests/interop/go) mostly wait on clients and brokers, so they run in a second pytest process beside the rest: `make test` takes about
+# tests/bench/test_vs_rocketmq.py, and the ACL bench's tests with its Java-client case) and the Go and
+# Node.js clients' (tests/interop/go, tests/interop/node) mostly wait on clients and brokers, so they run in a second pytest process beside the rest: `make test` takes about
 # 35 min on 2 cores instead of 60. Their report is printed after the rest's (and kept in $(JAVA_LOG)).
 # `make unit PYTEST_ARGS=...` runs one pytest.
-JAVA_SUITE := tests/interop/java tests/interop/go tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
+JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
 JAVA_LOG := $(VENV)/pytest-interop-java.log
 unit: $(VENV)/.installed-dev $(VENV)/bin/helm $(VENV)/.rocketmq-jars $(VENV)/.k8s-binaries
 ifeq ($(strip $(PYTEST_ARGS)),)
