@@ -53,7 +53,7 @@ from shoal.remoting import RemotingClient, RemotingError
 log = logging.getLogger(__name__)
 
 SCAN_CHANNELS_INTERVAL_S = 10.0
-REGISTER_DEBOUNCE_S = 0.01
+REGISTER_DEBOUNCE_S = 0.002
 """Topic changes this close together (a burst of auto-creations) cause one registration; a send that
 created its topic waits for that round (SendProcessor), so this is added to its answer once."""
 REGISTER_RETRY_S = 2.0  # while some NameServer has not accepted us yet

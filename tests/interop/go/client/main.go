@@ -14,7 +14,8 @@
 //	    the hash queue selector (one queue per key); tag TagA for even i, TagB for odd i.
 //	client transact NAMESRV TOPIC WAIT_S
 //	    a transaction producer sends tx-commit (committed at once), tx-rollback (rolled back) and
-//	    tx-unknown (UNKNOW; the broker's check is answered COMMIT), then waits up to WAIT_S for that check.
+//	    tx-unknown (UNKNOW; the broker's check is answered COMMIT), then waits up to WAIT_S for that check
+//	    and stays up 3 s more (its answer goes out after CheckLocalTransaction returns).
 package main
 
 import (
@@ -192,6 +193,9 @@ func produceOrdered(namesrv, topic string, count, keys int) {
 	emit("done", map[string]interface{}{})
 }
 
+// checkGrace is how long the transaction producer stays up after the broker's first check.
+const checkGrace = 3 * time.Second
+
 // txListener answers by body: tx-commit and tx-rollback at once, tx-unknown UNKNOW and then COMMIT when checked.
 type txListener struct {
 	checked chan string
@@ -238,6 +242,9 @@ func transact(namesrv, topic string, wait time.Duration) {
 	}
 	select {
 	case <-listener.checked:
+		// The client sends END_TRANSACTION after CheckLocalTransaction returns: stay up for it, and to
+		// answer the broker's next check (every transactionCheckInterval) if that one was lost.
+		time.Sleep(checkGrace)
 	case <-time.After(wait):
 	}
 	emit("done", map[string]interface{}{})
