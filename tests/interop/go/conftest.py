@@ -11,34 +11,20 @@ Without `go` these tests skip with the reason, except under CI=true, where they 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.interop.client_runs import ClientRun, cache_root, run_client, unavailable
 
 CLIENT_DIR = Path(__file__).resolve().parent / "client"
 SOURCE_FILES = ("go.mod", "go.sum", "main.go")
 BUILD_TIMEOUT_S = 600.0
 """Cold (modules from the proxy, the client compiled): about 30 s here; ten minutes means it is stuck."""
-RUN_MARGIN_S = 30.0
-"""How much longer than its own timeout a client run may take before the test gives up on it."""
-
-
-def _cache_root() -> Path:
-    configured = os.environ.get("SHOAL_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "shoal"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI=true: the Go client tests must run)")
-    pytest.skip(reason)
 
 
 def _sources_sha256() -> str:
@@ -77,32 +63,16 @@ def _build(go: str, root: Path) -> Path:
     return binary
 
 
-@dataclass(frozen=True)
-class GoRun:
-    """The events one client run printed, and its exit status."""
-
-    events: list[dict[str, Any]]
-    returncode: int
-    stderr: str
-
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [line for line in self.events if line["event"] == event]
-
-
 @pytest.fixture(scope="session")
-def go_client() -> Callable[..., GoRun]:
+def go_client() -> Callable[..., ClientRun]:
     """Run the Go client with arguments, wait up to `timeout_s` (plus a margin), return its events."""
     go = shutil.which("go")
     if go is None:
-        _unavailable("go is not on PATH: the RocketMQ Go client cannot be built")
+        unavailable("go is not on PATH: the RocketMQ Go client cannot be built")
     assert go is not None
-    binary = _build(go, _cache_root())
+    binary = _build(go, cache_root())
 
-    def run(*args: str, timeout_s: float) -> GoRun:
-        done = subprocess.run(
-            [str(binary), *args], capture_output=True, text=True, timeout=timeout_s + RUN_MARGIN_S, check=False
-        )
-        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        return GoRun(events, done.returncode, done.stderr)
+    def run(*args: str, timeout_s: float) -> ClientRun:
+        return run_client([str(binary), *args], timeout_s=timeout_s)
 
     return run

@@ -33,11 +33,6 @@ TX_WAIT_S = 30
 DEFAULT_QUEUES = 4  # defaultTopicQueueNums: the queues a topic auto-created by a send gets
 
 
-def _assert_ok(run: Any) -> None:
-    """The run exited 0 and reported no error (conftest.GoRun)."""
-    assert run.returncode == 0 and not run.of("error"), (run.events, run.stderr[-2000:])
-
-
 @pytest.mark.slow
 def test_go_producer_and_push_consumer_exchange_every_message(cluster: Any, go_client: Any) -> None:
     """Goal: what the Go client sends (sync with tag, key and a property; a batch; async; oneway; delay
@@ -46,7 +41,7 @@ def test_go_producer_and_push_consumer_exchange_every_message(cluster: Any, go_c
     own topic; a second run of the group gets only what was sent after the first committed.
     Method: the Go client's produce and consume commands against a NameServer and a Broker process."""
     produced = go_client("produce", cluster.namesrv_addr, TOPIC, str(SYNC_COUNT), timeout_s=60)
-    _assert_ok(produced)
+    produced.assert_ok()
     sent = produced.of("sent")
     assert [line["kind"] for line in sent] == ["sync"] * SYNC_COUNT + ["batch", "async", "delayed"], sent
     assert all(line["status"] == 0 for line in sent), sent  # SEND_OK
@@ -58,7 +53,7 @@ def test_go_producer_and_push_consumer_exchange_every_message(cluster: Any, go_c
         "consume", cluster.namesrv_addr, TOPIC, GROUP, str(len(expected)), str(CONSUME_TIMEOUT_S), FAIL_BODY,
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(consumed)
+    consumed.assert_ok()
     received = consumed.of("received")
     assert Counter(line["body"] for line in received) == Counter(expected), consumed.events
     (refused,) = consumed.of("retryLater")
@@ -74,13 +69,13 @@ def test_go_producer_and_push_consumer_exchange_every_message(cluster: Any, go_c
         assert by_body[body]["msgId"] == sent_ids[body], by_body[body]
 
     later = go_client("produce", cluster.namesrv_addr, TOPIC, str(LATER_COUNT), timeout_s=60)
-    _assert_ok(later)
+    later.assert_ok()
     later_bodies = [f"go-{index}" for index in range(LATER_COUNT)] + list(OTHER_BODIES)
     resumed = go_client(
         "consume", cluster.namesrv_addr, TOPIC, GROUP, str(len(later_bodies)), str(CONSUME_TIMEOUT_S), "none",
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(resumed)
+    resumed.assert_ok()
     later_ids = {line["msgId"] for line in later.of("sent") if line["kind"] != "batch"}
     got = resumed.of("received")
     assert Counter(line["body"] for line in got) == Counter(later_bodies), resumed.events
@@ -97,7 +92,7 @@ def test_go_ordered_sends_reach_an_orderly_consumer_in_order_and_a_tag_filter(cl
     produced = go_client(
         "produce-ordered", cluster.namesrv_addr, "GoOrdered", str(ORDERED_COUNT), str(ORDER_KEYS), timeout_s=60
     )
-    _assert_ok(produced)
+    produced.assert_ok()
     queue_of_key: dict[str, set[int]] = {}
     for line in produced.of("sent"):
         queue_of_key.setdefault(line["body"].rsplit("-", 1)[0], set()).add(line["queueId"])
@@ -108,7 +103,7 @@ def test_go_ordered_sends_reach_an_orderly_consumer_in_order_and_a_tag_filter(cl
         SUSPENDED_BODY, "*", "orderly",
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(consumed)
+    consumed.assert_ok()
     (suspended,) = consumed.of("retryLater")
     assert suspended["body"] == SUSPENDED_BODY, suspended
     received = [line["body"] for line in consumed.of("received")]
@@ -122,7 +117,7 @@ def test_go_ordered_sends_reach_an_orderly_consumer_in_order_and_a_tag_filter(cl
         "none", "TagA",
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(tag_a)
+    tag_a.assert_ok()
     wanted = {line["body"] for index, line in enumerate(produced.of("sent")) if index % 2 == 0}
     got = tag_a.of("received")
     assert {line["tags"] for line in got} == {"TagA"} and Counter(line["body"] for line in got) == Counter(wanted)
@@ -151,7 +146,7 @@ def test_go_transactions_commit_roll_back_and_answer_the_brokers_check(cluster_f
     topic's consume queues hold exactly two messages."""
     running = cluster_factory(QUICK_CHECKS)
     transacted = go_client("transact", running.namesrv_addr, "GoTx", str(TX_WAIT_S), timeout_s=TX_WAIT_S)
-    _assert_ok(transacted)
+    transacted.assert_ok()
     states = {line["body"]: (line["status"], line["state"]) for line in transacted.of("sent")}
     assert states == {"tx-commit": (0, 1), "tx-rollback": (0, 2), "tx-unknown": (0, 3)}, transacted.events
     checked = transacted.of("checked")  # again only if the broker checked before the answer arrived
@@ -163,6 +158,6 @@ def test_go_transactions_commit_roll_back_and_answer_the_brokers_check(cluster_f
         "consume", running.namesrv_addr, "GoTx", "go_tx_group", "2", str(CONSUME_TIMEOUT_S), "none",
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(consumed)
+    consumed.assert_ok()
     assert sorted(line["body"] for line in consumed.of("received")) == ["tx-commit", "tx-unknown"], consumed.events
     assert asyncio.run(_messages_in(running.broker_addr, "GoTx")) == 2

@@ -11,34 +11,20 @@ Without `node` and `npm` these tests skip with the reason, except under CI=true,
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.interop.client_runs import ClientRun, cache_root, run_client, unavailable
 
 CLIENT_DIR = Path(__file__).resolve().parent / "client"
 SOURCE_FILES = ("package.json", "package-lock.json", "client.js")
 INSTALL_TIMEOUT_S = 600.0
-"""Cold (95 packages from the npm registry): about 10 s here; ten minutes means it is stuck."""
-RUN_MARGIN_S = 30.0
-"""How much longer than its own timeout a client run may take before the test gives up on it."""
-
-
-def _cache_root() -> Path:
-    configured = os.environ.get("SHOAL_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "shoal"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI=true: the Node.js client tests must run)")
-    pytest.skip(reason)
+"""Cold (95 packages from the npm registry): about 5 s here; ten minutes means it is stuck."""
 
 
 def _install(npm: str, root: Path) -> Path:
@@ -70,37 +56,16 @@ def _install(npm: str, root: Path) -> Path:
     return directory
 
 
-@dataclass(frozen=True)
-class NodeRun:
-    """The events one client run printed, and its exit status."""
-
-    events: list[dict[str, Any]]
-    returncode: int
-    stderr: str
-
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [line for line in self.events if line["event"] == event]
-
-
 @pytest.fixture(scope="session")
-def node_client() -> Callable[..., NodeRun]:
+def node_client() -> Callable[..., ClientRun]:
     """Run client.js with arguments, wait up to `timeout_s` (plus a margin), return its events."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        _unavailable("node and npm are not both on PATH: the Node.js client cannot be installed")
+        unavailable("node and npm are not both on PATH: the Node.js client cannot be installed")
     assert node is not None and npm is not None
-    directory = _install(npm, _cache_root())
+    directory = _install(npm, cache_root())
 
-    def run(*args: str, timeout_s: float) -> NodeRun:
-        done = subprocess.run(
-            [node, "client.js", *args],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s + RUN_MARGIN_S,
-            check=False,
-        )
-        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"event"')]
-        return NodeRun(events, done.returncode, done.stderr + done.stdout[-3000:])
+    def run(*args: str, timeout_s: float) -> ClientRun:
+        return run_client([node, "client.js", *args], cwd=directory, timeout_s=timeout_s)
 
     return run

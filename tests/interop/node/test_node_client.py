@@ -23,11 +23,6 @@ TIMED_DELAY_MS = 2_000  # client.js: the start-deliver time of node-timed
 LATER_COUNT = 2
 
 
-def _assert_ok(run: Any) -> None:
-    """The run exited 0 and reported no error (conftest.NodeRun)."""
-    assert run.returncode == 0 and not run.of("error"), (run.events, run.stderr[-2000:])
-
-
 async def _create_topic(namesrv_addr: str, broker_addr: str) -> None:
     """ali-ons never sends to a topic the NameServer does not route (no TBW102 fallback)."""
     async with Admin(namesrv_addr) as admin:
@@ -44,7 +39,7 @@ def test_node_producer_and_push_consumer_exchange_every_message(cluster: Any, no
     and a Broker process."""
     asyncio.run(_create_topic(cluster.namesrv_addr, cluster.broker_addr))
     produced = node_client("produce", cluster.namesrv_addr, TOPIC, str(COUNT), timeout_s=60)
-    _assert_ok(produced)
+    produced.assert_ok()
     sent = produced.of("sent")
     assert [line["kind"] for line in sent] == ["plain"] * COUNT + ["timed"], produced.events
     assert {line["status"] for line in sent} == {"SEND_OK"}, sent
@@ -55,7 +50,7 @@ def test_node_producer_and_push_consumer_exchange_every_message(cluster: Any, no
         "consume", cluster.namesrv_addr, TOPIC, GROUP, str(len(expected)), str(CONSUME_TIMEOUT_S), RETRY_BODY,
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(consumed)
+    consumed.assert_ok()
     received = consumed.of("received")
     assert Counter(line["body"] for line in received) == Counter(expected), consumed.events
     (refused,) = consumed.of("retry")
@@ -74,12 +69,12 @@ def test_node_producer_and_push_consumer_exchange_every_message(cluster: Any, no
     assert timed["storeTimestamp"] - timed["bornTimestamp"] >= TIMED_DELAY_MS - 50, timed  # stored when due
 
     later = node_client("produce", cluster.namesrv_addr, TOPIC, str(LATER_COUNT), timeout_s=60)
-    _assert_ok(later)
+    later.assert_ok()
     resumed = node_client(
         "consume", cluster.namesrv_addr, TOPIC, GROUP, str(LATER_COUNT + 1), str(CONSUME_TIMEOUT_S), "none",
         timeout_s=CONSUME_TIMEOUT_S,
     )  # fmt: skip
-    _assert_ok(resumed)
+    resumed.assert_ok()
     got = {line["body"]: line["msgId"] for line in resumed.of("received")}
     assert sorted(got) == [*(f"node-{index}" for index in range(LATER_COUNT)), "node-timed"], resumed.events
     # a timed message is stored again when due: its offset id changes, the plain ones' must not
