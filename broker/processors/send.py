@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from shoal.broker.topic_manager import TopicManager
     from shoal.broker.transactions.service import TransactionService
     from shoal.store import MessageStore
+    from shoal.store.metadata import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +155,10 @@ class SendProcessor:
         refusal = self._check(request, header)
         if refusal is not None:
             return refusal
-        if self.topics.get(header.topic) is not None:
-            return self._send(connection, request, header)
-        response = self._send(connection, request, header)
+        topic_config = self.topics.get(header.topic)
+        if topic_config is not None:
+            return self._send(connection, request, header, topic_config)
+        response = self._send(connection, request, header, None)
         registration = self.pending_registration()
         if registration is None or self.topics.get(header.topic) is None:  # not created here
             return response
@@ -177,9 +179,13 @@ class SendProcessor:
         return response if isinstance(response, RemotingCommand) else await response
 
     def _send(
-        self, connection: ServerConnection, request: RemotingCommand, header: SendMessageRequestHeader
+        self,
+        connection: ServerConnection,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        topic_config: TopicConfig | None,
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        topic_config = self.topics.get(header.topic)
+        """The send to `topic_config` (None: the topic is unknown and may be auto-created here)."""
         if topic_config is None:
             topic_config = self.topics.create_from_default(
                 header.topic, header.default_topic, header.default_topic_queue_nums, 0
