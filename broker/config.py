@@ -657,7 +657,8 @@ listenPort=10911
 brokerIP1=127.0.0.1
 autoCreateTopicEnable=true
 deleteWhen=04
-fileReservedTime=48
+# MessageStoreConfig's 72 h, as the store and the operator (RocketMQ's sample conf/broker.conf says 48)
+fileReservedTime=72
 """
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from shoal.broker import limits as broker_limits
 from shoal.broker.config import (
+    EMBEDDED_BROKER_CONF,
     STORE_KEY_ALLOWED,
     Allowed,
     BrokerConfig,
@@ -24,6 +25,7 @@ from shoal.broker.replication import limits as ha_limits
 from shoal.broker.replication import settings as ha_settings
 from shoal.store import FlushDiskType
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS
+from shoal.store.settings import RetentionSettings
 
 
 def test_properties_format_with_comments_and_separators() -> None:
@@ -49,6 +51,15 @@ def test_broker_and_store_keys_land_in_their_settings(tmp_path: Path) -> None:
     assert settings.store.flush.flush_disk_type is FlushDiskType.SYNC_FLUSH
     assert settings.store.root_dir == tmp_path
     assert settings.broker.listen_port == 10911  # the embedded default
+
+
+def test_embedded_broker_conf_keeps_commitlog_files_72_hours_as_rocketmq_and_the_store_do() -> None:
+    """Goal: a broker.conf without fileReservedTime keeps CommitLog segments 72 h (RocketMQ's
+    MessageStoreConfig, the store's RetentionSettings, the operator's spec). Method: load no keys."""
+    retention = load_broker_settings({}, root_dir=Path("/nonexistent-store")).store.retention
+    assert retention.file_reserved_time_hours == 72 == RetentionSettings().file_reserved_time_hours
+    assert parse_properties(EMBEDDED_BROKER_CONF)["fileReservedTime"] == "72"
+    assert retention.delete_hours == frozenset({4})
 
 
 def test_unknown_keys_are_reported_not_dropped() -> None:
