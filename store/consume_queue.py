@@ -9,6 +9,7 @@ units (0, 0x7FFFFFFF, 0) which readers skip.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -22,11 +23,20 @@ log = logging.getLogger(__name__)
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, directory: Path, units_per_file: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        directory: Path,
+        units_per_file: int,
+        *,
+        allocator: concurrent.futures.Executor | None = None,
+    ) -> None:
+        """`allocator`: the thread that creates files for `put(..., file_wait_s=...)`."""
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = units_per_file * UNIT_SIZE
-        self.queue = MappedFileQueue(directory, self.file_size)
+        self.queue = MappedFileQueue(directory, self.file_size, allocator=allocator)
         self.max_physical_offset = -1
         """End (offset + size) of the last message indexed here; -1 when empty."""
         self.min_logic_offset = 0
@@ -112,12 +122,16 @@ class ConsumeQueue:
         return -1
 
     # --- writing (spec §2.3) ---
-    def put(self, physical_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
-        """Write the unit for `queue_offset`; False when it was already there (a duplicate)."""
+    def put(
+        self, physical_offset: int, size: int, tags_code: int, queue_offset: int, file_wait_s: float | None = None
+    ) -> bool:
+        """Write the unit for `queue_offset`; False when it was already there (a duplicate).
+        `file_wait_s`: a new file is created off this thread and waited for at most this long
+        (SegmentNotReadyError, nothing written), else it is created here."""
         if physical_offset + size <= self.max_physical_offset:
             return False
         expected = queue_offset * UNIT_SIZE
-        mapped = self._file_for(expected)
+        mapped = self._file_for(expected, file_wait_s)
         end = mapped.file_from_offset + mapped.wrote_position
         if expected < end:
             return False
@@ -136,7 +150,7 @@ class ConsumeQueue:
         self.max_physical_offset = physical_offset + size
         return True
 
-    def fill_blanks_to(self, queue_offset: int) -> int:
+    def fill_blanks_to(self, queue_offset: int, file_wait_s: float | None = None) -> int:
         """Write blank units up to logical offset `queue_offset` (exclusive): the messages between
         were lost in CommitLog damage, and later units must keep their logical offsets. Returns
         how many blank units were written."""
@@ -144,7 +158,7 @@ class ConsumeQueue:
             return 0  # a new queue: put() pads it with blank units itself
         written = 0
         while self.max_offset < queue_offset:
-            mapped = self._file_for(self.max_offset * UNIT_SIZE)
+            mapped = self._file_for(self.max_offset * UNIT_SIZE, file_wait_s)
             position = mapped.wrote_position
             mapped.view[position : position + UNIT_SIZE] = BLANK_UNIT
             mapped.wrote_position = mapped.committed_position = position + UNIT_SIZE
@@ -179,12 +193,12 @@ class ConsumeQueue:
                 durability.fdatasync(mapped.fd)
         return replaced
 
-    def _file_for(self, expected: int) -> MappedFile:
+    def _file_for(self, expected: int, wait_s: float | None) -> MappedFile:
         last = self.queue.last
         if last is not None and not last.is_full:
             return last
         first_ever = last is None
-        mapped = self.queue.last_file(expected)
+        mapped = self.queue.last_file(expected, wait_s=wait_s)
         if first_ever and expected > mapped.file_from_offset and mapped.wrote_position == 0:
             # A queue that starts past 0 (its head was cleaned, or this is a replica): pad with blanks.
             pad_to = expected - mapped.file_from_offset

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import shutil
 import threading
@@ -19,6 +20,9 @@ class ConsumeQueueTable:
         self.units_per_file = units_per_file
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
+        self.allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate-cq")
+        """Creates files for puts that must not wait for the disk (dispatch on the event loop);
+        its thread starts with the first such file."""
 
     def load(self) -> list[str]:
         """Open every `consumequeue/<topic>/<int>/`; other directory names are ignored as in RocketMQ."""
@@ -32,7 +36,7 @@ class ConsumeQueueTable:
                 queue_id = _queue_id(queue_dir.name)
                 if not queue_dir.is_dir() or queue_id is None:
                     continue
-                queue = ConsumeQueue(topic_dir.name, queue_id, queue_dir, self.units_per_file)
+                queue = ConsumeQueue(topic_dir.name, queue_id, queue_dir, self.units_per_file, allocator=self.allocator)
                 notes.extend(f"{topic_dir.name}/{queue_dir.name}: {note}" for note in queue.load())
                 self._queues[(topic_dir.name, queue_id)] = queue
         return notes
@@ -47,7 +51,8 @@ class ConsumeQueueTable:
         with self._lock:
             queue = self._queues.get((topic, queue_id))
             if queue is None:
-                queue = ConsumeQueue(topic, queue_id, self.directory / topic / str(queue_id), self.units_per_file)
+                directory = self.directory / topic / str(queue_id)
+                queue = ConsumeQueue(topic, queue_id, directory, self.units_per_file, allocator=self.allocator)
                 self._queues = {**self._queues, (topic, queue_id): queue}
         return queue
 
@@ -96,6 +101,7 @@ class ConsumeQueueTable:
     def close(self) -> None:
         for queue in self:
             queue.close()
+        self.allocator.shutdown(wait=True)
 
 
 def _queue_id(name: str) -> int | None:

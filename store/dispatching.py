@@ -57,6 +57,7 @@ from shoal.store.commitlog import CommitLog
 from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DamagedRange, find_resync
+from shoal.store.errors import SegmentNotReadyError
 from shoal.store.index_service import IndexService
 from shoal.store.service import ServiceThread
 
@@ -142,6 +143,8 @@ class Dispatcher:
         self._retry_at_s = 0.0
         self._backoff_ms = limits.DISPATCH_RETRY_BACKOFF_MIN_MS
         self._failed_with: OSError | None = None
+        self._file_wait_s: float | None = None
+        """During a `dispatch_available(file_wait_s=...)` pass: how long a new file may be waited for."""
 
     @property
     def behind_bytes(self) -> int:
@@ -168,13 +171,20 @@ class Dispatcher:
             for damaged in ranges:
                 self._record_damage_locked(damaged)
 
-    def dispatch_available(self, count_max: int = 1 << 62) -> int:
+    def dispatch_available(self, count_max: int = 1 << 62, *, file_wait_s: float | None = None) -> int:
         """Dispatch every readable record not yet dispatched (at most `count_max`); returns how many.
-        After a write error it retries only once the backoff has passed."""
+        After a write error it retries only once the backoff has passed. `file_wait_s`: a new
+        ConsumeQueue file is created by the allocation thread and waited for at most this long;
+        dispatch stops before the record that needs it and the next call continues (an event loop
+        must not wait for a slow disk). None: files are created here, as recovery needs."""
         with self._lock:
             if self.write_failure is not None and time.monotonic() < self._retry_at_s:
                 return 0
-            dispatched = self._dispatch_locked(count_max)
+            self._file_wait_s = file_wait_s
+            try:
+                dispatched = self._dispatch_locked(count_max)
+            finally:
+                self._file_wait_s = None
             failed, self._failed_with = self._failed_with, None
             if failed is not None:
                 self._on_write_failure_locked(failed)
@@ -300,6 +310,8 @@ class Dispatcher:
             except OSError as error:
                 self._failed_with = error  # retried from this record after a backoff
                 return position, count, True
+            except SegmentNotReadyError:
+                return position, count, True  # nothing written: dispatched in full on a later pass
             position += fields[0]
             count += 1
         return position, count, False
@@ -447,9 +459,9 @@ class Dispatcher:
                     if self.rewind_on_gap:
                         self._rewind_to_fill(queue, topic, queue_id, queue_offset, commitlog_offset)
                     if self.damaged and self._damage_between(queue.max_physical_offset, commitlog_offset):
-                        queue.fill_blanks_to(queue_offset)  # its messages in between were lost in the damage
+                        queue.fill_blanks_to(queue_offset, self._file_wait_s)  # lost in the damage
                 code, coded = self._tags_code(topic, tags, raw_properties, store_timestamp), True
-                queue.put(commitlog_offset, size, code, queue_offset)
+                queue.put(commitlog_offset, size, code, queue_offset, self._file_wait_s)
             self.checkpoint.logics_msg_timestamp = store_timestamp
         if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):
             self.index.build(topic, commitlog_offset, store_timestamp, uniq_key, keys)
@@ -575,7 +587,10 @@ class LoopDispatchDriver:
 
     def _run(self) -> None:
         self._scheduled = False
-        if self.dispatcher.dispatch_available(self.BATCH_MAX_COUNT) >= self.BATCH_MAX_COUNT:
+        dispatched = self.dispatcher.dispatch_available(
+            self.BATCH_MAX_COUNT, file_wait_s=limits.SEGMENT_ALLOCATION_WAIT_MS / 1000
+        )
+        if dispatched >= self.BATCH_MAX_COUNT:
             self.schedule()  # more to do: continue after other callbacks had their turn
 
     def _on_tick(self) -> None:

@@ -8,7 +8,9 @@
      +-- StoreUnavailableError   shut down, read-only, or disk above the hard limit
      |                                                                (-> SERVICE_NOT_AVAILABLE)
      +-- RecordEncodingError     the encoder wrote a record its own decoder cannot read; nothing
-                                 was made visible (a bug, never the message's fault) (-> UNKNOWN_ERROR)
+     |                           was made visible (a bug, never the message's fault) (-> UNKNOWN_ERROR)
+     +-- SegmentNotReadyError    internal to dispatch: the next ConsumeQueue file is still being
+                                 allocated off the event loop; the record is dispatched again later
 
 Expected failures of a put never raise to the broker: `MessageStore.put_message` turns them
 into a `PutStatus` (the table `STATUS_OF_ERROR`). An `OSError` while writing or syncing is not
@@ -47,6 +49,11 @@ class StoreUnavailableError(StoreError):
 
 class RecordEncodingError(StoreError):
     """An encoded record failed the check before it became visible; the append did not happen."""
+
+
+class SegmentNotReadyError(StoreError):
+    """A segment file is being created in the background and was not ready within the caller's
+    wait; nothing was written, and the same write succeeds once the file is there."""
 
 
 class PutStatus(enum.Enum):

@@ -69,3 +69,8 @@ assert COMMITLOG_SEGMENT_SIZE_MIN_BYTES % OS_PAGE_SIZE_BYTES == 0
 assert PULL_TRANSFER_ON_DISK_MAX_COUNT <= PULL_TRANSFER_IN_MEMORY_MAX_COUNT <= PULL_MESSAGES_MAX_COUNT
 assert QUERY_UNIQUE_KEY_MAX_COUNT <= QUERY_MESSAGES_MAX_COUNT
 assert 0 < DISPATCH_RETRY_BACKOFF_MIN_MS <= DISPATCH_RETRY_BACKOFF_MAX_MS
+
+SEGMENT_ALLOCATION_WAIT_MS = 20
+"""How long dispatch on the event loop waits for a new ConsumeQueue file (fallocate, fdatasync,
+rename, directory fsync: a few ms on a healthy disk) before leaving it to the allocation thread
+and serving other requests; it waits only once per file, so a slow disk costs the loop this once."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from shoal.formats.store_layout import is_segment_name, offset_to_file_name
 from shoal.store import durability
-from shoal.store.errors import StoreCorruptionError
+from shoal.store.errors import SegmentNotReadyError, StoreCorruptionError
 from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile
 from shoal.store.transient_store_pool import TransientStorePool
 
@@ -37,7 +37,10 @@ class MappedFileQueue:
         pool: TransientStorePool | None = None,
         warm_rate_bytes_per_s: int = 0,
         page_grained: bool = False,
+        allocator: concurrent.futures.Executor | None = None,
     ) -> None:
+        """`allocator`: a thread shared with other queues for `last_file(wait_s=...)` creations
+        (the ConsumeQueues'); without it the queue starts its own when it first needs one."""
         self.directory = directory
         self.file_size = file_size
         self.warm = warm
@@ -53,6 +56,7 @@ class MappedFileQueue:
         self.flushed_where = 0
         self.committed_where = 0
         self._lock = threading.Lock()
+        self._shared_allocator = allocator
         self._allocator: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: dict[int, concurrent.futures.Future[MappedFile]] = {}
 
@@ -125,8 +129,12 @@ class MappedFileQueue:
             return files[index]
         return files[0] if first_if_not_found else None
 
-    def last_file(self, start_offset: int = 0) -> MappedFile:
-        """The segment to append to, creating the next one if the last is full (or none exists)."""
+    def last_file(self, start_offset: int = 0, *, wait_s: float | None = None) -> MappedFile:
+        """The segment to append to, creating the next one if the last is full (or none exists).
+
+        With `wait_s` the creation runs on the allocation thread and the caller waits at most
+        that long, once per segment; then (and on every later call until it is done) it raises
+        SegmentNotReadyError, so an event loop never waits for a slow disk."""
         last = self.last
         if last is not None and not last.is_full:
             return last
@@ -134,6 +142,8 @@ class MappedFileQueue:
             create_from = start_offset - start_offset % self.file_size
         else:
             create_from = last.file_from_offset + self.file_size
+        if wait_s is not None:
+            self._wait_allocated(create_from, wait_s)
         mapped = self._take_or_create(create_from)
         with self._lock:
             self.files = [*self.files, mapped]
@@ -167,6 +177,17 @@ class MappedFileQueue:
             with contextlib.suppress(Exception):
                 future.result()
 
+    def _wait_allocated(self, offset: int, wait_s: float) -> None:
+        future = self._pending.get(offset)
+        if future is None:
+            future = self._schedule(offset)
+        elif not future.done():
+            raise SegmentNotReadyError(f"{self.directory}: segment {offset} is still being allocated")
+        try:
+            future.exception(wait_s)  # its error, if any, is raised by _take_or_create
+        except concurrent.futures.TimeoutError:
+            raise SegmentNotReadyError(f"{self.directory}: segment {offset} is still being allocated") from None
+
     def _take_or_create(self, offset: int) -> MappedFile:
         future = self._pending.pop(offset, None)
         if future is not None:
@@ -190,12 +211,17 @@ class MappedFileQueue:
                 self.pool.give_back(buffer)
             raise
 
-    def _schedule(self, offset: int) -> None:
-        if offset in self._pending:
-            return
-        if self._allocator is None:
-            self._allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate")
-        self._pending[offset] = self._allocator.submit(self._create, offset)
+    def _schedule(self, offset: int) -> concurrent.futures.Future[MappedFile]:
+        pending = self._pending.get(offset)
+        if pending is not None:
+            return pending
+        allocator: concurrent.futures.Executor | None = self._shared_allocator
+        if allocator is None:
+            if self._allocator is None:
+                self._allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate")
+            allocator = self._allocator
+        future = self._pending[offset] = allocator.submit(self._create, offset)
+        return future
 
     # --- commit and flush ---
     def commit(self, least_pages: int) -> bool:

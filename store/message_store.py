@@ -551,6 +551,12 @@ class MessageStore:
         return found
 
     # --- retention on request ---
+    def request_expired_file_deletion(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG (DefaultMessageStore.executeDeleteFilesManually): the next
+        cleaning rounds delete CommitLog segments past `fileReservedTime` whatever the hour of
+        `deleteWhen`. Returns at once; the cleaner does the work."""
+        self.cleaner.request_manual_delete()
+
     def delete_topic(self, topic: str) -> int:
         """DELETE_TOPIC_IN_BROKER (DefaultMessageStore.cleanUnusedTopic): destroy the topic's
         ConsumeQueues and forget their next queue offsets, so a topic created again under the name

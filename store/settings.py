@@ -89,7 +89,7 @@ class FlushSettings:
     """syncFlushTimeout: a SYNC_FLUSH put waiting longer answers FLUSH_DISK_TIMEOUT."""
     group_commit_interval_ms: int = 10
     """GroupCommitService wake-up period when nobody signals it."""
-    sync_flush_inline: bool = True
+    sync_flush_inline: bool = False
     """Shoal: asyncio callers group-commit on their own loop (one fdatasync per loop turn) instead
     of handing off to the GroupCommitService thread; lower latency on few cores."""
     transient_store_pool_enable: bool = False

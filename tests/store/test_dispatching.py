@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
-from shoal.store import MessageStore
-from tests.store.conftest import SettingsFactory, cq_files, open_store, put
+import pytest
+
+from shoal.store import MessageStore, durability
+from tests.store.conftest import SettingsFactory, body_of, cq_files, open_store, put
 
 
 def test_dispatcher_rebuilds_consume_queues_and_index_from_a_foreign_commitlog(
@@ -42,3 +46,46 @@ def test_dispatcher_rebuilds_consume_queues_and_index_from_a_foreign_commitlog(
 def _index_entries(directory: Path) -> list[bytes]:
     """Every index file's contents, oldest first (file names hold the creation time, so differ)."""
     return [p.read_bytes() for p in sorted(directory.iterdir())]
+
+
+ALLOCATION_BLOCKED_MAX_S = 1.0
+"""A dispatch pass that must not wait for the disk returns well within this (it waits 20 ms once)."""
+
+
+def test_dispatch_that_must_not_wait_leaves_a_slow_consume_queue_file_to_the_allocation_thread(
+    tmp_path: Path, small_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: dispatch on an event loop never waits for a new ConsumeQueue file's sync; the record is
+    dispatched once the file exists, and nothing is lost or doubled. Method: hold the allocation
+    thread's fdatasync on an Event (the durability seam), dispatch with a file wait, release."""
+    released = threading.Event()
+    real_fdatasync = durability.fdatasync
+
+    def gated_fdatasync(fd: int) -> None:
+        if threading.current_thread().name.startswith("shoal-allocate-cq"):
+            assert released.wait(30), "the test never released the allocation"
+        real_fdatasync(fd)
+
+    store = MessageStore(small_settings(tmp_path / "store"))
+    store.open()
+    store.start(background_dispatch=False)
+    try:
+        monkeypatch.setattr(durability, "fdatasync", gated_fdatasync)
+        put(store, "SlowFile", 0, b"first")
+        started = time.monotonic()
+        assert store.dispatcher.dispatch_available(file_wait_s=0.02) == 0
+        assert store.dispatcher.dispatch_available(file_wait_s=0.02) == 0  # no second wait either
+        assert time.monotonic() - started < ALLOCATION_BLOCKED_MAX_S
+        assert store.max_offset_in_queue("SlowFile", 0) == 0
+        released.set()
+        put(store, "SlowFile", 0, b"second")
+        deadline = time.monotonic() + 10
+        while store.dispatcher.behind_bytes and time.monotonic() < deadline:
+            store.dispatcher.dispatch_available(file_wait_s=0.02)
+        assert store.max_offset_in_queue("SlowFile", 0) == 2
+        got = store.get_messages("SlowFile", 0, 0, 8)
+        assert [body_of(view) for view in got.messages] == [b"first", b"second"]
+        got.release()
+    finally:
+        released.set()
+        store.shutdown()
