@@ -258,8 +258,11 @@ class BrokerController:
             topics=parts.topics,
             groups=parts.groups,
             offsets=parts.offsets,
+            consumers=self.consumers,
+            stats=self.stats,
             store=parts.store,
             register_all=self.register_all,
+            broker_address=lambda: self.advertised_address,
         )
         broker_admin = BrokerAdminProcessors(
             settings=self.settings,
@@ -311,6 +314,7 @@ class BrokerController:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_subscription_groups,
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
             RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_BROKER_CONSUME_STATS: admin.broker_consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: broker_admin.runtime_info,
             RequestCode.GET_BROKER_CONFIG: broker_admin.broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: broker_admin.update_broker_config,

@@ -33,8 +33,10 @@ from shoal.protocol import (
     ClusterInfo,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    ConsumeStatsList,
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumeStatsInBrokerRequestHeader,
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
     MessageQueue,
@@ -585,6 +587,18 @@ class Admin:
         response = await self._instance.api.call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
         try:
             return TopicConfigSerializeWrapper.from_json(response.body or b"{}").topic_config_table
+        except ProtocolError as error:
+            raise protocol_failure(error, broker_addr) from None
+
+    async def broker_consume_stats(self, broker_addr: str, *, order_only: bool = False) -> ConsumeStatsList:
+        """GET_BROKER_CONSUME_STATS of one broker (mqadmin brokerConsumeStats): each subscription
+        group's ConsumeStats per topic it committed offsets on, and the lag summed over them;
+        `order_only` keeps ordered topics only."""
+        self._check_running()
+        fields = GetConsumeStatsInBrokerRequestHeader(is_order=order_only).to_ext_fields()
+        response = await self._instance.api.call(broker_addr, RequestCode.GET_BROKER_CONSUME_STATS, fields)
+        try:
+            return ConsumeStatsList.from_json(response.body or b"{}")
         except ProtocolError as error:
             raise protocol_failure(error, broker_addr) from None
 

@@ -450,6 +450,55 @@ class ConsumeStats(JsonBody):
         return cls(offset_table=table, consume_tps=reader.number("consumeTps"))
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumeStatsList(JsonBody):
+    """GET_BROKER_CONSUME_STATS (317) body (mqadmin brokerConsumeStats): for each subscription group,
+    `{group: [ConsumeStats of each topic it committed offsets on]}`, and the lag summed over all.
+    Written with fastjson object keys, as ConsumeStats."""
+
+    broker_addr: str = ""
+    consume_stats_list: tuple[dict[str, tuple[ConsumeStats, ...]], ...] = ()
+    total_diff: int = 0
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "brokerAddr": self.broker_addr,
+            "consumeStatsList": [
+                {group: [stats.to_dict() for stats in per_topic] for group, per_topic in entry.items()}
+                for entry in self.consume_stats_list
+            ],
+            "totalDiff": self.total_diff,
+        }
+
+    def to_json(self) -> bytes:
+        return dumps_fastjson(self.to_dict()).encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        reader = ObjectReader(value, path)
+        list_path = reader.at("consumeStatsList")
+        entries: list[dict[str, tuple[ConsumeStats, ...]]] = []
+        for index, member in enumerate(reader.array("consumeStatsList")):
+            entry_path = f"{list_path}[{index}]"
+            if not isinstance(member, dict):
+                raise BodyFormatError(f"{entry_path}: expected an object of group -> [ConsumeStats]")
+            entry: dict[str, tuple[ConsumeStats, ...]] = {}
+            for key, per_topic in member.items():
+                group = map_key_to_str(key, entry_path)
+                if not isinstance(per_topic, list):
+                    raise BodyFormatError(f"{entry_path}[{group}]: expected an array of ConsumeStats")
+                entry[group] = tuple(
+                    ConsumeStats.from_dict(stats, f"{entry_path}[{group}][{position}]")
+                    for position, stats in enumerate(per_topic)
+                )
+            entries.append(entry)
+        return cls(
+            broker_addr=reader.text("brokerAddr"),
+            consume_stats_list=tuple(entries),
+            total_diff=reader.integer("totalDiff"),
+        )
+
+
 # --- subscription groups, connections and offset resets (AdminBrokerProcessor, Broker2Client) ---
 
 

@@ -523,6 +523,14 @@ class GetConsumeStatsRequestHeader(CustomHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GetConsumeStatsInBrokerRequestHeader(CustomHeader):
+    """GET_BROKER_CONSUME_STATS (317), Java's GetConsumeStatsInBrokerHeader: `isOrder` keeps only
+    order topics (mqadmin brokerConsumeStats -o true)."""
+
+    is_order: bool = field(metadata=java("isOrder", BOOLEAN))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GetBrokerConfigResponseHeader(CustomHeader):
     """GET_BROKER_CONFIG (26) response: the configuration's DataVersion as JSON."""
 
@@ -747,6 +755,7 @@ REQUEST_HEADER_OF_CODE: dict[RequestCode, type[CustomHeader]] = {
     RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
     RequestCode.ADD_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
     RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+    RequestCode.GET_BROKER_CONSUME_STATS: GetConsumeStatsInBrokerRequestHeader,
     RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
     RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicRequestHeader,

@@ -1,7 +1,8 @@
 """Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, topic create/update/delete, config
-bodies, topic and consume stats (spec §8.8). Broker-level requests (runtime info, broker config,
-stats, cleaning) are in `broker_admin`."""
+bodies, topic and consume stats, and every group's consume stats (GET_BROKER_CONSUME_STATS, mqadmin
+brokerConsumeStats) (spec §8.8). Broker-level requests (runtime info, broker config, stats,
+cleaning) are in `broker_admin`."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from shoal.broker import limits
+from shoal.broker.broker_stats import GROUP_GET_NUMS
 from shoal.broker.remoting_server import ServerConnection
 from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    ConsumeStatsList,
     MessageQueue,
     OffsetWrapper,
     TopicOffset,
@@ -23,6 +26,7 @@ from shoal.protocol.bodies import (
 from shoal.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumeStatsInBrokerRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -43,6 +47,8 @@ from shoal.store.metadata import TopicConfig
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from shoal.broker.broker_stats import BrokerStats
+    from shoal.broker.client_manager import ConsumerManager
     from shoal.broker.config import BrokerConfig
     from shoal.broker.group_manager import SubscriptionGroupManager
     from shoal.broker.replication.role import BrokerRoleState
@@ -53,7 +59,8 @@ if TYPE_CHECKING:
 
 class AdminProcessors:
     """Given only what these requests touch: the broker's config and role, topics, groups,
-    offsets, the store, and `register_all` (tell the NameServers now)."""
+    offsets, the online consumers and the sampled stats (consume stats), the store,
+    `register_all` (tell the NameServers now) and `broker_address` (ip:port, as registered)."""
 
     def __init__(
         self,
@@ -63,16 +70,22 @@ class AdminProcessors:
         topics: TopicManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetTable,
+        consumers: ConsumerManager,
+        stats: BrokerStats,
         store: MessageStore,
         register_all: Callable[[], Awaitable[None]],
+        broker_address: Callable[[], str],
     ) -> None:
         self.config = config
         self.role = role
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
+        self.consumers = consumers
+        self.stats = stats
         self.store = store
         self.register_all = register_all
+        self.broker_address = broker_address
 
     # --- offsets ---
     def max_offset(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
@@ -250,6 +263,60 @@ class AdminProcessors:
                     last_timestamp_ms=0,
                 )
         return make_response(request, ResponseCode.SUCCESS, body=ConsumeStats(offset_table=table).to_json())
+
+    def broker_consume_stats(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (AdminBrokerProcessor.fetchAllConsumeStatsInBroker): for every
+        subscription group, one ConsumeStats per topic it committed offsets on (all write queues),
+        skipping topics the broker no longer has, topics an online group does not subscribe to, and
+        with `isOrder` topics that are not ordered; `totalDiff` sums broker minus consumer offsets."""
+        header = GetConsumeStatsInBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        topics_of: dict[str, set[str]] = {}
+        for key in self.offsets.all():
+            topic, separator, group = key.partition("@")
+            if separator:
+                topics_of.setdefault(group, set()).add(topic)
+        entries: list[dict[str, tuple[ConsumeStats, ...]]] = []
+        total_diff = 0
+        for group in sorted(self.groups.table.all()):
+            online = self.consumers.find(group)
+            per_topic: list[ConsumeStats] = []
+            for topic in sorted(topics_of.get(group, ())):
+                config = self.topics.get(topic)
+                if config is None or (header.is_order and not config.order):
+                    continue
+                if online is not None and online.subscriptions and topic not in online.subscriptions:
+                    continue
+                stats = self._group_stats_on(group, topic, config.write_queue_nums)
+                total_diff += sum(
+                    wrapper.broker_offset - wrapper.consumer_offset for wrapper in stats.offset_table.values()
+                )
+                per_topic.append(stats)
+            entries.append({group: tuple(per_topic)})
+        body = ConsumeStatsList(
+            broker_addr=self.broker_address(), consume_stats_list=tuple(entries), total_diff=total_diff
+        )
+        return make_response(request, ResponseCode.SUCCESS, body=body.to_json())
+
+    def _group_stats_on(self, group: str, topic: str, queue_count: int) -> ConsumeStats:
+        """One group's ConsumeStats on one topic: per queue the max offset, the committed offset (0
+        when none) and the store time of the last message consumed; the minute's pulled-message TPS."""
+        table = {}
+        for queue_id in range(queue_count):
+            consumer_offset = max(self.offsets.query(group, topic, queue_id), 0)
+            last_timestamp_ms = 0
+            queue = self.store.find_consume_queue(topic, queue_id)
+            unit = queue.unit_at(consumer_offset - 1) if queue is not None and consumer_offset > 0 else None
+            if unit is not None:
+                last_timestamp_ms = max(self.store.store_time_at(unit.physical_offset) or 0, 0)
+            mq = MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=queue_id)
+            table[mq] = OffsetWrapper(
+                broker_offset=max(self.store.max_offset_in_queue(topic, queue_id), 0),
+                consumer_offset=consumer_offset,
+                last_timestamp_ms=last_timestamp_ms,
+            )
+        item = self.stats.item(GROUP_GET_NUMS, f"{topic}@{group}")
+        tps = item.windows()[0].tps if item is not None else 0.0
+        return ConsumeStats(offset_table=table, consume_tps=tps)
 
     def all_consumer_offsets_wrapper(self) -> ConsumerOffsetSerializeWrapper:
         return ConsumerOffsetSerializeWrapper(offset_table=self.offsets.all())

@@ -12,6 +12,7 @@ from shoal.protocol import (
     ConsumerData,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    ConsumeStatsList,
     ConsumeType,
     DelayOffsetSerializeWrapper,
     GetConsumerListByGroupResponseBody,
@@ -180,6 +181,27 @@ def test_consume_stats_round_trip_and_accept_java_to_string_keys() -> None:
     assert ConsumeStats.from_json(to_string) == stats
     with pytest.raises(BodyFormatError, match="not a MessageQueue"):
         ConsumeStats.from_json(b'{"offsetTable":{"nope":{}}}')
+
+
+def test_consume_stats_list_round_trip_with_object_keys_inside_group_lists() -> None:
+    """Goal: GET_BROKER_CONSUME_STATS's ConsumeStatsList both ways, as fastjson writes it (Java's
+    List<Map<group, List<ConsumeStats>>>). Method: write/read one group with two topics and an empty
+    group; refuse a group whose value is not a list."""
+    first = ConsumeStats({MessageQueue("t1", "b", 0): OffsetWrapper(5, 3, 1700000000000)}, consume_tps=1.5)
+    second = ConsumeStats({MessageQueue("t2", "b", 1): OffsetWrapper(2, 2, 0)})
+    stats = ConsumeStatsList(
+        broker_addr="127.0.0.1:10911", consume_stats_list=({"g": (first, second)}, {"idle": ()}), total_diff=2
+    )
+    text = stats.to_json()
+    assert text.startswith(
+        b'{"brokerAddr":"127.0.0.1:10911","consumeStatsList":[{"g":[{"consumeTps":1.5,"offsetTable":'
+        b'{{"brokerName":"b","queueId":0,"topic":"t1"}:{"brokerOffset":5,"consumerOffset":3,'
+    )
+    assert text.endswith(b'{"idle":[]}],"totalDiff":2}')
+    assert ConsumeStatsList.from_json(text) == stats
+    assert ConsumeStatsList.from_json(b"{}") == ConsumeStatsList()
+    with pytest.raises(BodyFormatError, match=r"consumeStatsList\[0\]\[g\]: expected an array"):
+        ConsumeStatsList.from_json(b'{"consumeStatsList":[{"g":{}}]}')
 
 
 def test_unknown_fields_are_ignored_and_wrong_shapes_refused() -> None:

@@ -1,6 +1,6 @@
 """mqadmin's broker-level commands (RocketMQ 4.9.7 MQAdminStartup) against shoal: clusterList,
-brokerStatus, getBrokerConfig, updateBrokerConfig, statsAll and cleanExpiredCQ, checked on what
-they print. mqadmin does not depend on the flush type: ASYNC_FLUSH only."""
+brokerStatus, getBrokerConfig, updateBrokerConfig, statsAll, brokerConsumeStats and cleanExpiredCQ,
+checked on what they print. mqadmin does not depend on the flush type: ASYNC_FLUSH only."""
 
 from __future__ import annotations
 
@@ -198,6 +198,51 @@ def test_stats_all_prints_a_row_for_a_consumed_topic(
     wait_until(row_complete, WAIT_S, 1.0, what=f"statsAll row of {topic} with 12 in and 12 out")
     _topic, _group, _accumulation, in_tps_text, out_tps_text, _in, _out = rows[0]
     assert float(in_tps_text) > 0 and float(out_tps_text) > 0, rows
+
+
+def test_broker_consume_stats_prints_a_row_per_consumed_queue_and_the_diff_total(
+    java: Any, shoal: Any, unique: Callable[[str], str], wait_until: Callable[..., None]
+) -> None:
+    """Goal: brokerConsumeStats (GET_BROKER_CONSUME_STATS) prints, for a group that consumed a
+    topic, one row per queue with its broker and consumer offsets, diff 0 and the last consumed
+    message's time, then "Diff Total"; `-o true` (ordered topics only) leaves the topic out.
+    Method: 8 messages to an auto-created 4-queue topic, a push consumer takes them all; the rows
+    are read until its committed offsets (persisted every 5 s) reach 8."""
+    ns, addr = shoal.namesrv_addr, shoal.broker_addr
+    topic, group = unique("broker_consume_stats"), unique("broker_consume_group")
+    sent_after_s = int(time.time())
+    assert len(java.run("Produce", {"namesrv": ns, "topic": topic, "mode": "sync", "count": 8}).of("sent")) == 8
+    consumer = java.spawn("PushConsume", {"namesrv": ns, "group": group, "topic": topic})
+    consumer.wait_for(lambda proc: len(proc.of("received")) >= 8, WAIT_S, "8 messages")
+    rows: list[list[str]] = []
+    outputs: list[str] = []
+
+    def all_committed() -> bool:
+        output = java.mqadmin("brokerConsumeStats", "-n", ns, "-b", addr)
+        assert_no_exception(output)
+        outputs.append(output)
+        # the topic column is cut to 64 characters (UtilAll.frontStringAtLeast); the group is whole
+        rows[:] = [fields for fields in map(str.split, output.splitlines()) if fields[1:2] == [group]]
+        return sum(int(row[5]) for row in rows) == 8
+
+    wait_until(
+        all_committed,
+        WAIT_S,
+        1.0,
+        what=f"brokerConsumeStats rows of {group} summing to 8",
+        explain=lambda: outputs[-1] if outputs else "",
+    )
+    assert sorted(int(row[3]) for row in rows) == [0, 1, 2, 3], outputs[-1]  # every queue got 2
+    for row_topic, _group, broker, _qid, broker_offset, consumer_offset, diff, day, clock in rows:
+        assert topic.startswith(row_topic) and len(row_topic) == min(len(topic), 64), outputs[-1]
+        assert (broker, broker_offset, consumer_offset, diff) == ("broker-a", "2", "2", "0"), outputs[-1]
+        stored_s = time.mktime(time.strptime(f"{day} {clock}", "%Y-%m-%d %H:%M:%S"))  # the JVM's local time
+        assert sent_after_s <= stored_s <= time.time(), outputs[-1]  # the store time of a message sent here
+    assert re.search(r"^Diff Total: \d+$", outputs[-1], re.MULTILINE), outputs[-1]
+    ordered = java.mqadmin("brokerConsumeStats", "-n", ns, "-b", addr, "-o", "true")
+    assert_no_exception(ordered)
+    assert "Diff Total: " in ordered and group not in ordered, ordered
+    assert consumer.stop() == 0
 
 
 def test_clean_expired_cq_removes_queues_whose_messages_retention_deleted(
