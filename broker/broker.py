@@ -320,6 +320,7 @@ class BrokerController:
             RequestCode.UPDATE_BROKER_CONFIG: broker_admin.update_broker_config,
             RequestCode.VIEW_BROKER_STATS_DATA: broker_admin.view_stats,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: broker_admin.clean_expired_consume_queues,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: broker_admin.delete_expired_commitlog,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: group_admin.update_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: group_admin.delete_group,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: group_admin.producer_connections,

@@ -602,6 +602,13 @@ class Admin:
         except ProtocolError as error:
             raise protocol_failure(error, broker_addr) from None
 
+    async def delete_expired_commitlog(self, broker_addr: str) -> None:
+        """DELETE_EXPIRED_COMMITLOG on one broker (DefaultMQAdminExt.deleteExpiredCommitLogByAddr):
+        its next cleaning rounds delete CommitLog segments older than fileReservedTime whatever the
+        hour of deleteWhen. The broker answers at once; the deletion follows."""
+        self._check_running()
+        await self._instance.api.call(broker_addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
     async def broker_consumer_lag(self, broker_addr: str, topic: str | None = None, min_queue_id: int = 0) -> int:
         """Messages on one broker that some consumer group has not consumed yet: the sum over its
         committed offsets (GET_ALL_CONSUMER_OFFSET) of the queue's max offset minus the offset.

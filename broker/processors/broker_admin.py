@@ -1,6 +1,7 @@
 """Broker-level administration (mqadmin clusterList, brokerStatus, getBrokerConfig,
-updateBrokerConfig, statsAll, cleanExpiredCQ): GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG
-(26), UPDATE_BROKER_CONFIG (25), VIEW_BROKER_STATS_DATA (315), CLEAN_EXPIRED_CONSUMEQUEUE (306).
+updateBrokerConfig, statsAll, cleanExpiredCQ; DefaultMQAdminExt.deleteExpiredCommitLog):
+GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
+VIEW_BROKER_STATS_DATA (315), CLEAN_EXPIRED_CONSUMEQUEUE (306), DELETE_EXPIRED_COMMITLOG (329).
 """
 
 from __future__ import annotations
@@ -159,4 +160,12 @@ class BrokerAdminProcessors:
         """CLEAN_EXPIRED_CONSUMEQUEUE: off the event loop, since it waits for a cleaning round."""
         removed = await asyncio.to_thread(self.store.clean_expired_consume_queues, KEEP_CONSUME_QUEUES_OF)
         log.warning("cleanExpiredConsumeQueue by %s: %d ConsumeQueues removed", connection.address, len(removed))
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def delete_expired_commitlog(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (AdminBrokerProcessor.deleteExpiredCommitLog): the store's next
+        cleaning rounds delete CommitLog segments past fileReservedTime whatever the deleteWhen hour.
+        SUCCESS at once, as RocketMQ: the cleaner does the work."""
+        log.warning("deleteExpiredCommitLog by %s", connection.address)
+        self.store.request_expired_file_deletion()
         return make_response(request, ResponseCode.SUCCESS)

@@ -280,6 +280,18 @@ def test_clean_expired_cq_removes_queues_whose_messages_retention_deleted(
     assert sum(max_offsets) == 240, status  # the live topic's queues kept every offset
 
 
+def test_delete_expired_commitlog_by_addr_is_answered_success(java: Any, retention_shoal: Any) -> None:
+    """Goal: DefaultMQAdminExt.deleteExpiredCommitLogByAddr (DELETE_EXPIRED_COMMITLOG) returns true
+    from shoal, as SUCCESS from RocketMQ; the deletion it asks for is tested in
+    tests/broker/processors/test_broker_admin.py. Method: the Java admin API against a broker."""
+    cluster = retention_shoal
+    result = java.run(
+        "Admin", {"namesrv": cluster.namesrv_addr, "op": "deleteExpiredCommitLog", "broker": cluster.broker_addr}
+    )
+    assert [event["ok"] for event in result.of("deleteRequested")] == [True], result.events
+    assert "deleteExpiredCommitLog by " in cluster.log("broker")
+
+
 def test_update_broker_permission_reaches_the_name_server_at_once(
     java: Any, shoal: Any, unique: Callable[[str], str]
 ) -> None:

@@ -10,7 +10,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Admin through the client API. Arguments: namesrv, op, and per op:
- * createTopic: broker (address), topic, queues;
+ * createTopic: broker (address), topic, queues;  deleteExpiredCommitLog: broker (emits "deleteRequested" with
+ * DefaultMQAdminExt.deleteExpiredCommitLogByAddr's boolean);
  * queryByKey: topic, key, beginMs, endMs;  viewById: topic, msgId;
  * searchOffset: topic, timestampMs (every queue: searchOffset, minOffset, maxOffset, earliestMsgStoreTime).
  */
@@ -35,6 +36,18 @@ public final class Admin {
                         config.setWriteQueueNums(Out.integer(args, "queues", 8));
                         admin.createAndUpdateTopicConfig(Out.need(args, "broker"), config);
                         Out.emit("created", "topic", config.getTopicName());
+                    } finally {
+                        admin.shutdown();
+                    }
+                    break;
+                }
+                case "deleteExpiredCommitLog": {
+                    DefaultMQAdminExt admin = new DefaultMQAdminExt();
+                    admin.setNamesrvAddr(namesrv);
+                    admin.setInstanceName("admin-" + ProcessHandle.current().pid());
+                    admin.start();
+                    try {
+                        Out.emit("deleteRequested", "ok", admin.deleteExpiredCommitLogByAddr(Out.need(args, "broker")));
                     } finally {
                         admin.shutdown();
                     }
