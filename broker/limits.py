@@ -59,8 +59,11 @@ ACL_REFUSALS_LOGGED_PER_WINDOW_COUNT = 20  # refusals logged per window; the res
 ACL_REFUSAL_LOG_WINDOW_S = 10.0
 ACL_HOST_CACHE_MAX_COUNT = 10_000  # peer hosts whose global-white decision is cached (cleared beyond / on reload)
 ACL_DECISIONS_CACHED_MAX_COUNT = 10_000  # send/pull verdicts per (key, code, topic, group) (cleared beyond / on reload)
+ACL_REPLAY_WINDOW_S = 300.0  # an admin account's signature stays bound to its request code this long after last use
+ACL_REPLAY_SIGNATURES_MAX_COUNT = 16_384  # (accessKey, signature) -> code entries (~250 bytes each); oldest go first
 
 assert ACL_KEY_LENGTH_MIN_EXCLUSIVE < ACL_KEY_LENGTH_MAX <= ACL_REQUEST_FIELD_LENGTH_MAX
+assert ACL_REPLAY_WINDOW_S > 0 and ACL_REPLAY_SIGNATURES_MAX_COUNT > 0
 
 # --- broker.conf / namesrv.conf ranges (shoal.broker.config checks every key against these) ---
 PORT_MAX = 65535

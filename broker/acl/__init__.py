@@ -4,6 +4,7 @@
     address    white-address patterns (pure)
     permission resources per request code, admin codes, permission bits (pure)
     access_validator  the check of one request -> None or a NO_PERMISSION response
+    replay     binds an admin account's signature to its request code (the broker's)
     watcher    loads the file and reloads it when it changes (I/O)
 
 `start_acl` loads the file; the validator's `refusal` becomes the server's `gate`.
@@ -18,6 +19,7 @@ from pathlib import Path
 from shoal.broker.acl.access_validator import AccessValidator
 from shoal.broker.acl.permission import ADMIN_CODES
 from shoal.broker.acl.plain_acl import EMPTY_RULES, Account, AclFileError, AclRules, parse_plain_acl
+from shoal.broker.acl.replay import ReplayGuard
 from shoal.broker.acl.watcher import AclFileWatcher, load_acl_file
 from shoal.broker.config import BrokerConfig, ConfigError
 from shoal.protocol import RequestCode
@@ -31,6 +33,7 @@ __all__ = [
     "AclFileError",
     "AclFileWatcher",
     "AclRules",
+    "ReplayGuard",
     "acl_file_path",
     "broker_credentials",
     "load_acl_file",
@@ -85,10 +88,14 @@ def broker_credentials(config: BrokerConfig) -> Credentials | None:
 
 
 def _start(path: Path, *, namesrv: bool) -> tuple[AccessValidator, AclFileWatcher]:
+    # The broker binds admin signatures to their request code. The NameServer does not: it verifies
+    # only its checked codes, and two of them, WIPE_ and ADD_WRITE_PERM_OF_BROKER, carry the same
+    # field (brokerName), so an operator's drain and its undo would look like a replay.
     validator = AccessValidator(
         EMPTY_RULES,
         admin_codes=NAMESRV_CHECKED_CODES if namesrv else ADMIN_CODES,
         checked_codes=NAMESRV_CHECKED_CODES if namesrv else None,
+        replay_guard=None if namesrv else ReplayGuard(ADMIN_CODES),
     )
 
     def take(rules: AclRules) -> None:

@@ -3,7 +3,9 @@
 Order as 4.9.7: a globally white peer passes; then the AccessKey must be present and known; a peer
 matching the account's white address passes; then the signature must verify; publishing to the
 trace topic passes; then admin-only codes need `admin: true` and every resource the request touches
-needs its permission. A refusal is NO_PERMISSION (16) whose remark is RocketMQ's AclException text,
+needs its permission. Shoal adds one step after the signature, on the broker: an admin account's
+signature is bound to the request code it came with (`ReplayGuard`, replay.py), since the signature
+does not cover the code. A refusal is NO_PERMISSION (16) whose remark is RocketMQ's AclException text,
 naming what was missing (4.9.7 answers SYSTEM_ERROR (1) with the same text, because its hook's
 exception falls into the generic error path; clients treat both as a broker error).
 
@@ -31,6 +33,7 @@ from shoal.broker.acl.permission import (
     resource_text,
 )
 from shoal.broker.acl.plain_acl import Account, AclRules
+from shoal.broker.acl.replay import ReplayGuard
 from shoal.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.acl_signature import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, verify
 
@@ -63,11 +66,15 @@ class AccessValidator:
         *,
         admin_codes: frozenset[int] = ADMIN_CODES,
         checked_codes: frozenset[int] | None = None,
+        replay_guard: ReplayGuard | None = None,
     ) -> None:
         self._rules = rules
         self.admin_codes = admin_codes
         self.checked_codes = checked_codes
         """None: every code is checked; else only these."""
+        self.replay_guard = replay_guard
+        """Binds admin accounts' signatures to their request code (the broker's); None: not bound.
+        Kept across reloads: a signature stays valid as long as its account's secret."""
         self._white_hosts: dict[str, bool] = {}
         """peer host text -> globally white under the current rules (cleared on reload)."""
         self._white_accounts: dict[tuple[str, str], bool] = {}
@@ -129,6 +136,11 @@ class AccessValidator:
         if not verify(ext, command.body, account.secret_key):
             return f"Check signature failed for accessKey={access_key}"
         code = command.code
+        guard = self.replay_guard
+        if guard is not None and account.admin:  # only an admin's signature can pass an admin code
+            replayed = guard.check(access_key, ext[SIGNATURE], code)
+            if replayed is not None:
+                return replayed
         fields = _DECIDED_BY_FIELDS.get(code)
         if fields is None:
             return self._decide(account, command)

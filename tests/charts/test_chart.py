@@ -394,6 +394,54 @@ def test_network_policy_values_reach_the_operator_as_its_settings(helm: Helm, mo
     assert not settings.network_policy().enabled
 
 
+def test_default_client_ports_admit_only_the_brokers_namespace(helm: Helm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: without ACL every admin request is open, so the default fences the client ports to the
+    Broker's own namespace; `[]` still opens them to every source. Method: render both, feed the env
+    to settings.network_policy() and manifests.network_policies() and read the brokers' rule."""
+    from shoal.operator import manifests, settings, spec
+
+    example = yaml.safe_load((REPO_ROOT / "examples" / "cluster.yaml").read_text())
+    broker = spec.broker_spec_from(example, ["/var/lib/shoal"])
+
+    def client_sources(*values: str) -> list[dict[str, Any]] | None:
+        monkeypatch.setenv("SHOAL_NETWORK_POLICY", _operator_env(helm.template(*values))["SHOAL_NETWORK_POLICY"])
+        policy = settings.network_policy()
+        brokers = manifests.network_policies(broker, policy)[0]
+        (rule,) = [r for r in brokers["spec"]["ingress"] if {p["port"] for p in r["ports"]} == {10911, 10909}]
+        sources: list[dict[str, Any]] | None = rule.get("from")
+        return sources
+
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    sources = client_sources()
+    assert sources is not None and sources[0] == {"podSelector": {}}
+    assert all("ipBlock" not in peer for peer in sources)
+    assert client_sources("networkPolicy.clientsFrom=null") is None, "[] or null: every source"
+
+
+@pytest.mark.parametrize(
+    ("values", "fence"),
+    [
+        ((), "admit only pods of the Broker's own namespace"),
+        (("networkPolicy.clientsFrom=null",), "networkPolicy.clientsFrom is empty: every source reaches"),
+        (("networkPolicy.enabled=false",), "networkPolicy.enabled is false: nothing fences"),
+        (("networkPolicy.clientsFrom[0].namespaceSelector.matchLabels.team=orders",), "admit only networkPolicy"),
+    ],
+)
+def test_install_notes_warn_that_without_acl_every_admin_request_is_open(
+    helm: Helm, values: tuple[str, ...], fence: str
+) -> None:
+    """Goal: the user installing the chart reads that ACL is off by default and what fences the admin
+    requests. Method: a client-only dry-run install per networkPolicy setting; read NOTES."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    result = helm.run("install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE, *sets)
+    assert result.returncode == 0, result.stderr
+    notes = " ".join(result.stdout.split("NOTES:", 1)[1].split())
+    assert "WARNING: ACL is off unless a Broker sets spec.acl" in notes
+    assert "answer every admin request from anyone who reaches them" in notes
+    assert fence in notes
+    assert "spec.acl and spec.tls" in notes
+
+
 def test_operator_credentials_secret_is_mounted_read_only(helm: Helm) -> None:
     """Goal: operatorCredentials.secretName reaches the operator as files it reads on each use.
     Method: render with and without it; the Secret volume (accessKey, secretKey, 0440), its
