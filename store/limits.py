@@ -55,6 +55,7 @@ DAMAGED_COPY_CHUNK_BYTES = 1024 * 1024  # damaged bytes are copied aside in writ
 # --- dispatch write failures (disk full while building ConsumeQueues / the index) ---
 DISPATCH_RETRY_BACKOFF_MIN_MS = 10  # first retry after a failed ConsumeQueue/index write
 DISPATCH_RETRY_BACKOFF_MAX_MS = 1000  # retries back off, doubling, up to this
+SEGMENT_CREATE_RETRY_INTERVAL_MS = 1000  # a CommitLog segment that could not be created is retried this often
 
 # --- retention (spec §6) ---
 DELETE_FILES_PER_RUN_MAX_COUNT = 10

@@ -16,8 +16,8 @@ durable. Flushing uses `os.fdatasync` (releases the GIL), never `mmap.flush` (ho
 performance.md §1.5). Every sync, create, rename and delete goes through `durability`.
 
 A page-grained segment (the CommitLog under SYNC_FLUSH) keeps its unwritten part in 4 KiB page-cache
-folios: Linux 6.x ext4 caches a file in large folios (up to 2 MiB when the mapping is populated or
-read ahead) and writes a dirty folio back whole, so every group commit after a 1 KiB append wrote
+folios: Linux 6.x ext4 caches a file in large folios (up to 2 MiB when the mapping is read ahead)
+and writes a dirty folio back whole, so every group commit after a 1 KiB append wrote
 2 MiB (p50 0.2 ms fresh, 3 ms 50 MiB into the segment; performance.md, "SYNC_FLUSH after a load").
 Faults under MADV_RANDOM allocate single pages, and a full segment returns to normal read-ahead.
 """
@@ -47,8 +47,11 @@ class MappedFile:
     def __init__(
         self, path: Path, file_size: int, *, write_buffer: bytearray | None = None, page_grained: bool = False
     ) -> None:
-        """Open an existing, full-size segment (see `create` for new ones). `page_grained`: map it
-        unpopulated under MADV_RANDOM, for a new segment whose pages nothing has cached yet."""
+        """Open an existing, full-size segment (see `create` for new ones). The mapping is lazy:
+        only the pages someone touches are read, so opening a store of hundreds of GiB reads just
+        what recovery scans (MAP_POPULATE read every segment at open, issue 25; appends into lazy
+        pages measured no slower in bench/store_append.py). `page_grained`: map it under
+        MADV_RANDOM, for a new segment whose pages nothing has cached yet."""
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
@@ -202,15 +205,17 @@ class MappedFile:
         return self.view[position:end]
 
     # --- truncation and deletion ---
-    def truncate_to(self, position: int) -> int:
+    def truncate_to(self, position: int, *, tail_is_zeros: bool = False) -> int:
         """Drop everything from `position` on: move the positions back and zero the stale bytes
         (RocketMQ leaves them, spec gotcha 7; zeroing keeps a later crash from reviving them).
-        Returns how many bytes were zeroed."""
+        Returns how many bytes were zeroed. `tail_is_zeros`: the caller knows there are none
+        (after a clean exit), so the tail is not read."""
         assert 0 <= position <= self.file_size
         zeroed = 0
         at = position
         chunk_size = len(_ZERO_CHUNK)
-        stop = written_end(self.view, position, self.file_size)  # zeros past it stay untouched (no dirty pages)
+        # zeros past `stop` stay untouched (no dirty pages)
+        stop = position if tail_is_zeros else written_end(self.view, position, self.file_size)
         while at < stop:
             end = min(at + chunk_size, stop)
             if not is_zeros(self.view, at, end):
@@ -248,10 +253,11 @@ class MappedFile:
 
 
 def _map(fd: int, file_size: int, *, page_grained_from: int | None) -> mmap.mmap:
-    """Map a segment read/write: populated (the whole file faulted in at once, large folios), or
-    page-grained from a page-aligned position on (unpopulated, MADV_RANDOM: single-page faults)."""
+    """Map a segment read/write, lazily (pages faulted in as they are touched, with the kernel's
+    read-ahead and large folios), or page-grained from a page-aligned position on (MADV_RANDOM:
+    single-page faults)."""
     if page_grained_from is None:
-        return mmap.mmap(fd, file_size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        return mmap.mmap(fd, file_size, flags=mmap.MAP_SHARED)
     mapped = mmap.mmap(fd, file_size, flags=mmap.MAP_SHARED)
     if page_grained_from < file_size:
         mapped.madvise(mmap.MADV_RANDOM, page_grained_from, file_size - page_grained_from)

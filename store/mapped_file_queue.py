@@ -155,7 +155,7 @@ class MappedFileQueue:
 
     def prepare_tail(self) -> None:
         """After recovery, before appends: a page-grained queue regrains its last, unfilled segment
-        (loading mapped it populated, and recovery read it through large folios)."""
+        (recovery read it through read-ahead's large folios)."""
         last = self.last
         if self.page_grained and last is not None and not last.is_full:
             last.regrain_tail()
@@ -249,9 +249,10 @@ class MappedFileQueue:
         return done
 
     # --- truncation and deletion ---
-    def truncate_dirty_files(self, offset: int) -> int:
+    def truncate_dirty_files(self, offset: int, *, tail_is_zeros: bool = False) -> int:
         """Keep data before `offset`, zero the rest of its segment, delete later segments.
-        Returns the number of bytes dropped (zeroed or deleted)."""
+        Returns the number of bytes dropped (zeroed or deleted). `tail_is_zeros`: the caller knows
+        nothing was written past `offset` in its segment, which is then not read."""
         dropped = 0
         keep: list[MappedFile] = []
         for mapped in self.files:
@@ -259,7 +260,7 @@ class MappedFileQueue:
             if end <= offset:
                 keep.append(mapped)
             elif mapped.file_from_offset <= offset:
-                dropped += mapped.truncate_to(offset - mapped.file_from_offset)
+                dropped += mapped.truncate_to(offset - mapped.file_from_offset, tail_is_zeros=tail_is_zeros)
                 keep.append(mapped)
             else:
                 dropped += mapped.wrote_position

@@ -52,7 +52,9 @@ from shoal.store.index_service import IndexService
 from shoal.store.mapped_file_queue import MappedFileQueue
 from shoal.store.message import BatchEntry, GetMessageStatus, GetResult, MessageToStore, PutResult, validate_message
 from shoal.store.recovery import RecoveryReport, blank_units_in_damage, recover_commitlog, save_damage_aside
+from shoal.store.segment_outage import SegmentOutage
 from shoal.store.settings import FlushDiskType, StoreSettings
+from shoal.store.space_check import log_space
 from shoal.store.store_lock import AbortMarker, StoreLock
 from shoal.store.transient_store_pool import TransientStorePool
 
@@ -131,6 +133,7 @@ class MessageStore:
         )
         """How far behind the CommitLog head data still counts as in memory."""
         self._async_waiters: dict[int, AsyncFlushWaiter | InlineFlushWaiter] = {}
+        self.segment_outage = SegmentOutage(clock, settings.commitlog.segment_size_bytes)
 
     # --- lifecycle ---
     def open(self) -> RecoveryReport:
@@ -155,7 +158,13 @@ class MessageStore:
         for queue in self.consume_queues:
             queue.recover()
         damaged_directory = self.settings.root_dir / DAMAGED_DIRECTORY_NAME
-        report = recover_commitlog(self.commitlog, self.checkpoint, last_exit_ok, damaged_directory)
+        report = recover_commitlog(
+            self.commitlog,
+            self.checkpoint,
+            last_exit_ok,
+            damaged_directory,
+            dispatched_end=self.consume_queues.max_physical_offset,
+        )
         report.notes = notes + report.notes
         end = report.recovered_end_offset
         if not self.commitlog.queue.files:
@@ -205,6 +214,7 @@ class MessageStore:
         With `background_dispatch=False` the caller drives the Dispatcher itself (an asyncio
         broker does it on its loop with `LoopDispatchDriver`, avoiding GIL hand-offs)."""
         assert self.recovery_report is not None, "open() first"
+        log_space(self.settings)
         self.cleaner.check_disk()
         self.commitlog.queue.prepare_tail()
         self.commitlog.queue.prepare_next(self.commitlog.queue.max_wrote_offset)
@@ -268,6 +278,10 @@ class MessageStore:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is shutting down")
         if self.cleaner.disk_full:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="message store is not writeable: disk full")
+        if self.segment_outage.error is not None:
+            outage = self.segment_outage.refusal()
+            if outage is not None:
+                return outage
         failure = self.dispatcher.write_failure
         if failure is not None:
             return PutResult(
@@ -299,7 +313,9 @@ class MessageStore:
         except StoreError as exc:
             return PutResult(status_of_error(exc), remark=str(exc))
         except OSError as exc:
-            return self._write_failed(exc)
+            return self.segment_outage.failed(exc)
+        if self.segment_outage.error is not None:
+            self.segment_outage.succeeded()
         return PutResult(PutStatus.PUT_OK, append)
 
     def append_batch(self, template: MessageToStore, entries: Sequence[BatchEntry]) -> PutResult:
@@ -326,16 +342,11 @@ class MessageStore:
             append, sizes = self.commitlog.append_batch(template, list(entries), topic=topic)
         except StoreError as exc:
             return PutResult(status_of_error(exc), remark=str(exc))
-        except OSError as exc:
-            return self._write_failed(exc)
+        except OSError as exc:  # no new segment (ENOSPC): nothing written (a failed flush is fatal instead)
+            return self.segment_outage.failed(exc)
+        if self.segment_outage.error is not None:
+            self.segment_outage.succeeded()
         return PutResult(PutStatus.PUT_OK, append, record_sizes=sizes)
-
-    def _write_failed(self, exc: OSError) -> PutResult:
-        """A new segment could not be created (e.g. ENOSPC): nothing was written, so later puts
-        may succeed once space is back. (A failed flush is different: the flusher records it and
-        every later put is refused, since acknowledged data may not be durable.)"""
-        log.error("cannot create the next CommitLog segment, message not stored: %s", exc)
-        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=f"create mapped file failed: {exc}")
 
     def put_message(self, message: MessageToStore) -> PutResult:
         """Append, then (SYNC_FLUSH) block until durable; a slow disk answers FLUSH_DISK_TIMEOUT."""
@@ -619,6 +630,7 @@ class MessageStore:
             "flush_count": self.flusher.flush_count,
             "flush_seconds_total": self.flusher.flush_seconds_total,
             "disk_full": float(self.cleaner.disk_full),
+            "segment_create_failing": float(self.segment_outage.error is not None),
             "dispatch_failing": float(self.dispatcher.failing),
             "dispatch_write_failures": self.dispatcher.write_failures_total,
             "commitlog_damaged_ranges": self.dispatcher.damaged_ranges_total,

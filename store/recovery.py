@@ -21,7 +21,9 @@ Either way the report says what was lost.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -140,7 +142,8 @@ class CommitLogScan(NamedTuple):
 
 
 def choose_scan_start(commitlog: CommitLog, checkpoint: StoreCheckpoint, last_exit_ok: bool) -> int:
-    """The segment to start scanning from (its start offset)."""
+    """The segment to start scanning from (its start offset): after a clean exit the third-last,
+    as RocketMQ does (its records are checked again, CRCs included)."""
     files = commitlog.queue.files
     if not files:
         return 0
@@ -158,9 +161,15 @@ def choose_scan_start(commitlog: CommitLog, checkpoint: StoreCheckpoint, last_ex
     return files[0].file_from_offset
 
 
-def scan_commitlog(commitlog: CommitLog, start_offset: int, check_crc: bool, written_end: int) -> CommitLogScan:
+def scan_commitlog(
+    commitlog: CommitLog,
+    start_offset: int,
+    check_crc: bool,
+    written_end: Callable[[], int],
+) -> CommitLogScan:
     """Walk records from `start_offset`, resynchronising after damage that intact records follow;
-    `written_end` is where the old process's bytes end (no resync search goes past it)."""
+    `written_end()` is where the old process's bytes end (no resync search goes past it), asked
+    only when a resync is needed."""
     offset = start_offset
     queue = commitlog.queue
     damaged: list[DamagedRange] = []
@@ -192,7 +201,7 @@ def scan_commitlog(commitlog: CommitLog, start_offset: int, check_crc: bool, wri
         head = mapped.view[position : min(position + 8, mapped.file_size)]
         zeros = not any(head)
         head.release()
-        resume, lost = _resync(commitlog, offset, written_end)
+        resume, lost = _resync(commitlog, offset, written_end())
         if resume < 0:
             reason = "" if zeros else f"at CommitLog offset {offset}: {check.reason}"
             return _torn_tail(offset, reason, damaged, messages_end)
@@ -237,9 +246,18 @@ def _resync(commitlog: CommitLog, damage_offset: int, written_end: int) -> tuple
 
 
 def recover_commitlog(
-    commitlog: CommitLog, checkpoint: StoreCheckpoint, last_exit_ok: bool, damaged_directory: Path | None = None
+    commitlog: CommitLog,
+    checkpoint: StoreCheckpoint,
+    last_exit_ok: bool,
+    damaged_directory: Path | None = None,
+    dispatched_end: int = -1,
 ) -> RecoveryReport:
     """Scan, find damage in the middle (skipped, never cut), truncate the torn tail, and report.
+
+    Where the old process's bytes end bounds the search for intact records after damage. Found
+    from the end of the last segment, it reads every zero after the data (a warmed segment: up to
+    a GiB at each start). After a clean exit everything was dispatched, so `dispatched_end`
+    (where the ConsumeQueues end) is that end, and nothing past it is read.
 
     Damage already copied to `damaged_directory` by an earlier recovery (same start, same size)
     is listed in `known_damaged_ranges` and is not a new loss."""
@@ -248,13 +266,15 @@ def recover_commitlog(
     if not queue.files:
         return report
     start = choose_scan_start(commitlog, checkpoint, last_exit_ok)
-    written_end = _written_end(commitlog)
-    scan = scan_commitlog(commitlog, start, commitlog.check_crc_on_recover, written_end)
+    clean = last_exit_ok and dispatched_end >= 0
+    old_bytes_end = functools.cache(lambda: dispatched_end if clean else _written_end(commitlog))
+    scan = scan_commitlog(commitlog, start, commitlog.check_crc_on_recover, old_bytes_end)
     end = scan.end_offset
     report.scan_start_offset = start
     report.recovered_end_offset = end
     report.damage = scan.torn_reason
-    report.commitlog_bytes_dropped = max(0, written_end - end) if scan.torn_reason else 0
+    # A torn tail is rare: then the bytes it drops are counted exactly, zeros read or not.
+    report.commitlog_bytes_dropped = max(0, _written_end(commitlog) - end) if scan.torn_reason else 0
     known = known_damage(damaged_directory) if damaged_directory is not None else {}
     for damaged in scan.damaged:
         if known.get(damaged.start_offset) == damaged.size_bytes:
@@ -263,7 +283,9 @@ def recover_commitlog(
             report.known_damaged_ranges.append(damaged)
         else:
             report.damaged_ranges.append(damaged)
-    queue.truncate_dirty_files(end)
+    # After a clean exit only zeros follow the data (truncations zero what they drop): looking for
+    # stale bytes would read the rest of a warmed segment, up to a GiB, for nothing.
+    queue.truncate_dirty_files(end, tail_is_zeros=last_exit_ok and not scan.torn_reason)
     queue.flushed_where = queue.committed_where = end
     commitlog.forget_current_segment()
     return report

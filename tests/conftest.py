@@ -148,6 +148,8 @@ class Cluster:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
     starts: int = 0
+    broker_cgroups: list[Path] = field(default_factory=list)
+    """cgroup directories the next broker process joins before it runs (tests/cgroups.py)."""
 
     @property
     def namesrv_addr(self) -> str:
@@ -184,15 +186,24 @@ class Cluster:
         }
         path = self.root / "broker.conf"
         path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
-        self._spawn("broker", ["broker", "-c", str(path)], self.broker_port, f"listening on port {self.broker_port}")
+        self._spawn(
+            "broker",
+            ["broker", "-c", str(path)],
+            self.broker_port,
+            f"listening on port {self.broker_port}",
+            cgroups=list(self.broker_cgroups),
+        )
 
-    def _spawn(self, name: str, args: list[str], port: int, ready_line: str) -> None:
+    def _spawn(self, name: str, args: list[str], port: int, ready_line: str, cgroups: list[Path] | None = None) -> None:
         self.starts += 1  # a fresh log per start: a restart must not see the previous ready line
         log_path = self.root / f"{name}-{self.starts}.log"
         log_file = log_path.open("ab")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "shoal.cli.main", *args], stdout=log_file, stderr=subprocess.STDOUT
-        )
+
+        command = [sys.executable, "-m", "shoal.cli.main", *args]
+        if cgroups:  # a shell joins the groups, then execs the broker: the limits hold from its first byte
+            joins = "; ".join(f"echo $$ > '{group / 'cgroup.procs'}'" for group in cgroups)
+            command = ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh", *command]
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
         log_file.close()
         self.processes[name] = process
         self.logs[name] = log_path

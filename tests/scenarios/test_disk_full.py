@@ -4,22 +4,26 @@ cannot see), logs one line per state change, exposes a gauge, and recovers alone
 A real full disk: a 2 MiB tmpfs (as in test_retention.py; needs root to mount, skipped with its
 reason elsewhere) holding the store, then filled by a filler file, so that the next ConsumeQueue
 file or IndexFile cannot be allocated (ENOSPC) while the current CommitLog segment still has room.
+And a real broker on a volume smaller than its default files.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from shoal.client import ClientSettings, Message, MQBrokerError, Producer, ProducerSettings
 from shoal.formats.properties import encode_properties
 from shoal.formats.record import decode_header
+from shoal.protocol import ResponseCode
 from shoal.store import (
     CommitLogSettings,
     ConsumeQueueSettings,
@@ -31,8 +35,11 @@ from shoal.store import (
     PutStatus,
     StoreSettings,
 )
+from tests.conftest import Cluster, free_broker_port, free_port
+from tests.scenarios.conftest import run_command
 
 WaitUntil = Callable[..., None]
+CLIENT = ClientSettings(client_ip="127.0.0.1", route_refresh_interval_s=2.0)
 TOPIC = "Full"
 REFUSING_S = 1.0  # how long the test keeps sending while the disk is full
 
@@ -176,3 +183,63 @@ def test_the_consume_queue_flusher_outlives_a_full_disk(
         assert len(lines) == 2 and "cannot write" in lines[0] and "writes again" in lines[1], lines
     finally:
         store.shutdown()
+
+
+SMALL_VOLUME_BYTES = 64 * 1024 * 1024
+SENDS_ON_A_SMALL_VOLUME = 200
+
+
+@pytest.fixture
+def small_volume(tmp_path: Path) -> Iterator[Path]:
+    """A 64 MiB tmpfs: smaller than the default CommitLog segment (1 GiB) and IndexFile (420 MiB)."""
+    if os.geteuid() != 0:
+        pytest.skip(reason="a real small volume needs root to mount a tmpfs")
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    mounted = run_command("mount", "-t", "tmpfs", "-o", f"size={SMALL_VOLUME_BYTES}", "tmpfs", str(mount_point))
+    assert mounted.returncode == 0, mounted.stderr
+    try:
+        yield mount_point
+    finally:
+        if run_command("umount", str(mount_point)).returncode != 0:
+            run_command("umount", "-l", str(mount_point))
+
+
+def test_a_broker_on_a_volume_smaller_than_its_files_says_so_and_refuses_sends_with_one_line(
+    small_volume: Path, tmp_path: Path
+) -> None:
+    """Goal: a store whose default file sizes do not fit its volume says so at start-up, answers
+    SERVICE_NOT_AVAILABLE to every send, and logs one line for all of them, not one per send.
+    Method: a real broker with its store on a 64 MiB tmpfs and 1 GiB segments; 200 sends."""
+    cluster = Cluster(tmp_path / "cluster", free_port(), free_broker_port(), free_port())
+    cluster.root.mkdir()
+    cluster.start_namesrv()
+    try:
+        cluster.start_broker(
+            {"storePathRootDir": str(small_volume / "store"), "mappedFileSizeCommitLog": str(1024 * 1024 * 1024)}
+        )
+        codes: list[int] = []
+
+        async def send_all() -> None:
+            settings = ProducerSettings(retries_when_send_failed=0)
+            async with Producer(
+                "small-volume", cluster.namesrv_addr, settings=settings, client_settings=CLIENT
+            ) as producer:
+                for index in range(SENDS_ON_A_SMALL_VOLUME):
+                    try:
+                        await producer.send(Message("SmallVolume", f"m{index}".encode()), timeout_s=10.0)
+                    except MQBrokerError as error:
+                        codes.append(error.code)
+
+        asyncio.run(send_all())
+        assert codes == [ResponseCode.SERVICE_NOT_AVAILABLE] * SENDS_ON_A_SMALL_VOLUME, set(codes)
+        assert cluster.alive("broker")
+        log_text = cluster.log("broker")
+        space_lines = [line for line in log_text.splitlines() if "store space:" in line]
+        assert len(space_lines) == 1 and "WARNING" in space_lines[0], space_lines
+        assert "a CommitLog segment (mappedFileSizeCommitLog) 1024.0 MiB" in space_lines[0]
+        assert "an IndexFile (maxHashSlotNum, maxIndexNum)" in space_lines[0]
+        outage_lines = [line for line in log_text.splitlines() if "cannot create the next CommitLog segment" in line]
+        assert len(outage_lines) == 1, outage_lines
+    finally:
+        cluster.stop_all()

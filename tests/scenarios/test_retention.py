@@ -29,6 +29,7 @@ from shoal.store import (
     IndexSettings,
     MessageStore,
     MessageToStore,
+    PutResult,
     PutStatus,
     RetentionSettings,
     StoreSettings,
@@ -291,10 +292,14 @@ def body_of(view: memoryview) -> bytes:
     return bytes(view[header.body_position : header.body_position + header.body_length])
 
 
+REFUSED_WHILE_FULL = 500
+
+
 def test_a_really_full_disk_fails_the_put_and_keeps_acknowledged_messages(
-    tiny_tmpfs: Path, wait_until: WaitUntil
+    tiny_tmpfs: Path, wait_until: WaitUntil, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Goal: ENOSPC fails the put, loses nothing, passes once space returns. Method: 2 MiB tmpfs."""
+    """Goal: ENOSPC creating a segment refuses puts (SERVICE_NOT_AVAILABLE) with one log line in and
+    one out, loses nothing, and puts pass again once space returns. Method: 2 MiB tmpfs, remount."""
     settings = retention_settings(tiny_tmpfs / "store").with_changes(
         flush=FlushSettings(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     )
@@ -311,14 +316,26 @@ def test_a_really_full_disk_fails_the_put_and_keeps_acknowledged_messages(
         else:
             pytest.fail("5000 puts of 1 KiB fitted on a 2 MiB disk")
         assert len(acknowledged) > 1000
-        assert result.status is PutStatus.CREATE_MAPPED_FILE_FAILED, result
+        assert result.status is PutStatus.SERVICE_NOT_AVAILABLE, result
         assert not result.status.stored and "No space left" in result.remark, result.remark
-        assert not store.put_message(MessageToStore("Tiny", 0, b"still full")).status.stored
+        for _ in range(REFUSED_WHILE_FULL):
+            assert store.put_message(MessageToStore("Tiny", 0, b"still full")).status is PutStatus.SERVICE_NOT_AVAILABLE
         grown = run_command("mount", "-o", "remount,size=4m", str(tiny_tmpfs))
         assert grown.returncode == 0, grown.stderr
-        after = store.put_message(MessageToStore("Tiny", 0, b"space is back"))
+        attempts: list[PutResult] = []
+
+        def stored_once_retried() -> bool:  # the outage retries segment creation once a second
+            attempts.append(store.put_message(MessageToStore("Tiny", 0, b"space is back")))
+            return attempts[-1].status.stored
+
+        wait_until(stored_once_retried, 10)
+        after = attempts.pop()
         assert after.status is PutStatus.PUT_OK and after.append is not None, after
         acknowledged[after.append.wrote_offset] = zlib.crc32(b"space is back")
+        outage_lines = [r.getMessage() for r in caplog.records if r.name == "shoal.store.segment_outage"]
+        assert len(outage_lines) == 2, outage_lines  # one when it starts, one when it ends
+        refused = 1 + REFUSED_WHILE_FULL + len(attempts)  # the put that met the full disk, then the rest
+        assert f" {refused} writes were refused" in outage_lines[1], outage_lines
         wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
     finally:
         store.shutdown()
