@@ -25,7 +25,7 @@ import click
 from shoal.broker.config import ConfigError
 from shoal.broker.preflight import PreflightError
 from shoal.remoting.tls import TlsConfigError
-from shoal.store.errors import StoreLockedError
+from shoal.store.errors import StoreCorruptionError, StoreLockedError
 
 _BIND_ADDRESS = re.compile(r"address \('([^']*)', (\d+)")
 """Where CPython, asyncio and uvloop name the address a bind failed on, in the OSError message:
@@ -58,7 +58,7 @@ def _bind_message(error: OSError) -> str | None:
 
 def startup_error_message(error: BaseException) -> str | None:
     """The one line to show for a failed start, or None when `error` is not a known startup failure."""
-    if isinstance(error, ConfigError | PreflightError | StoreLockedError | TlsConfigError):
+    if isinstance(error, ConfigError | PreflightError | StoreLockedError | StoreCorruptionError | TlsConfigError):
         return str(error)
     if isinstance(error, socket.gaierror):
         return f"cannot resolve the listen host: {error.strerror or error} (listenHost)"

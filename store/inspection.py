@@ -233,6 +233,31 @@ class VerifyReport:
 PROBLEMS_MAX_COUNT = 1000  # a badly damaged store must not produce an unbounded report
 
 
+def segment_size_problems(paths: list[Path]) -> list[str]:
+    """A line for each segment whose size is not the spacing of the names (the segment size), with
+    what to do about it: the broker extends a short newest segment at start (a torn tail, its loss
+    reported) but will not open a log with a wrong-size segment before it."""
+    if len(paths) < 2:
+        return []
+    segment_bytes = int(paths[1].name) - int(paths[0].name)
+    problems = []
+    for path in paths:
+        size = path.stat().st_size
+        if size == segment_bytes:
+            continue
+        if path == paths[-1] and size < segment_bytes:
+            advice = (
+                "the newest segment: a broker start extends it with zeros and reports the records past the cut lost"
+            )
+        else:
+            advice = (
+                "the broker will not start on it: restore the file from a copy, or move it and every later "
+                "segment out of commitlog/ to keep the messages before it"
+            )
+        problems.append(f"CommitLog segment {path.name} is {size} bytes where segments are {segment_bytes}: {advice}")
+    return problems
+
+
 def verify_store(
     root: Path, *, hash_slots: int = limits.INDEX_HASH_SLOTS_DEFAULT, progress: ProgressCallback | None = None
 ) -> VerifyReport:
@@ -244,6 +269,8 @@ def verify_store(
         if len(report.problems) < PROBLEMS_MAX_COUNT:
             report.problems.append(text)
 
+    for text in segment_size_problems(segment_paths(root / "commitlog")):
+        problem(text)
     known = known_damage(root / DAMAGED_DIRECTORY_NAME)
     for item in iter_commitlog(root / "commitlog", check_crc=True, progress=progress):
         if item.check.kind is not RecordKind.MESSAGE or item.check.header is None:

@@ -57,7 +57,13 @@ class MappedFile:
         self.file_from_offset = int(path.name)
         actual = path.stat().st_size
         if actual != file_size:
-            raise StoreCorruptionError(f"{path}: file is {actual} bytes but the configured segment size is {file_size}")
+            raise StoreCorruptionError(
+                f"{path}: file is {actual} bytes but segments here are {file_size} bytes. If the segment "
+                "size setting changed (mappedFileSizeCommitLog, mappedFileSizeConsumeQueue), set it back; "
+                "else this segment is damaged and only the newest one can be repaired at start: restore it "
+                "from a copy, or move it and every later segment out of the directory to keep the messages "
+                "before it (`shoal store verify` then lists what is missing)"
+            )
         self.fd = os.open(path, os.O_RDWR)
         try:
             self.mm = _map(self.fd, file_size, page_grained_from=0 if page_grained else None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,8 @@ class MappedFileQueue:
         """Appends are synced one group commit at a time: cache the segment being written in
         single pages (see mapped_file), so a sync writes back what changed, not a 2 MiB folio."""
         self.files: list[MappedFile] = []
+        self.cut_segments: list[str] = []
+        """What `load` found cut short and extended (the newest segment only; see _extend_if_cut)."""
         self.flushed_where = 0
         self.committed_where = 0
         self._lock = threading.Lock()
@@ -83,6 +86,11 @@ class MappedFileQueue:
                         f"{path}: segment starts at {int(name)} but the previous one ends at "
                         f"{files[-1].file_from_offset + self.file_size}; a segment is missing"
                     )
+                if name == names[-1]:
+                    note = self._extend_if_cut(path)
+                    if note:
+                        notes.append(note)
+                        self.cut_segments.append(note)
                 mapped = MappedFile(path, self.file_size)
                 mapped.set_positions(self.file_size)
                 files.append(mapped)
@@ -92,6 +100,30 @@ class MappedFileQueue:
             raise
         self.files = files
         return notes
+
+    def _extend_if_cut(self, path: Path) -> str:
+        """The newest segment shorter than the segment size (a copy that ran out of space, a
+        truncation by hand) is a torn tail: extend it with zeros so that recovery finds where its
+        records end and reports what was lost, as RocketMQ carries on. Returns a note, or ''."""
+        size = path.stat().st_size
+        if size >= self.file_size:
+            return ""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, self.file_size)  # the missing part reads as zeros: the log ends there
+            durability.fsync(fd)
+        finally:
+            os.close(fd)
+        log.error(
+            "%s: the newest segment was %d of %d bytes; extended with zeros (records past the cut are lost)",
+            path,
+            size,
+            self.file_size,
+        )
+        return (
+            f"segment {path.name} was cut to {size} of {self.file_size} bytes: "
+            "extended with zeros, records past the cut lost"
+        )
 
     # --- lookups ---
     @property

@@ -166,6 +166,7 @@ class MessageStore:
             dispatched_end=self.consume_queues.max_physical_offset,
         )
         report.notes = notes + report.notes
+        report.segments_cut = list(self.commitlog.queue.cut_segments)
         end = report.recovered_end_offset
         if not self.commitlog.queue.files:
             self.consume_queues.destroy_all()

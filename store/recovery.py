@@ -80,10 +80,15 @@ class RecoveryReport:
     """Of those, the messages decoded to write a missing ConsumeQueue unit or index keys; the
     others were already in both and were skipped from their fixed fields."""
     notes: list[str] = field(default_factory=list)
+    segments_cut: list[str] = field(default_factory=list)
+    """The newest CommitLog segment found shorter than its size and extended with zeros: a loss
+    (what it held past the cut); its records up to the cut are kept."""
 
     @property
     def lossless(self) -> bool:
-        return not self.damage and self.commitlog_bytes_dropped == 0 and not self.damaged_ranges
+        return (
+            not self.damage and self.commitlog_bytes_dropped == 0 and not self.damaged_ranges and not self.segments_cut
+        )
 
     @property
     def damaged_bytes(self) -> int:
@@ -128,7 +133,8 @@ class RecoveryReport:
                 f"  skipped {len(self.known_damaged_ranges)} damaged range(s) reported before: "
                 + ", ".join(f"[{d.start_offset}, {d.end_offset})" for d in self.known_damaged_ranges)
             )
-        lines.extend(f"  note: {note}" for note in self.notes)
+        lines.extend(f"  note: {note}" for note in self.notes if note not in self.segments_cut)
+        lines.extend(f"  cut: {cut}" for cut in self.segments_cut)
         return "\n".join(lines)
 
 

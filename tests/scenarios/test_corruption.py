@@ -448,23 +448,44 @@ def test_a_missing_segment_in_the_middle_refuses_to_open(work: Path) -> None:
         MessageStore(store_settings(work)).open()
 
 
+CUT_AT_BYTES = 1000
+"""Where the last segment is cut: inside its records (the pristine store writes well past it)."""
+
+
 @pytest.mark.parametrize("which", ["empty preallocated", "holding data"])
-def test_a_short_last_segment_refuses_to_open_and_is_left_alone(work: Path, pristine: Pristine, which: str) -> None:
-    """Goal: a short last segment is StoreCorruptionError naming it, untouched. Method: shorten it."""
-    # Segments are renamed into place full size, so our own crash never leaves a short one: refuse, as
-    # RocketMQ does, and leave the file for the operator.
+def test_a_short_last_segment_is_a_torn_tail_extended_and_reported(work: Path, pristine: Pristine, which: str) -> None:
+    """Goal: a newest segment cut short (a copy that ran out of space) opens as a torn tail: the
+    records before the cut kept, the rest dropped with their units and keys, the cut reported, the
+    store writable, as RocketMQ carries on. Method: truncate the newest segment, open, check."""
     segments = sorted((work / "commitlog").iterdir())
     assert len(segments) == 2, "two data segments (the unused preallocated one went at shutdown)"
+    records = pristine.records
     if which == "empty preallocated":
         extra = work / "commitlog" / f"{2 * SEGMENT_BYTES:020d}"  # as if an allocation was cut short
         extra.write_bytes(bytes(SEGMENT_BYTES))
         segments.append(extra)
     last = segments[-1]
-    os.truncate(last, 1000)
-    with pytest.raises(StoreCorruptionError, match=re.escape(str(last))):
-        MessageStore(store_settings(work)).open()
-    assert last.stat().st_size == 1000
-    assert not (work / "abort").exists()
+    os.truncate(last, CUT_AT_BYTES)
+    cut_offset = int(last.name) + CUT_AT_BYTES
+    kept = [record for record in records if record.end <= cut_offset]
+    dropped = [record for record in records if record.end > cut_offset]
+    assert which == "empty preallocated" or (kept and dropped)
+    store, report = open_store(work)
+    try:
+        # extended, or (holding nothing) deleted as any segment past the end of the data is
+        assert last.stat().st_size == SEGMENT_BYTES if dropped else not last.exists()
+        assert not report.lossless and report.segments_cut, report.summary()
+        assert f"cut to {CUT_AT_BYTES} of {SEGMENT_BYTES} bytes" in report.summary()
+        assert report.recovered_end_offset == (dropped[0].start if dropped else records[-1].end), report.summary()
+        assert report.consume_queue_units_dropped == len(dropped), report.summary()
+        check_kept_exactly(store, kept, dropped)
+    finally:
+        store.shutdown()
+    reopened, again = open_store(work)  # the repair holds: a second start is clean
+    try:
+        assert again.lossless and not again.segments_cut, again.summary()
+    finally:
+        reopened.shutdown()
 
 
 def test_a_leftover_tmp_segment_is_removed_and_noted(work: Path, pristine: Pristine) -> None:
