@@ -169,13 +169,31 @@ def test_load_with_a_missing_segment_is_corruption(directory: Path) -> None:
     assert loaded.files == []
 
 
-def test_load_with_a_short_segment_is_corruption(directory: Path) -> None:
-    """A segment one byte short raises StoreCorruptionError naming it."""
+def test_load_with_a_short_segment_before_the_newest_is_corruption(directory: Path) -> None:
+    """A segment one byte short, with a later one after it, raises StoreCorruptionError naming it."""
     make_segments(directory, [0])
     make_segments(directory, [FILE_SIZE], size=FILE_SIZE - 1)
+    make_segments(directory, [2 * FILE_SIZE])
     with pytest.raises(StoreCorruptionError) as raised:
         MappedFileQueue(directory, FILE_SIZE).load()
     assert offset_to_file_name(FILE_SIZE) in str(raised.value)
+
+
+def test_load_extends_a_short_newest_segment_and_notes_it(directory: Path) -> None:
+    """The newest segment one byte short is extended to full size, its bytes kept, and noted as cut."""
+    make_segments(directory, [0])
+    make_segments(directory, [FILE_SIZE], size=FILE_SIZE - 1)
+    newest = directory / offset_to_file_name(FILE_SIZE)
+    before = newest.read_bytes()
+    loaded = MappedFileQueue(directory, FILE_SIZE)
+    try:
+        notes = loaded.load()
+        assert newest.stat().st_size == FILE_SIZE
+        assert newest.read_bytes()[: FILE_SIZE - 1] == before
+        assert loaded.cut_segments == [note for note in notes if "was cut to" in note]
+        assert len(loaded.cut_segments) == 1 and newest.name in loaded.cut_segments[0]
+    finally:
+        loaded.close()
 
 
 def test_load_removes_leftover_temporary_files(directory: Path) -> None:
