@@ -52,6 +52,7 @@ HA_COUNTERS = (
     ("slave_not_available", "SYNC_MASTER sends answered SLAVE_NOT_AVAILABLE"),
     ("promotions", "Promotions of this broker to master"),
     ("demotions", "Times this broker was fenced and turned slave"),
+    ("dead_links", "HA connections closed because the peer fell silent (a master's slaves, a slave's master)"),
 )
 
 

@@ -6,9 +6,11 @@ task (frames). The writer starts where the slave asked (the beginning of our las
 it asked for 0, as RocketMQ does), sends at most `haTransferBatchSize` bytes per frame from one
 segment, never re-sends what it sent on this connection, waits for the socket to drain past a
 high-water mark (bounded memory per slave), and sends a heartbeat after
-`haSendHeartbeatInterval` of silence. Bad input (a negative offset, an offset beyond our end,
-a second hello, silence longer than `haHousekeepingInterval`) closes that one connection with a
-log line; nothing a peer sends reaches the store except as a read position.
+`HASettings.keepalive_interval_s` of silence (haSendHeartbeatInterval, at most 1 s). Bad input
+(a negative offset, an offset beyond our end, a second hello) closes that one connection with a
+log line; nothing a peer sends reaches the store except as a read position. So does a slave
+that is gone (`liveness.py`): data it has not acked for ANSWER_TIMEOUT_S, or silence that long
+past its cadence. Then the waiting SYNC_MASTER sends are answered at once (`on_slave_lost`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from shoal.broker.replication.codec import (
     encode_state,
     encode_transfer_header,
 )
-from shoal.broker.replication.errors import HAProtocolError
+from shoal.broker.replication.errors import HAProtocolError, PeerSilentError
+from shoal.broker.replication.liveness import Liveness
 from shoal.broker.replication.settings import HASettings
 from shoal.broker.tls_listener import PLAIN_TLS, ServerTls, TlsListener
 from shoal.store.commitlog import CommitLog
@@ -75,6 +78,7 @@ class SlaveLink:
     """One slave connection as the master sees it."""
 
     address: str
+    liveness: Liveness
     connected_at_s: float = field(default_factory=time.monotonic)
     request_offset: int = -1
     """Where the slave asked us to start (its first report); -1 until it reported."""
@@ -84,7 +88,6 @@ class SlaveLink:
     extended: bool = False
     """The slave spoke the Shoal hello: it gets state frames (epoch, confirmed offset)."""
     epoch: int = -1
-    last_read_s: float = field(default_factory=time.monotonic)
     bytes_sent_total: int = 0
     wakeup: Wakeup = field(default_factory=Wakeup)
 
@@ -102,6 +105,8 @@ class MasterHooks:
     on_ack: Callable[[int], None]
     on_newer_epoch: Callable[[int, str], None]
     """A slave came from a newer epoch than ours: we may be a fenced master."""
+    on_slave_lost: Callable[[], None]
+    """A slave connection closed (the waiting sends may have no slave left)."""
 
 
 class HAServer:
@@ -113,6 +118,8 @@ class HAServer:
         self.new_data = Wakeup()
         self.port = 0
         self.rejected_total = 0
+        self.dead_links_total = 0
+        """Connections closed because the slave was gone (overdue with an ack or a report)."""
         self._server: asyncio.AbstractServer | None = None
         self._tls_listener: TlsListener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -196,11 +203,15 @@ class HAServer:
             writer.close()
             return
         self._tasks.add(task)
-        link = SlaveLink(address)
+        settings = self.settings
+        link = SlaveLink(
+            address, Liveness(settings.heartbeat_interval_s, settings.housekeeping_interval_s, time.monotonic())
+        )
         self.links[id(link)] = link
         _tune(writer)
         log.info("slave %s connected to the HA port", address)
         reason = "stopped"
+        dead = False
         read = asyncio.create_task(self._read_loop(link, reader))
         write = asyncio.create_task(self._write_loop(link, writer))
         try:
@@ -208,32 +219,42 @@ class HAServer:
             for finished in done:
                 error = finished.exception()
                 reason = str(error) if error is not None else finished.result() or reason
+                dead = dead or isinstance(error, PeerSilentError)
         except asyncio.CancelledError:
             reason = "connection closed by this broker"
         finally:
             for job in (read, write):
                 job.cancel()
             await asyncio.gather(read, write, return_exceptions=True)
-            writer.close()
+            if dead:
+                self.dead_links_total += 1
+                writer.transport.abort()  # it would never take the bytes still queued
+            else:
+                writer.close()
             del self.links[id(link)]
             self._tasks.discard(task)
+            self.hooks.on_slave_lost()
         level = logging.INFO if reason.startswith("closed by") else logging.WARNING
         log.log(level, "slave %s disconnected (acked up to %d): %s", address, link.ack_offset, reason)
 
     async def _read_loop(self, link: SlaveLink, reader: asyncio.StreamReader) -> str:
-        """Acks (and the hello); silence is detected by the writer, which wakes at least every
+        """Acks (and the hello); silence is judged by the writer, which wakes at least every
         NEW_DATA_POLL_S (no timer per read: acks arrive thousands of times a second)."""
         decoder = SlaveStreamDecoder()
+        liveness = link.liveness
         while True:
             data = await reader.read(limits.MASTER_READ_CHUNK_BYTES)
             if not data:
                 return "closed by the slave"
-            link.last_read_s = time.monotonic()
+            # A report that answers no data of ours is the slave's periodic one: it shows its cadence.
+            unasked = link.reported and liveness.answer_due_s is None
             hello, offset = decoder.feed(data)
             if hello is not None:
                 self._on_hello(link, hello.epoch)
             if offset is not None:
                 self._on_offset(link, offset)
+            still_owed = link.bytes_sent_total > 0 and link.next_transfer_offset > link.ack_offset
+            liveness.heard(time.monotonic(), unasked=unasked, still_owed=still_owed)
 
     def _on_hello(self, link: SlaveLink, epoch: int) -> None:
         if link.reported:
@@ -279,7 +300,7 @@ class HAServer:
                 state_sent = (-1, -1)
             await link.wakeup.wait(limits.NEW_DATA_POLL_S)
         link.next_transfer_offset = self._start_offset(link.request_offset)
-        heartbeat_s = self.settings.heartbeat_interval_s
+        heartbeat_s = self.settings.keepalive_interval_s
         last_write_s = time.monotonic()
         while True:
             parts: list[bytes] = []
@@ -290,24 +311,31 @@ class HAServer:
                     state_sent = current.epoch, current.confirmed_offset
             sent = self._take_batches(link, parts)
             now = time.monotonic()
-            if not sent and now - last_write_s >= heartbeat_s:
+            if sent:
+                link.liveness.expect_answer(now)  # every slave acks a frame as soon as it appended it
+            elif now - last_write_s >= heartbeat_s:
                 parts.append(encode_transfer_header(link.next_transfer_offset, 0))
             if parts:
                 writer.writelines(parts)
                 last_write_s = now
+            self._check_alive(link)
             if sent:
                 await asyncio.sleep(0)  # a slave catching up must not keep the loop from serving requests
             else:
-                self._check_alive(link)
                 await self.new_data.wait(min(heartbeat_s - (now - last_write_s), limits.NEW_DATA_POLL_S))
-            if writer.transport.get_write_buffer_size() > limits.MASTER_WRITE_BUFFER_HIGH_BYTES:
-                self._check_alive(link)
-                await asyncio.wait_for(writer.drain(), self.settings.housekeeping_interval_s)
+            await self._drain(link, writer)
+
+    async def _drain(self, link: SlaveLink, writer: asyncio.StreamWriter) -> None:
+        """Wait for the socket to take our frames below the high-water mark, while the slave lives."""
+        while writer.transport.get_write_buffer_size() > limits.MASTER_WRITE_BUFFER_HIGH_BYTES:
+            self._check_alive(link)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(writer.drain(), limits.NEW_DATA_POLL_S)
 
     def _check_alive(self, link: SlaveLink) -> None:
-        silent_s = time.monotonic() - link.last_read_s
-        if silent_s > self.settings.housekeeping_interval_s:
-            raise HAProtocolError(f"nothing heard from the slave for {silent_s:.1f} s")
+        verdict = link.liveness.verdict(time.monotonic())
+        if verdict is not None:
+            raise PeerSilentError(f"the slave is gone: {verdict}")
 
     def _start_offset(self, request_offset: int) -> int:
         if request_offset != 0:

@@ -5,9 +5,11 @@ registration), optionally exchange the Shoal hello/state (epoch fencing: the `re
 truncate our store first), report our max offset, then append every frame that continues our
 CommitLog. Frames are cut at record boundaries (`RecordAligner`), appended with
 `CommitLog.append_raw`, flushed first when our own flush mode is SYNC_FLUSH, and reported back
-after every batch and every `haSendHeartbeatInterval`. Our Dispatcher builds the ConsumeQueues and
-the index from the appended bytes. A link that breaks the protocol, or is silent for
-`haHousekeepingInterval`, is closed and retried after `haReconnectInterval`.
+after every batch and after `HASettings.keepalive_interval_s` of silence (haSendHeartbeatInterval,
+at most 1 s). Our Dispatcher builds the ConsumeQueues and the index from the appended bytes. A link
+that breaks the protocol, or whose master is gone (`liveness.py`: silent ANSWER_TIMEOUT_S past
+its heartbeat cadence, or no state ANSWER_TIMEOUT_S after our hello), is closed and retried after
+`haReconnectInterval`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from shoal.broker.replication.codec import (
     encode_ack,
     encode_hello,
 )
-from shoal.broker.replication.errors import HAProtocolError, OffsetMismatchError, StaleEpochError
+from shoal.broker.replication.errors import HAProtocolError, OffsetMismatchError, PeerSilentError, StaleEpochError
+from shoal.broker.replication.liveness import Liveness
 from shoal.broker.replication.settings import HASettings
 from shoal.remoting import limits as remoting_limits
 from shoal.remoting import split_address
@@ -67,6 +70,8 @@ class HAClient:
         self.caught_up_s = 0.0
         """When our end last matched the master's end we knew of."""
         self.bytes_received_total = 0
+        self.dead_links_total = 0
+        """Connections closed because the master was gone (silent past its heartbeat cadence)."""
         self._last_report_s = 0.0
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
@@ -110,7 +115,9 @@ class HAClient:
                 continue
             try:
                 await self._connect_and_follow(address)
-            except (HAProtocolError, StaleEpochError, OSError, TimeoutError, ValueError) as error:
+            except (HAProtocolError, PeerSilentError, StaleEpochError, OSError, TimeoutError, ValueError) as error:
+                if isinstance(error, PeerSilentError):
+                    self.dead_links_total += 1
                 message = f"{type(error).__name__}: {error}"
                 if message != self.last_error:
                     log.warning("replication from %s stopped: %s", address, message)
@@ -147,6 +154,8 @@ class HAClient:
     async def _follow(self, address: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = TransferDecoder(limits.FRAME_BODY_MAX_BYTES, limits.EPOCH_HISTORY_MAX_COUNT)
         self.last_frame_s = time.monotonic()
+        settings = self.settings
+        liveness = Liveness(settings.heartbeat_interval_s, settings.housekeeping_interval_s, self.last_frame_s)
         if self.settings.extension_enable:
             writer.write(encode_hello(self.hooks.epoch()))
             await writer.drain()
@@ -162,17 +171,22 @@ class HAClient:
         self.last_error = ""
         log.info("following master %s from offset %d", address, aligner.start_offset)
         self._report(writer)
-        watchdog = asyncio.create_task(self._watchdog(writer))
+        liveness.heard(time.monotonic(), unasked=False)  # the state came; reconciling took our time, not the master's
+        watchdog = asyncio.create_task(self._watchdog(writer, liveness))
         try:
             while True:
                 data = await reader.read(limits.SLAVE_READ_CHUNK_BYTES)
                 if not data:
                     if watchdog.done() and not watchdog.cancelled() and watchdog.exception() is None:
-                        raise TimeoutError(watchdog.result())
+                        raise PeerSilentError(watchdog.result())
                     raise ConnectionResetError("the master closed the connection")
                 self.last_frame_s = time.monotonic()
                 self.bytes_received_total += len(data)
-                if self._apply(decoder.feed(data), aligner):
+                frames = decoder.feed(data)
+                # Heartbeats alone come after the master's write silence: the gap shows its cadence.
+                unasked = bool(frames) and all(isinstance(frame, TransferFrame) and not frame.body for frame in frames)
+                liveness.heard(self.last_frame_s, unasked=unasked)
+                if self._apply(frames, aligner):
                     if self.store.settings.flush.flush_disk_type is FlushDiskType.SYNC_FLUSH:
                         await asyncio.to_thread(self.store.flusher.flush_to_end, 0)
                     self._report(writer)
@@ -181,30 +195,34 @@ class HAClient:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await watchdog
 
-    async def _watchdog(self, writer: asyncio.StreamWriter) -> str:
-        """Reports every haSendHeartbeatInterval; closes a link silent for haHousekeepingInterval
+    async def _watchdog(self, writer: asyncio.StreamWriter, liveness: Liveness) -> str:
+        """Reports after keepalive_interval_s of silence; closes the link once the master is gone
         (the reader then ends with this task's result as the reason). No timer per read."""
-        heartbeat_s = self.settings.heartbeat_interval_s
+        keepalive_s = self.settings.keepalive_interval_s
         while True:
-            await asyncio.sleep(min(heartbeat_s, self.settings.housekeeping_interval_s) / 2)
+            await asyncio.sleep(limits.LIVENESS_CHECK_INTERVAL_S)
             now = time.monotonic()
-            silent_s = now - self.last_frame_s
-            if silent_s > self.settings.housekeeping_interval_s:
+            verdict = liveness.verdict(now)
+            if verdict is not None:
                 writer.transport.abort()
-                return f"nothing heard from the master for {silent_s:.1f} s"
-            if now - self._last_report_s >= heartbeat_s:
+                return f"the master is gone: {verdict}"
+            if now - self._last_report_s >= keepalive_s:
                 self._report(writer)
 
     async def _first_state(self, reader: asyncio.StreamReader, decoder: TransferDecoder) -> MasterState:
-        deadline = time.monotonic() + self.settings.housekeeping_interval_s
+        """The master's state, which a Shoal master sends as soon as it read our hello."""
+        wait_s = min(limits.ANSWER_TIMEOUT_S, self.settings.housekeeping_interval_s)
+        deadline = time.monotonic() + wait_s
         while True:
-            remaining_s = deadline - time.monotonic()
-            if remaining_s <= 0:
-                raise TimeoutError(
-                    "the master sent no state after our hello (is it a RocketMQ master? "
-                    "set haShoalExtensionEnable=false)"
+            try:
+                data = await asyncio.wait_for(
+                    reader.read(limits.SLAVE_READ_CHUNK_BYTES), max(0.0, deadline - time.monotonic())
                 )
-            data = await asyncio.wait_for(reader.read(limits.SLAVE_READ_CHUNK_BYTES), remaining_s)
+            except TimeoutError:
+                raise PeerSilentError(
+                    f"the master sent no state within {wait_s:.1f} s of our hello (a dead link; or a RocketMQ "
+                    "master: set haShoalExtensionEnable=false)"
+                ) from None
             if not data:
                 raise ConnectionResetError("the master closed the connection after our hello")
             frames = decoder.feed(data)

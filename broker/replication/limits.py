@@ -35,6 +35,19 @@ NEW_DATA_POLL_S = 0.1  # a master writer re-checks the CommitLog this often even
 FENCING_CHECK_TIMEOUT_S = 3.0  # asking a NameServer or another master whether we are stale
 SLAVE_FALLBEHIND_DEFAULT_BYTES = 256 * 1024 * 1024  # haSlaveFallbehindMax: beyond it the slave is not OK
 
+# --- dead links (liveness.py; issue 25) ---
+KEEPALIVE_INTERVAL_MAX_S = 1.0
+"""A Shoal master heartbeats, and a Shoal slave reports, after this much write silence at most
+(haSendHeartbeatInterval when shorter): its peer learns so that silence beyond a few seconds is death."""
+ANSWER_TIMEOUT_S = 3.0
+"""A peer this late with what it owes (an ack of data sent, its next heartbeat or report, the state
+after a hello) is dead: the link is closed."""
+CADENCE_SAMPLE_MIN_S = 0.1
+"""A gap shorter than this says nothing about how often a peer speaks (bytes queued behind a stall)."""
+LIVENESS_CHECK_INTERVAL_S = 0.25  # a slave checks its link, and whether a report is due, this often
+LIVENESS_STALL_S = 1.0
+"""A liveness check this late after the one before means our own loop stalled: no verdict for this long."""
+
 # --- counts ---
 SLAVE_CONNECTIONS_MAX_COUNT = 16  # slaves (or anyone) connected to one master's HA port at once
 REPLICA_WAITERS_MAX_COUNT = 100_000  # SYNC_MASTER sends waiting for a slave at once
@@ -44,3 +57,13 @@ BROKER_ID_MAX = 1_000_000  # the highest brokerId a demoted master picks for its
 assert TRANSFER_BATCH_DEFAULT_BYTES <= TRANSFER_BATCH_MAX_BYTES <= FRAME_BODY_MAX_BYTES
 assert MASTER_WRITE_BUFFER_HIGH_BYTES >= WRITE_ROUND_MAX_BYTES >= TRANSFER_BATCH_DEFAULT_BYTES
 assert HEARTBEAT_INTERVAL_DEFAULT_MS < HOUSEKEEPING_INTERVAL_DEFAULT_MS  # heartbeats keep a link alive
+assert NEW_DATA_POLL_S < KEEPALIVE_INTERVAL_MAX_S and LIVENESS_CHECK_INTERVAL_S < KEEPALIVE_INTERVAL_MAX_S
+assert (
+    CADENCE_SAMPLE_MIN_S < KEEPALIVE_INTERVAL_MAX_S and KEEPALIVE_INTERVAL_MAX_S * 1000 <= HEARTBEAT_INTERVAL_DEFAULT_MS
+)
+assert NEW_DATA_POLL_S < LIVENESS_STALL_S and LIVENESS_CHECK_INTERVAL_S < LIVENESS_STALL_S < ANSWER_TIMEOUT_S
+assert 2 * KEEPALIVE_INTERVAL_MAX_S <= ANSWER_TIMEOUT_S  # a Shoal peer misses 2 keepalives before it is dead
+# A slave slower than slaveTimeout fails SYNC sends anyway; declaring it dead sooner would close links that work.
+assert ANSWER_TIMEOUT_S * 1000 >= SLAVE_TIMEOUT_DEFAULT_MS
+# Even a RocketMQ peer (heartbeat every 5 s) is found dead well before haHousekeepingInterval.
+assert HEARTBEAT_INTERVAL_DEFAULT_MS + ANSWER_TIMEOUT_S * 1000 < HOUSEKEEPING_INTERVAL_DEFAULT_MS / 2

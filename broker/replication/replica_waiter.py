@@ -27,6 +27,7 @@ class ReplicaWaiter:
         """The highest offset any slave acknowledged (RocketMQ's push2SlaveMaxOffset)."""
         self._waiters = OffsetWaiters(loop, timeout_s, PutStatus.FLUSH_SLAVE_TIMEOUT)
         self._refused_total = 0
+        self._given_up_total = 0
         self.unavailable_total = 0
 
     @property
@@ -35,8 +36,9 @@ class ReplicaWaiter:
 
     @property
     def timeouts_total(self) -> int:
-        """Sends answered FLUSH_SLAVE_TIMEOUT: overdue, or refused while the waiters were full."""
-        return self._waiters.expired_total + self._refused_total
+        """Sends answered FLUSH_SLAVE_TIMEOUT: overdue, refused while the waiters were full, or given
+        up when the last slave was lost."""
+        return self._waiters.expired_total + self._refused_total + self._given_up_total
 
     def wait(self, offset: int) -> asyncio.Future[PutStatus]:
         """A future answering PUT_OK once a slave has every byte before `offset`; at once
@@ -62,6 +64,12 @@ class ReplicaWaiter:
             return
         self.acked_offset = offset
         self._waiters.release(offset)
+
+    def give_up(self) -> None:
+        """No slave is left to acknowledge: answer every waiter FLUSH_SLAVE_TIMEOUT now, what RocketMQ's
+        GroupTransferService answers when a wait ends without the ack, rather than at its deadline."""
+        self._given_up_total += len(self._waiters)
+        self._waiters.answer_all(PutStatus.FLUSH_SLAVE_TIMEOUT)
 
     def fail_all(self, status: PutStatus) -> None:
         """Answer every waiter now (role change, shutdown): never leave a producer hanging."""

@@ -121,6 +121,8 @@ class ReplicationService:
         self.last_truncation: TruncationReport | None = None
         self.promotions_total = 0
         self.demotions_total = 0
+        self._slave_dead_links_total = 0
+        """Master links found dead by earlier HAClients (one per term as a slave)."""
         self._transition = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._checks: set[asyncio.Task[None]] = set()
@@ -167,7 +169,11 @@ class ReplicationService:
         loop = asyncio.get_running_loop()
         self.waiter = ReplicaWaiter(loop, self.settings.slave_timeout_s, self._slave_ok)
         master_hooks = MasterHooks(
-            lambda: self.role.is_master, self.master_state, self.waiter.on_ack, self._on_newer_epoch
+            lambda: self.role.is_master,
+            self.master_state,
+            self.waiter.on_ack,
+            self._on_newer_epoch,
+            self._on_slave_lost,
         )
         self.server = HAServer(broker.store.commitlog, self.settings, master_hooks)
         self.ha_port = await self._bind(self.server)
@@ -229,6 +235,14 @@ class ReplicationService:
         acked = self.waiter.acked_offset if self.waiter is not None else 0
         return self.server is not None and self.server.slave_ok(offset, acked)
 
+    def _on_slave_lost(self) -> None:
+        """A slave connection closed: when no slave is left that could acknowledge our end, the
+        waiting SYNC_MASTER sends are answered now instead of at their slaveTimeout (new sends
+        get SLAVE_NOT_AVAILABLE at once from `_slave_ok`)."""
+        waiter = self.waiter
+        if waiter is not None and waiter.waiting_count and not self._slave_ok(self.broker.store.commitlog.max_offset):
+            waiter.give_up()
+
     def _on_dispatch(self, _request: DispatchRequest) -> None:
         server = self.server
         if server is not None and server.new_data.waiting:
@@ -284,6 +298,7 @@ class ReplicationService:
         client, self.client = self.client, None
         if client is not None:
             await client.stop()
+            self._slave_dead_links_total += client.dead_links_total
             self.epochs.confirmed_offset = max(self.epochs.confirmed_offset, client.confirmed_offset)
         metadata, self.metadata = self.metadata, None
         if metadata is not None:
@@ -552,4 +567,15 @@ class ReplicationService:
             "slave_not_available": float(waiter.unavailable_total) if waiter is not None else 0.0,
             "promotions": float(self.promotions_total),
             "demotions": float(self.demotions_total),
+            "dead_links": float(self.dead_links_total),
         }
+
+    @property
+    def dead_links_total(self) -> int:
+        """HA connections closed because the peer was gone (a master's slaves, a slave's master)."""
+        client, server = self.client, self.server
+        return (
+            self._slave_dead_links_total
+            + (client.dead_links_total if client is not None else 0)
+            + (server.dead_links_total if server is not None else 0)
+        )

@@ -28,6 +28,11 @@ class HASettings:
     metadata_sync_interval_s: float
     extension_enable: bool
 
+    @property
+    def keepalive_interval_s(self) -> float:
+        """How long we stay silent at most: a master then heartbeats, a slave reports (liveness.py)."""
+        return min(self.heartbeat_interval_s, limits.KEEPALIVE_INTERVAL_MAX_S)
+
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> HASettings:
         for name in (

@@ -55,6 +55,21 @@ def test_no_usable_slave_answers_at_once() -> None:
     asyncio.run(scenario())
 
 
+def test_giving_up_answers_every_waiter_flush_slave_timeout_at_once() -> None:
+    """Goal: when the last slave is found gone, waiting sends are answered now, FLUSH_SLAVE_TIMEOUT as RocketMQ
+    answers a wait that ended without an ack, and counted as slave timeouts (issue 25). Method: two waiters
+    with a 5 s slaveTimeout, give_up."""
+
+    async def scenario() -> None:
+        waiter = ReplicaWaiter(asyncio.get_running_loop(), 5.0, lambda _offset: True)
+        futures = [waiter.wait(offset) for offset in (100, 200)]
+        waiter.give_up()
+        assert [f.result() for f in futures] == [PutStatus.FLUSH_SLAVE_TIMEOUT] * 2
+        assert waiter.waiting_count == 0 and waiter.timeouts_total == 2
+
+    asyncio.run(scenario())
+
+
 def test_fail_all_and_reset_answer_everyone() -> None:
     """Goal: a role change or shutdown answers every pending send. Method: fail_all, then reset."""
 

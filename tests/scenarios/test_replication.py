@@ -1,6 +1,6 @@
 """Master/slave replication with real processes (issue 5): catch-up, SIGKILL under SYNC_MASTER load,
 a partition made with a TCP proxy we control, promotion and the old master's return, bad input on
-the HA port.
+the HA port, a blackholed HA link (issue 25, with RocketMQ's timing).
 
 Each test starts its own NameServer and brokers of one group (`brokerName=ha-a`, master brokerId 0,
 slave brokerId 1) on 1 MiB CommitLog segments, so replication crosses segment ends. Intervals are
@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from shoal.client.pull import pull_request_fields, pull_result_of
 from shoal.client.subscription import Subscription
 from shoal.protocol import PermName, RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingError
+from tests.blackhole_proxy import BlackholeProxy
 from tests.conftest import free_broker_port, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -672,6 +674,8 @@ class SendLoad:
     client_settings: ClientSettings = CLIENT_SETTINGS
     producer_settings: ProducerSettings = PRODUCER_SETTINGS
     outcomes: list[tuple[float, str]] = field(default_factory=list)
+    acked: set[str] = field(default_factory=set)
+    """Keys of the messages answered SEND_OK."""
     stop_event: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -709,6 +713,8 @@ class SendLoad:
                     except Exception as error:  # the outcome is what the test measures
                         outcome = type(error).__name__
                         await asyncio.sleep(0.01)
+                    if outcome == SendStatus.SEND_OK.value:
+                        self.acked.add(key)
                     self.outcomes.append((time.monotonic(), outcome))
 
             await asyncio.gather(*(produce() for _ in range(self.workers)))
@@ -871,3 +877,120 @@ def test_promotion_past_a_hung_master_registers_at_once(group: Group) -> None:
     finally:
         master.process.send_signal(signal.SIGCONT)
         master.stop(signal.SIGKILL)
+
+
+# --- a silent partition (issue 25, item 3) ---
+
+ROCKETMQ_HA_TIMING = {
+    "haSendHeartbeatInterval": "5000",
+    "haHousekeepingInterval": "20000",
+    "haReconnectInterval": "5000",
+    "slaveTimeout": "3000",
+}
+"""The defaults (RocketMQ's, and Shoal's haReconnectInterval): the timing the 20 s stall was seen with."""
+DEAD_LINK_FOUND_MAX_S = 10.0
+"""Each side must find a blackholed link dead within this; haHousekeepingInterval (20 s) was the rule."""
+BLACKHOLE_WAIT_S = 45.0  # long enough to measure the old rule too, so a failure reports its numbers
+UNAVAILABLE_ANSWERS_MIN_COUNT = 100  # 8 senders, each waiting ~0 s: many answers in a few seconds
+UNAVAILABLE_ANSWERS_WITHIN_S = 5.0
+
+
+@pytest.fixture
+def blackhole_factory() -> Iterator[Callable[[int], BlackholeProxy]]:
+    proxies: list[BlackholeProxy] = []
+
+    def make(target_port: int) -> BlackholeProxy:
+        proxy = BlackholeProxy(target_port)
+        proxy.start()
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.stop()
+
+
+def metric(node: Node, name: str) -> float:
+    """One unlabelled sample of the node's /metrics."""
+    url = f"http://127.0.0.1:{node.conf['metricsPort']}/metrics"
+    with urllib.request.urlopen(url, timeout=5.0) as response:
+        text: str = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} is not in {url}")
+
+
+def test_a_blackholed_ha_link_is_found_dead_within_seconds_then_heals(
+    group: Group, blackhole_factory: Callable[[int], BlackholeProxy]
+) -> None:
+    """Goal: a silent partition under SYNC_MASTER load is found within seconds on both sides, then sends
+    answer SLAVE_NOT_AVAILABLE at once, and healing loses nothing acknowledged (issue 25, item 3).
+    Method: RocketMQ's HA timing; the slave reaches the master through a BlackholeProxy; 8 senders;
+    blackhole; time both ha-status views (and /metrics); count the answers; heal; compare keys."""
+    probe = free_port()
+    proxy = blackhole_factory(probe)
+    master = group.master("SYNC_MASTER", haListenPort=str(probe), metricsPort=str(free_port()), **ROCKETMQ_HA_TIMING)
+    slave = group.slave(master, haMasterAddress=proxy.address, metricsPort=str(free_port()), **ROCKETMQ_HA_TIMING)
+    create_topic(master, "HaBlackhole")
+    wait_until(lambda: runtime(master).get("haSlaveConnections") == "1", WAIT_S, POLL_S, what="slave connected")
+    wait_until(
+        lambda: "HaBlackhole" in (slave.store_dir / "config" / "topics.json").read_text(),
+        WAIT_S,
+        POLL_S,
+        what="topics synced",
+    )
+    load = SendLoad(group.namesrv.addr, "HaBlackhole", workers=8)
+    load.start()
+    found_s: dict[str, float] = {}
+    try:
+        proxy.blackhole()
+        blackholed_s = time.monotonic()
+
+        def both_found() -> bool:
+            now = time.monotonic()
+            if "master" not in found_s and runtime(master).get("haSlaveConnections") == "0":
+                found_s["master"] = now - blackholed_s
+            if "slave" not in found_s and runtime(slave).get("haMasterConnected") == "false":
+                found_s["slave"] = now - blackholed_s
+            return len(found_s) == 2
+
+        wait_until(both_found, BLACKHOLE_WAIT_S, POLL_S, what="both sides finding the link dead")
+        print(f"\nblackholed link found dead after: master {found_s['master']:.1f} s, slave {found_s['slave']:.1f} s")
+        assert max(found_s.values()) < DEAD_LINK_FOUND_MAX_S, found_s
+        assert (metric(master, "shoal_ha_slaves_connected"), metric(slave, "shoal_ha_master_connected")) == (0, 0)
+        assert metric(master, "shoal_ha_dead_links_total") >= 1 and metric(slave, "shoal_ha_dead_links_total") >= 1
+        on_master = CliRunner().invoke(cli, ["admin", "ha-status", master.addr]).output
+        on_slave = CliRunner().invoke(cli, ["admin", "ha-status", slave.addr]).output
+        assert "no slave connected" in on_master, on_master
+        assert "NOT connected" in on_slave and "lag unknown" in on_slave and "PeerSilentError" in on_slave, on_slave
+
+        answering_s = time.monotonic()
+        wait_until(
+            lambda: load.count("SLAVE_NOT_AVAILABLE", answering_s) >= UNAVAILABLE_ANSWERS_MIN_COUNT,
+            UNAVAILABLE_ANSWERS_WITHIN_S,
+            POLL_S,
+            what=f"{UNAVAILABLE_ANSWERS_MIN_COUNT} sends answered SLAVE_NOT_AVAILABLE",
+            explain=lambda: str(collections.Counter(seen for at, seen in list(load.outcomes) if at >= answering_s)),
+        )
+        others = collections.Counter(
+            seen for at, seen in list(load.outcomes) if at >= answering_s and seen != "SLAVE_NOT_AVAILABLE"
+        )
+        assert not others, f"while the slave is gone every send should be SLAVE_NOT_AVAILABLE: {others}"
+
+        proxy.heal()
+        healed_s = time.monotonic()
+        wait_until(
+            lambda: load.count("SEND_OK", healed_s) > 0 and runtime(slave).get("haMasterConnected") == "true",
+            WAIT_S,
+            POLL_S,
+            what="the slave back and sends acknowledged again",
+        )
+        back_s = time.monotonic() - healed_s
+    finally:
+        load.stop()
+    wait_until(in_sync(master, slave), WAIT_S, POLL_S, what="the slave caught up after the heal")
+    outcomes = collections.Counter(seen for _at, seen in load.outcomes)
+    print(f"healed: SEND_OK again after {back_s:.1f} s; outcomes {dict(outcomes)}")
+    missing = load.acked - set(keys_on(slave, "HaBlackhole"))
+    assert not missing, f"{len(missing)} of {len(load.acked)} acknowledged messages are not on the slave"

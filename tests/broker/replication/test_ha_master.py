@@ -1,14 +1,17 @@
-"""The HA master's view of its slaves (`HAServer`), over real sockets on 127.0.0.1."""
+"""The HA master's view of its slaves (`HAServer`), over real sockets on 127.0.0.1; RocketMQ's timing
+(haSendHeartbeatInterval 5 s, haHousekeepingInterval 20 s)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 from shoal.broker.replication.codec import MasterState, encode_ack
 from shoal.broker.replication.ha_master import HAServer, MasterHooks
+from shoal.broker.replication.limits import ANSWER_TIMEOUT_S
 from shoal.broker.replication.settings import HASettings
-from shoal.store import MessageStore
+from shoal.store import MessageStore, MessageToStore
 
 FALLBEHIND_BYTES = 1_000
 
@@ -36,7 +39,9 @@ def test_a_connected_slave_counts_before_its_first_report_as_rocketmq_does(
     first reports 5 s after connecting); once it reports, its own ack decides. Method: a raw socket."""
 
     async def scenario() -> None:
-        hooks = MasterHooks(lambda: True, lambda: MasterState(0, 0, 0, ()), lambda _offset: None, lambda *_: None)
+        hooks = MasterHooks(
+            lambda: True, lambda: MasterState(0, 0, 0, ()), lambda _offset: None, lambda *_: None, lambda: None
+        )
         server = HAServer(store.commitlog, _settings(), hooks)
         port = await server.start("127.0.0.1", 0)
         try:
@@ -54,6 +59,42 @@ def test_a_connected_slave_counts_before_its_first_report_as_rocketmq_does(
             writer.close()
             await async_wait_until(lambda: not server.links, what="the disconnection")
             assert not server.slave_ok(10, 10)
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_slave_that_does_not_ack_sent_data_is_dropped_within_the_answer_timeout(
+    store: MessageStore, async_wait_until: Callable[..., Awaitable[None]]
+) -> None:
+    """Goal: a slave gone silent while data is on its way is dropped ANSWER_TIMEOUT_S later, not after
+    haHousekeepingInterval (20 s), and the waiting sends hear of it (issue 25). Method: a raw socket
+    reports offset 0, then reads nothing and acks nothing, as behind a blackhole."""
+    store.put_message(MessageToStore("HaSilent", 0, b"x" * 100, b""))
+    lost: list[int] = []
+
+    async def scenario() -> None:
+        hooks = MasterHooks(
+            lambda: True,
+            lambda: MasterState(0, 0, 0, ()),
+            lambda _offset: None,
+            lambda *_: None,
+            lambda: lost.append(len(server.links)),
+        )
+        server = HAServer(store.commitlog, _settings(), hooks)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(encode_ack(0))
+            await writer.drain()
+            await async_wait_until(lambda: server.connected_count == 1, what="the report")
+            reported_s = time.monotonic()
+            await async_wait_until(lambda: not server.links, ANSWER_TIMEOUT_S + 5.0, what="the slave dropped")
+            dropped_after_s = time.monotonic() - reported_s
+            assert ANSWER_TIMEOUT_S - 0.5 < dropped_after_s < ANSWER_TIMEOUT_S + 2.0, dropped_after_s
+            assert lost == [0] and server.dead_links_total == 1
+            writer.close()
         finally:
             await server.stop()
 
