@@ -9,11 +9,17 @@ RocketMQ's HA port taken that way: `BindException: Address already in use`). Two
   port) and no `bind(0)` elsewhere can take a port between its pick and its bind.
 - A pick is claimed by creating a file named after the port in a directory shared by all processes
   (O_EXCL: exactly one creator wins). A claim older than CLAIM_TTL_S may be taken again: by then its
-  server has bound it (and a bound port fails the bind probe) or never will.
+  server has bound it (and a bound port fails the bind probe) or never will. Taking one over holds
+  an flock on the directory's lock file, so two takers of one stale claim cannot both win.
+
+A broker's three ports (listenPort - 2, listenPort, listenPort + 1) all lie in the range: its
+listenPort is drawn from [PICK_LOW_PORT + 2, ephemeral low - 1). Claims a pick does not keep are
+released at once, so a busy machine's failed probes do not fill the range.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import socket
@@ -28,6 +34,7 @@ CLAIM_TTL_S = 600.0
 """A claim older than this is stale: servers bind their ports within seconds of the pick."""
 PICK_ATTEMPTS_MAX_COUNT = 5_000
 CLAIMS_DIR = Path(tempfile.gettempdir()) / f"shoal-test-ports-{os.getuid()}"
+TAKEOVER_LOCK_NAME = ".takeover.lock"  # not a port number: no claim is ever named so
 _RANDOM = random.Random()  # its own generator: tests that seed the module's do not make picks repeat
 
 
@@ -65,30 +72,56 @@ def claim(port: int) -> bool:
     path = CLAIMS_DIR / str(port)
     if _create(path):
         return True
+    fd = os.open(CLAIMS_DIR / TAKEOVER_LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
     try:
-        if time.time() - path.stat().st_mtime < CLAIM_TTL_S:
-            return False
-        path.unlink()  # stale: whoever loses the race to recreate it below simply tries another port
-    except FileNotFoundError:
-        pass
-    return _create(path)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one taker at a time: else two could each see the stale
+        try:  # claim, the second unlinking the claim the first had just made, and both win
+            if time.time() - path.stat().st_mtime < CLAIM_TTL_S:
+                return False
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        return _create(path)
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def release(port: int) -> None:
+    """Give back a claim this process made and does not use."""
+    (CLAIMS_DIR / str(port)).unlink(missing_ok=True)
+
+
+def _free_port_in(low: int, high: int) -> int:
+    """A port in [low, high) nobody listens on and no other picker holds, claimed."""
+    for _ in range(PICK_ATTEMPTS_MAX_COUNT):
+        port = _RANDOM.randrange(low, high)
+        if claim(port):
+            if bindable(port):
+                return port
+            release(port)
+    raise AssertionError(f"no free port in [{low}, {high}) after {PICK_ATTEMPTS_MAX_COUNT} tries")
 
 
 def free_port() -> int:
-    """A port nobody listens on and no other picker holds."""
-    high = _ephemeral_low()
-    for _ in range(PICK_ATTEMPTS_MAX_COUNT):
-        port = _RANDOM.randrange(PICK_LOW_PORT, high)
-        if claim(port) and bindable(port):
-            return port
-    raise AssertionError(f"no free port in [{PICK_LOW_PORT}, {high}) after {PICK_ATTEMPTS_MAX_COUNT} tries")
+    """A port nobody listens on and no other picker holds, in [PICK_LOW_PORT, ephemeral low)."""
+    return _free_port_in(PICK_LOW_PORT, _ephemeral_low())
 
 
 def free_broker_port() -> int:
     """A broker listenPort whose listenPort - 2 (the VIP channel) and listenPort + 1 (RocketMQ's HA
-    port) are claimed and free too."""
+    port) are claimed and free too; all three in [PICK_LOW_PORT, ephemeral low)."""
+    low, high = PICK_LOW_PORT + 2, _ephemeral_low() - 1
     for _ in range(PICK_ATTEMPTS_MAX_COUNT):
-        port = free_port()
-        if claim(port - 2) and bindable(port - 2) and claim(port + 1) and bindable(port + 1):
+        port = _free_port_in(low, high)
+        kept = [port]
+        for neighbour in (port - 2, port + 1):
+            if not claim(neighbour):
+                break
+            kept.append(neighbour)
+            if not bindable(neighbour):
+                break
+        else:
             return port
+        for claimed in kept:
+            release(claimed)
     raise AssertionError(f"no free port p with p-2 and p+1 free after {PICK_ATTEMPTS_MAX_COUNT} tries")

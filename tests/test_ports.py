@@ -15,12 +15,15 @@ from tests import ports
 
 PICKS_PER_PROCESS = 150
 PROCESS_COUNT = 3
+PICKER_TIMEOUT_S = 120.0
+NARROW_RANGE_PORTS = 12
 
 PICKER = f"""
-import importlib.util, json, sys
+import importlib.util, json, pathlib, sys
 spec = importlib.util.spec_from_file_location("ports", {str(Path(ports.__file__))!r})
 ports = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ports)
+ports.CLAIMS_DIR = pathlib.Path(sys.argv[1])
 picks = []
 for _ in range({PICKS_PER_PROCESS}):
     port = ports.free_broker_port()
@@ -29,24 +32,49 @@ print(json.dumps(picks))
 """
 
 
-def test_pickers_in_separate_processes_claim_disjoint_ports_below_the_ephemeral_range() -> None:
+def test_pickers_in_separate_processes_claim_disjoint_ports_below_the_ephemeral_range(tmp_path: Path) -> None:
+    """Goal: broker picks by processes running at once are disjoint, every port of each triple lies in
+    [PICK_LOW_PORT, ephemeral low), and no claim is left but the picks. Method: three processes pick
+    150 broker ports each against one claims folder of this test's own (the machine's stays untouched)."""
     pickers = [
-        subprocess.Popen([sys.executable, "-c", PICKER], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", PICKER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
         for _ in range(PROCESS_COUNT)
     ]
     picks: list[int] = []
     for picker in pickers:
-        out, _ = picker.communicate(timeout=120)
+        out, _ = picker.communicate(timeout=PICKER_TIMEOUT_S)
         assert picker.returncode == 0
         picks += json.loads(out)
 
     assert len(picks) == PROCESS_COUNT * PICKS_PER_PROCESS * 3
     assert len(set(picks)) == len(picks), "two pickers got the same port"
-    assert all(ports.PICK_LOW_PORT - 2 <= port < ports._ephemeral_low() for port in picks)
-    assert all((ports.CLAIMS_DIR / str(port)).exists() for port in picks)
+    outside = [port for port in picks if not ports.PICK_LOW_PORT <= port < ports._ephemeral_low()]
+    assert not outside, f"picked outside [{ports.PICK_LOW_PORT}, {ports._ephemeral_low()}): {outside}"
+    assert {int(path.name) for path in tmp_path.iterdir() if path.name.isdigit()} == set(picks)
+
+
+def test_broker_port_triples_stay_inside_the_range_up_to_its_edges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: a broker port drawn next to either end of the range never puts listenPort - 2 below it
+    or listenPort + 1 on the first ephemeral port (the pick a busy machine's many redraws once made).
+    Method: a 12-port range, every port bindable; pick triples until the range is used up."""
+    monkeypatch.setattr(ports, "CLAIMS_DIR", tmp_path)
+    monkeypatch.setattr(ports, "bindable", lambda port: True)
+    high = ports.PICK_LOW_PORT + NARROW_RANGE_PORTS
+    monkeypatch.setattr(ports, "_ephemeral_low", lambda: high)
+    picks: list[int] = []
+    with pytest.raises(AssertionError, match="no free port"):
+        while True:
+            port = ports.free_broker_port()
+            picks += [port - 2, port, port + 1]
+    assert picks and len(set(picks)) == len(picks)
+    assert all(ports.PICK_LOW_PORT <= port < high for port in picks), picks
+    assert {int(path.name) for path in tmp_path.iterdir() if path.name.isdigit()} == set(picks)
 
 
 def test_a_stale_claim_is_taken_again_and_a_live_one_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: a claim older than CLAIM_TTL_S is taken over, a fresh one is not. Method: claim, age the file, claim."""
     monkeypatch.setattr(ports, "CLAIMS_DIR", tmp_path)
     assert ports.claim(25_000)
     assert not ports.claim(25_000)
