@@ -147,14 +147,23 @@ class CleaningService(ServiceThread):
         def expired(mapped: MappedFile) -> bool:
             return forced or now_ms >= mapped.last_modified_ms + reserved_ms
 
-        deleted = self.commitlog.queue.delete_first_files(expired, limits.DELETE_FILES_PER_RUN_MAX_COUNT)
-        for mapped in deleted:
+        interval_s = self.settings.delete_files_interval_ms / 1000
+        count = 0
+        while count < limits.DELETE_FILES_PER_RUN_MAX_COUNT:
+            deleted = self.commitlog.queue.delete_first_files(expired, 1)
+            if not deleted:
+                break
+            count += 1
             log.info(
                 "deleted CommitLog segment %s (retention%s)",
-                mapped.path.name,
+                deleted[0].path.name,
                 ", disk pressure" if forced else "",
             )
-        return len(deleted)
+            # deleteCommitLogFilesInterval: unlinking a GiB-sized file is heavy work for the file
+            # system, so spread a round's deletions out, as RocketMQ does; a stop cuts the pause short.
+            if interval_s > 0 and not self.pause(interval_s):
+                break
+        return count
 
     def run_once(self) -> None:
         self.wait_for_running(self.settings.clean_resource_interval_ms / 1000)

@@ -71,8 +71,6 @@ class CommitLogFlusher(ServiceThread):
 
     def _flush_to_end_locked(self, least_pages: int) -> bool:
         before = self.queue.flushed_where
-        last = self.queue.last
-        timestamp = last.last_store_timestamp if last is not None else 0
         started = time.monotonic()
         for _ in range(2):
             if self.queue.flush(least_pages):
@@ -82,6 +80,9 @@ class CommitLogFlusher(ServiceThread):
             return False
         self.flush_count += 1
         self.flush_seconds_total += time.monotonic() - started
+        # The flushed segment's time, not the newest segment's: after a backlog of several segments
+        # one round flushes two, and the newest's time would run ahead of what is on disk.
+        timestamp = self.queue.flushed_store_timestamp
         if timestamp:
             self.checkpoint.physic_msg_timestamp = timestamp
         with self._condition:

@@ -11,7 +11,7 @@ from shoal.formats import limits as formats_limits
 # --- CommitLog records (spec §1.2, §1.6, §1.9): bounds of the format itself, from shoal.formats ---
 TOPIC_LENGTH_MAX_BYTES = formats_limits.TOPIC_LENGTH_MAX_BYTES
 PROPERTIES_LENGTH_MAX_BYTES = formats_limits.PROPERTIES_LENGTH_MAX_BYTES
-MESSAGE_BODY_SIZE_MAX_BYTES = formats_limits.MESSAGE_BODY_SIZE_MAX_BYTES  # maxMessageSize: the body alone
+MESSAGE_BODY_SIZE_MAX_BYTES = formats_limits.MESSAGE_BODY_SIZE_MAX_BYTES  # maxMessageSize: bounds the whole record
 RECORD_SIZE_MAX_BYTES = formats_limits.RECORD_SIZE_MAX_BYTES
 END_FILE_MIN_BLANK_LENGTH_BYTES = formats_limits.END_FILE_MIN_BLANK_LENGTH_BYTES
 BATCH_MESSAGES_MAX_COUNT = 4096  # records per SEND_BATCH_MESSAGE, bounds one atomic append
@@ -71,7 +71,8 @@ assert PULL_TRANSFER_ON_DISK_MAX_COUNT <= PULL_TRANSFER_IN_MEMORY_MAX_COUNT <= P
 assert QUERY_UNIQUE_KEY_MAX_COUNT <= QUERY_MESSAGES_MAX_COUNT
 assert 0 < DISPATCH_RETRY_BACKOFF_MIN_MS <= DISPATCH_RETRY_BACKOFF_MAX_MS
 
-SEGMENT_ALLOCATION_WAIT_MS = 20
+SEGMENT_ALLOCATION_WAIT_MS = 100
 """How long dispatch on the event loop waits for a new ConsumeQueue file (fallocate, fdatasync,
-rename, directory fsync: a few ms on a healthy disk) before leaving it to the allocation thread
-and serving other requests; it waits only once per file, so a slow disk costs the loop this once."""
+rename, directory fsync: a few ms on a healthy disk, tens on a busy one) before leaving it to the
+allocation thread and serving other requests; it waits only once per file, so a slow disk costs the
+loop this once, and a message to a new queue is readable at once unless the disk is that slow."""

@@ -57,6 +57,9 @@ class MappedFileQueue:
         self.cut_segments: list[str] = []
         """What `load` found cut short and extended (the newest segment only; see _extend_if_cut)."""
         self.flushed_where = 0
+        self.flushed_store_timestamp = 0
+        """Store timestamp of the newest record a flush is known to have covered (the checkpoint's
+        physicMsgTimestamp): taken from the segment flushed, never from a newer one."""
         self.committed_where = 0
         self._lock = threading.Lock()
         self._shared_allocator = allocator
@@ -275,8 +278,11 @@ class MappedFileQueue:
         mapped = self.find_by_offset(self.flushed_where, first_if_not_found=self.flushed_where == 0)
         if mapped is None:
             return True
+        timestamp = mapped.last_store_timestamp  # before the flush: every record it stamps is covered
         where = mapped.file_from_offset + mapped.flush(least_pages)
         done = where == self.flushed_where
+        if where != self.flushed_where and timestamp:
+            self.flushed_store_timestamp = timestamp
         self.flushed_where = where
         return done
 

@@ -8,21 +8,30 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from shoal.formats.message_id import offset_msg_id
+from shoal.formats.record import record_length
 from shoal.store import limits
 from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError, PutStatus
 
 DEFAULT_BORN_HOST = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
 
 
-def validate_message(topic: bytes, body_len: int, properties_len: int, body_max_bytes: int) -> None:
-    """Refuse what the record format or the configured limits cannot hold (spec §1.9 step 1)."""
+def validate_message(
+    topic: bytes, body_len: int, properties_len: int, size_max_bytes: int, hosts_bytes: int = 16
+) -> None:
+    """Refuse what the record format or the configured limits cannot hold (spec §1.9 step 1).
+    maxMessageSize bounds the whole record, as RocketMQ's `doAppend` checks `calMsgLength`:
+    `hosts_bytes` is the born and store host fields together (8 bytes each for IPv4, 20 for IPv6)."""
     if not topic or len(topic) > limits.TOPIC_LENGTH_MAX_BYTES:
         raise MessageIllegalError(f"topic is {len(topic)} bytes; it must be 1..{limits.TOPIC_LENGTH_MAX_BYTES} bytes")
-    if body_len > body_max_bytes:
-        raise MessageIllegalError(f"message body is {body_len} bytes, more than maxMessageSize={body_max_bytes}")
     if properties_len > limits.PROPERTIES_LENGTH_MAX_BYTES:
         raise PropertiesTooLargeError(
             f"properties are {properties_len} bytes, more than {limits.PROPERTIES_LENGTH_MAX_BYTES}"
+        )
+    size = record_length(body_len, len(topic), properties_len, hosts_bytes - 8, 8)
+    if size > size_max_bytes:
+        raise MessageIllegalError(
+            f"message record is {size} bytes (body {body_len}, properties {properties_len}), "
+            f"more than maxMessageSize={size_max_bytes}"
         )
 
 

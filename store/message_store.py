@@ -309,6 +309,7 @@ class MessageStore:
                 len(message.body),
                 len(message.properties),
                 self.settings.commitlog.message_body_size_max_bytes,
+                len(message.born_host) + len(self.commitlog.store_host),
             )
             append = self.commitlog.append(message, topic=topic)
         except StoreError as exc:
@@ -335,8 +336,9 @@ class MessageStore:
         body_max = self.settings.commitlog.message_body_size_max_bytes
         try:
             total_body = 0
+            hosts_bytes = len(template.born_host) + len(self.commitlog.store_host)
             for entry in entries:
-                validate_message(topic, len(entry.body), len(entry.properties), body_max)
+                validate_message(topic, len(entry.body), len(entry.properties), body_max, hosts_bytes)
                 total_body += len(entry.body)
             if total_body > body_max:
                 raise MessageIllegalError(f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}")
@@ -440,12 +442,10 @@ class MessageStore:
         if offset == max_offset:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
         if offset > max_offset:
-            return GetResult(
-                GetMessageStatus.OFFSET_OVERFLOW_BADLY,
-                min_offset if min_offset == 0 else max_offset,
-                min_offset,
-                max_offset,
-            )
+            # 4.9.7 answers the queue's end (older versions the start when it was 0): a consumer
+            # whose saved offset is past the end, after a store restore say, resumes at the end
+            # instead of reading the whole queue again.
+            return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
         found = queue.units_from(offset)
         if found is None:
             return GetResult(GetMessageStatus.OFFSET_FOUND_NULL, max(offset + 1, min_offset), min_offset, max_offset)

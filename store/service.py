@@ -50,6 +50,10 @@ class ServiceThread(abc.ABC):
     def stopped(self) -> bool:
         return self._stopped.is_set()
 
+    def pause(self, seconds: float) -> bool:
+        """Sleep `seconds` unless stop() comes first; False when stopped (a wakeup does not end it)."""
+        return not self._stopped.wait(seconds)
+
     def wait_for_running(self, interval_s: float) -> None:
         """Sleep up to `interval_s`, returning early on wakeup() or stop()."""
         if self._wakeup.wait(interval_s):

@@ -27,7 +27,8 @@ class CommitLogSettings:
     segment_size_bytes: int = limits.COMMITLOG_SEGMENT_SIZE_DEFAULT_BYTES
     """mappedFileSizeCommitLog: size of every CommitLog file (1 GiB)."""
     message_body_size_max_bytes: int = limits.MESSAGE_BODY_SIZE_MAX_BYTES
-    """maxMessageSize: bodies above this are refused with MESSAGE_ILLEGAL (4 MiB)."""
+    """maxMessageSize: a record (header, body, topic, properties) above this is refused with
+    MESSAGE_ILLEGAL (4 MiB), as RocketMQ's doAppend compares calMsgLength; clients check the body alone."""
     check_crc_on_recover: bool = True
     """checkCRCOnRecover: recovery recomputes every body CRC (catches torn bodies)."""
     warm_mapped_file_enable: bool | None = None

@@ -69,6 +69,7 @@ def retention_settings(root: Path, delete_hour: int = NOW_HOUR, **changes: objec
         "file_reserved_time_hours": RESERVED_HOURS,
         "delete_when": f"{delete_hour:02d}",
         "clean_resource_interval_ms": NEVER_MS,
+        "delete_files_interval_ms": 0,  # no pause between deletions unless a test asks for one
         **changes,
     }
     retention = RetentionSettings(**fields)  # type: ignore[arg-type]
@@ -144,6 +145,23 @@ def test_expired_segments_go_oldest_first_ten_per_round_never_the_last(store: Me
     assert segments(store) == before[14:]
     assert store.cleaner.run_round().commitlog_files_deleted == 0
     assert (store.settings.commitlog_dir / f"{before[14]:020d}").exists()
+
+
+DELETE_INTERVAL_MS = 300
+
+
+def test_deletions_in_a_round_are_spaced_by_delete_commitlog_files_interval(tmp_path: Path) -> None:
+    """Goal: deleteCommitLogFilesInterval pauses between two deleted segments (RocketMQ spreads a
+    round's unlinks out); it was accepted and ignored. Method: 4 expired segments, one timed round."""
+    store = open_store(retention_settings(tmp_path / "store", delete_files_interval_ms=DELETE_INTERVAL_MS))
+    try:
+        fill_segments(store, 4)
+        age_segments(store, expired(4))
+        started = time.monotonic()
+        assert store.cleaner.run_round().commitlog_files_deleted == 4
+        assert time.monotonic() - started >= 3 * DELETE_INTERVAL_MS / 1000  # at least the pauses between
+    finally:
+        store.shutdown()
 
 
 def test_deletion_stops_at_the_first_unexpired_segment(store: MessageStore) -> None:

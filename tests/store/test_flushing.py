@@ -300,3 +300,43 @@ def test_sync_flush_group_commits_write_back_only_the_pages_a_small_put_dirtied(
         assert (process_write_bytes() - before) / GRAIN_PUTS <= GRAIN_WRITTEN_PER_PUT_MAX  # 17.5 KiB before
     finally:
         store.shutdown()
+
+
+class SteppingClock:
+    """Wall time the test sets (one value per segment); monotonic time stays real."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def monotonic_s(self) -> float:
+        return time.monotonic()
+
+
+def test_the_checkpoint_time_never_runs_ahead_of_what_a_flush_covered(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: after a backlog of three segments, one flush round (two segments) records the time of
+    the last record it flushed, not the newest segment's. Method: a stepping clock, one time per
+    segment, the flusher driven by hand."""
+    clock = SteppingClock()
+    store = MessageStore(small_settings(tmp_path / "store"), clock=clock)
+    store.open()
+    try:
+        segment_times: list[int] = []
+        while len(store.commitlog.queue.files) < 3 or store.commitlog.queue.last.wrote_position < 4096:  # type: ignore[union-attr]
+            segments = len(store.commitlog.queue.files)
+            clock.now = 1_700_000_000_000 + segments * 1000
+            put(store, "Backlog", 0, b"b" * 1000)
+            if len(store.commitlog.queue.files) > len(segment_times):
+                segment_times.append(clock.now)
+        assert store.flusher.flush_to_end(0)
+        flushed = store.commitlog.queue.flushed_where
+        newest = store.commitlog.queue.last
+        assert newest is not None and flushed <= newest.file_from_offset, "one round flushed two segments"
+        assert store.checkpoint.physic_msg_timestamp < newest.last_store_timestamp
+        assert store.checkpoint.physic_msg_timestamp <= segment_times[1] + 1000
+    finally:
+        store.shutdown()

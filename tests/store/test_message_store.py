@@ -16,7 +16,7 @@ import pytest
 from shoal.formats.java_hash import java_string_hash
 from shoal.formats.message_id import decode_offset_msg_id
 from shoal.formats.properties import decode_properties
-from shoal.formats.record import decode_header
+from shoal.formats.record import decode_header, record_length
 from shoal.formats.sysflag import TransactionType
 from shoal.store import (
     BatchEntry,
@@ -189,7 +189,8 @@ def test_get_messages_found_returns_at_most_max_count_and_the_next_offset(store:
 
 
 def test_get_messages_at_and_past_the_end_overflows(store: MessageStore) -> None:
-    """Goal: offset == max is OVERFLOW_ONE (next offset), > max OVERFLOW_BADLY (next min). Method: 3 msgs."""
+    """Goal: offset == max is OVERFLOW_ONE (next offset), > max OVERFLOW_BADLY (next max, as in 4.9.7,
+    even when the queue starts at 0). Method: 3 msgs."""
     for i in range(3):
         put(store, "Edge", 0, b"e%d" % i)
     settle(store)
@@ -198,7 +199,7 @@ def test_get_messages_at_and_past_the_end_overflows(store: MessageStore) -> None
     assert (one.next_begin_offset, one.min_offset, one.max_offset) == (3, 0, 3)
     badly = store.get_messages("Edge", 0, 9, 32)
     assert badly.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
-    assert (badly.next_begin_offset, badly.min_offset, badly.max_offset) == (0, 0, 3)
+    assert (badly.next_begin_offset, badly.min_offset, badly.max_offset) == (3, 0, 3)
 
 
 def test_get_messages_below_the_min_offset_is_offset_too_small(tmp_path: Path, small_settings: SettingsFactory) -> None:
@@ -385,15 +386,19 @@ def test_query_by_key_finds_keys_and_uniq_key_and_filters_hash_collisions(store:
 
 
 def test_illegal_messages_are_refused_and_the_store_keeps_working(store: MessageStore) -> None:
-    """Goal: over-limit messages are refused, at-limit ones kept, the store works. Method: alternate puts."""
-    body_max = store.settings.commitlog.message_body_size_max_bytes
+    """Goal: over-limit messages are refused, at-limit ones kept, the store works. maxMessageSize
+    bounds the whole record, as in RocketMQ. Method: alternate puts."""
+    size_max = store.settings.commitlog.message_body_size_max_bytes
+    overhead = record_length(0, len(b"Legal"), 0)
     long_properties = b"KEYS\x01" + b"k" * (32767 - 5)
+    fitting_properties = b"KEYS\x01" + b"k" * (size_max - overhead - 1 - 5)
     cases = [
-        (MessageToStore("Legal", 0, b"x" * (body_max + 1)), PutStatus.MESSAGE_ILLEGAL),
+        (MessageToStore("Legal", 0, b"x" * (size_max - overhead + 1)), PutStatus.MESSAGE_ILLEGAL),
         (MessageToStore("T" * 128, 0, b"x"), PutStatus.MESSAGE_ILLEGAL),
         (MessageToStore("é" * 64, 0, b"x"), PutStatus.MESSAGE_ILLEGAL),  # 128 bytes in UTF-8
         (MessageToStore("", 0, b"x"), PutStatus.MESSAGE_ILLEGAL),
         (MessageToStore("Legal", 0, b"x", long_properties + b"k"), PutStatus.PROPERTIES_SIZE_EXCEEDED),
+        (MessageToStore("Legal", 0, b"xx", fitting_properties), PutStatus.MESSAGE_ILLEGAL),
     ]
     expected_offset = 0
     for bad, status in cases:
@@ -407,9 +412,9 @@ def test_illegal_messages_are_refused_and_the_store_keeps_working(store: Message
         assert good.append.queue_offset == expected_offset  # type: ignore[union-attr]
         expected_offset += 1
     at_limits = [
-        MessageToStore("Legal", 0, b"x" * body_max),
+        MessageToStore("Legal", 0, b"x" * (size_max - overhead)),
         MessageToStore("T" * 127, 0, b"x"),
-        MessageToStore("Legal", 0, b"x", long_properties),
+        MessageToStore("Legal", 0, b"x", fitting_properties),
     ]
     for message in at_limits:
         assert store.put_message(message).status is PutStatus.PUT_OK
@@ -417,7 +422,7 @@ def test_illegal_messages_are_refused_and_the_store_keeps_working(store: Message
     assert store.max_offset_in_queue("Legal", 0) == expected_offset + 2
     got = store.get_messages("Legal", 0, 0, 64)
     assert [body_of(v) for v in got.messages[: len(cases)]] == [b"ok-%d" % i for i in range(len(cases))]
-    assert properties_of(got.messages[-1]) == {"KEYS": "k" * (32767 - 5)}
+    assert properties_of(got.messages[-1]) == {"KEYS": "k" * (size_max - overhead - 1 - 5)}
     got.release()
 
 

@@ -53,3 +53,31 @@ def test_master_suggests_the_slave_when_the_consumer_reads_old_data(
         return pulled.ext_fields["suggestWhichBrokerId"]
 
     assert asyncio.run(run()) == expected
+
+
+def test_a_pull_past_the_end_of_a_queue_moves_the_consumer_to_the_end(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Goal: a consumer whose offset is past a queue's end (a restored store) is told to resume at
+    the end, not at 0, as 4.9.7 answers (PULL_OFFSET_MOVED, nextBeginOffset = maxOffset). Method:
+    send 3 messages to a queue starting at 0, pull from offset 50."""
+    running = cluster_factory({})
+
+    async def run() -> tuple[int, dict[str, str]]:
+        client = RemotingClient()
+        try:
+            for _ in range(3):
+                fields = send_fields("PastEnd", producer_group="PID_past", queues=1)
+                sent = await client.invoke(running.broker_addr, RequestCode.SEND_MESSAGE_V2, fields, b"x")
+                assert sent.code == ResponseCode.SUCCESS, sent.remark
+            fields = pull_fields("PastEnd", offset=50, consumer_group="CID_past")
+            deadline = time.monotonic() + 10
+            while True:  # until dispatch made the three visible (a new queue's file may take a moment)
+                pulled = await client.invoke(running.broker_addr, RequestCode.PULL_MESSAGE, fields)
+                if pulled.ext_fields.get("maxOffset") == "3" or time.monotonic() > deadline:
+                    return pulled.code, pulled.ext_fields
+                await asyncio.sleep(0.02)
+        finally:
+            await client.close()
+
+    code, fields = asyncio.run(run())
+    assert code == ResponseCode.PULL_OFFSET_MOVED
+    assert (fields["nextBeginOffset"], fields["minOffset"], fields["maxOffset"]) == ("3", "0", "3")
