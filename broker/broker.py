@@ -97,6 +97,9 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.TimerHandle | None = None
         self._registered_soon: asyncio.Future[None] | None = None  # ends with the round _register_soon starts
+        self._register_lock = asyncio.Lock()
+        """Held by each registration round from building its body to the last answer (register_all)."""
+        self._rounds_built = 0
         self._metrics_server: MetricsServer | None = None
         self._stopping = False
         self.registered_namesrvs: set[str] = set()
@@ -508,7 +511,22 @@ class BrokerController:
         return self._registered_soon
 
     async def register_all(self) -> None:
+        """A registration round built after this call, answered (or failed) by every NameServer.
+
+        Rounds run one at a time, as RocketMQ's synchronized registerBrokerAll: a round built before
+        a topic change is answered before the round built after it is sent, so once this returns no
+        NameServer will apply an older topic set of ours (DELETE_TOPIC_IN_BROKER relies on it: an
+        older round arriving after DELETE_TOPIC_IN_NAMESRV would route the deleted topic again).
+        Callers that waited while a round built after their call ran share that round."""
+        asked_after = self._rounds_built
         await self.replication.before_register()  # fencing: a stale master turns slave first
+        async with self._register_lock:
+            if self._rounds_built > asked_after or self._stopping:
+                return  # a round built after our call has been answered meanwhile
+            self._rounds_built += 1
+            await self._register_round_locked()
+
+    async def _register_round_locked(self) -> None:
         body = RegisterBrokerBody(topic_config_serialize_wrapper=self.parts.topics.serialize_wrapper()).encode(False)
         header = RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,

@@ -13,6 +13,11 @@ broker group may take over another id (a slave promoted past a hung master). Oth
 redirect a broker's route, and closing its connection dropped the real broker for up to a
 registration period. A broker closing one of its connections stays while another of its
 connections registered it.
+
+A registration whose topic data version is older than the one applied from that broker address
+(`is_older`: a round that reached us after a later one, say over a connection that was replaced)
+refreshes the broker's liveness but not its topics: it would route topics deleted since. RocketMQ
+re-reads the topics whenever the version differs.
 """
 
 from __future__ import annotations
@@ -93,7 +98,20 @@ class RouteInfoManager:
         self.broker_addr_table[broker_name] = BrokerData(cluster=cluster, broker_name=broker_name, broker_addrs=addrs)
         previous = self.broker_live_table.get(broker_addr)
         version_changed = previous is None or previous.data_version != topics.data_version
-        if broker_id == MASTER_ID and (version_changed or first):
+        applied = topics.data_version
+        # an earlier round of this broker overtaken by a later one (on another connection); not when
+        # the address changed its id or name (`first`: a promoted slave brings the synced version)
+        stale = not first and previous is not None and is_older(applied, previous.data_version)
+        if stale:
+            assert previous is not None
+            log.info(
+                "REGISTER_BROKER from %s carries topic data version %s, older than the %s applied: topics kept",
+                broker_addr,
+                applied,
+                previous.data_version,
+            )
+            applied = previous.data_version
+        if broker_id == MASTER_ID and (version_changed or first) and not stale:
             for name, config in topics.topic_config_table.items():
                 self.topic_queue_table.setdefault(name, {})[broker_name] = QueueData(
                     broker_name=broker_name,
@@ -109,7 +127,7 @@ class RouteInfoManager:
         if connection_key is not None:
             keys.add(connection_key)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
-            now_ms, topics.data_version, ha_server_addr, peer_host or (previous.peer_host if previous else ""), keys
+            now_ms, applied, ha_server_addr, peer_host or (previous.peer_host if previous else ""), keys
         )
         result = RegisterResult()
         if broker_id != MASTER_ID:
@@ -264,3 +282,10 @@ class RouteInfoManager:
 
 def broker_addrs_changed(addrs: dict[int, str], broker_id: int, broker_addr: str) -> bool:
     return addrs.get(broker_id) != broker_addr
+
+
+def is_older(candidate: DataVersion, applied: DataVersion) -> bool:
+    """Whether a broker's topic data version precedes the one applied from it: a lower counter and no
+    later timestamp (DataVersion.nextVersion raises the counter and sets the time). A broker that
+    restarts from an empty store counts from 0 again, but at a later time: not older."""
+    return candidate.counter < applied.counter and candidate.timestamp_ms <= applied.timestamp_ms

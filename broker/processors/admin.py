@@ -205,16 +205,22 @@ class AdminProcessors:
         await self.register_all()
         return response
 
-    def delete_topic(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(
+        self, connection: ServerConnection, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """DELETE_TOPIC_IN_BROKER, answered once the NameServers have the topic set without it: a
+        registration round built before the deletion (still carrying the topic) is then answered
+        too, so it cannot route the topic again after the admin's DELETE_TOPIC_IN_NAMESRV."""
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
         if self.topics.is_system(header.topic):
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is a system topic and cannot be deleted"
             )
-        self.topics.delete(header.topic)
+        deleted = self.topics.delete(header.topic)
         self.offsets.remove_topic(header.topic)
         self.store.delete_topic(header.topic)
-        return make_response(request, ResponseCode.SUCCESS)
+        response = make_response(request, ResponseCode.SUCCESS)
+        return self._after_registration(response) if deleted else response
 
     def all_topic_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         return make_response(request, ResponseCode.SUCCESS, body=self.topics.table.encode().encode("utf-8"))

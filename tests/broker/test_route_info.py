@@ -140,3 +140,40 @@ def test_a_promoted_slave_takes_over_from_a_hung_master_but_the_old_master_canno
     back = routes.register_broker("C", "m:1", "b", 0, "m:2", _topics(1, "T"), now_ms=20, peer_host="10.0.0.1")
     assert back.refused is not None and "b[0] is live at s:1" in back.refused
     assert routes.broker_addr_table["b"].broker_addrs == {0: "s:1"}
+
+
+def _versioned(counter: int, timestamp_ms: int, *names: str) -> TopicConfigSerializeWrapper:
+    return TopicConfigSerializeWrapper(
+        topic_config_table={name: TopicConfig(topic_name=name) for name in names},
+        data_version=DataVersion(timestamp_ms=timestamp_ms, counter=counter),
+    )
+
+
+def test_a_registration_older_than_the_applied_topic_set_keeps_the_broker_alive_but_not_its_topics() -> None:
+    """Goal: a round the broker sent before deleting a topic, reaching the NameServer after a later
+    round and DELETE_TOPIC_IN_NAMESRV, cannot route the topic again; it still counts as a heartbeat,
+    and the next newer round is applied. Method: versions 2 {T, U}, 3 {U}, delete T, 2 again, 4."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _versioned(2, 200, "T", "U"), now_ms=0)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _versioned(3, 300, "U"), now_ms=1)
+    routes.delete_topic("T")
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _versioned(2, 200, "T", "U"), now_ms=2)
+    assert routes.route("T") is None and routes.topic_list().topic_list == ("U",)
+    live = routes.broker_live_table["m:1"]
+    assert live.last_update_ms == 2 and live.data_version == DataVersion(timestamp_ms=300, counter=3)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _versioned(4, 400, "U", "W"), now_ms=3)
+    assert routes.topic_list().topic_list == ("U", "W")
+
+
+def test_a_lower_counter_from_a_later_time_or_from_a_promoted_slave_is_applied() -> None:
+    """Goal: only an older round is ignored: a broker restarted on an empty store (counter from 0,
+    a later time) and a slave promoted at its address (the master's synced version) get their topics
+    routed. Method: each registers a lower counter over a higher one."""
+    routes = RouteInfoManager()
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _versioned(9, 900, "T"), now_ms=0)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", _versioned(1, 1000, "Fresh"), now_ms=1)
+    assert routes.topic_list().topic_list == ("Fresh",)
+    routes.register_broker("C", "s:1", "b", 1, "s:2", _versioned(9, 1100, "Ignored"), now_ms=2)
+    promoted = routes.register_broker("C", "s:1", "b", 0, "s:2", _versioned(2, 1000, "Fresh", "Synced"), now_ms=3)
+    assert promoted.refused is None
+    assert routes.topic_list().topic_list == ("Fresh", "Synced")
