@@ -155,6 +155,12 @@ class JavaProcess:
     def stderr(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
 
+    def send_line(self, line: str) -> None:
+        """Write one line to the program's stdin (programs that read commands there)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
     def stop(self) -> int:
         """Close stdin (the program shuts its client down) and wait."""
         assert self.process.stdin is not None

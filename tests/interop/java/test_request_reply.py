@@ -4,14 +4,19 @@ each reply to its requester (PUSH_REPLY_MESSAGE_TO_CLIENT) and stores it in the 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from shoal.protocol import RequestCode, ResponseCode
-from shoal.protocol.headers import GetMaxOffsetRequestHeader
+from shoal.protocol.headers import GetMaxOffsetRequestHeader, GetProducerConnectionListRequestHeader
 from shoal.remoting import RemotingClient
 
 WAIT_S = 60.0
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
+REQUEST_TIMEOUT_MS = 5000
+"""A request's timeout where the test wants it to expire: the client's first request also looks up
+the route and heartbeats within it (DefaultMQProducerImpl.prepareSendRequest), which took a loaded
+CI machine 3 s; a send still unanswered at the timeout is "send request message ... fail", not 10006."""
 
 
 def reply_topic_max_offset(broker_addr: str) -> int:
@@ -24,6 +29,21 @@ def reply_topic_max_offset(broker_addr: str) -> int:
             response = await client.invoke(broker_addr, RequestCode.GET_MAX_OFFSET, header)
             assert response.code == ResponseCode.SUCCESS, response.remark
             return int(response.ext_fields["offset"])
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def producer_group_connected(broker_addr: str, group: str) -> bool:
+    """Whether the broker still holds a connection of producer group `group` (GET_PRODUCER_CONNECTION_LIST)."""
+
+    async def ask() -> bool:
+        client = RemotingClient()
+        try:
+            header = GetProducerConnectionListRequestHeader(producer_group=group).to_ext_fields()
+            response = await client.invoke(broker_addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
+            return response.code == ResponseCode.SUCCESS
         finally:
             await client.close()
 
@@ -71,37 +91,63 @@ def test_request_without_responder_times_out_with_request_timeout_exception(java
     after its timeout, with the words of the path that noticed. Method: a sync and an async request
     to a topic nobody consumes."""
     topic = unique("Unanswered")
-    # The client's first request to a topic also looks up its route and heartbeats within the
-    # timeout: 5 s, since a loaded CI machine once took 3 s for those (then the send itself fails).
     for mode in ("sync", "async"):
         result = java.run(
             "RequestReply",
-            {"namesrv": shoal.namesrv_addr, "topic": topic, "role": "requester", "mode": mode, "timeoutMs": 5000},
+            {
+                "namesrv": shoal.namesrv_addr,
+                "topic": topic,
+                "role": "requester",
+                "mode": mode,
+                "timeoutMs": REQUEST_TIMEOUT_MS,
+            },
         )
         assert result.returncode == 0, result.stderr[-3000:]
         (failure,) = result.of("requestFailed")
         assert failure["type"] == "org.apache.rocketmq.client.exception.RequestTimeoutException"
         assert failure["errorCode"] == 10006
         expected = {  # DefaultMQProducerImpl.waitResponse; RequestFutureHolder's scan of expired requests
-            "sync": f"send request message to <{topic}> OK, but wait reply message timeout, 5000 ms.",
+            "sync": f"send request message to <{topic}> OK, but wait reply message timeout, {REQUEST_TIMEOUT_MS} ms.",
             "async": "request timeout, no reply message.",
         }
         assert expected[mode] in failure["message"], mode
         assert not result.of("reply")
 
 
-def test_reply_to_a_requester_that_is_gone_is_refused_but_stored(java: Any, shoal: Any, unique: Any) -> None:
+def test_reply_to_a_requester_that_is_gone_is_refused_but_stored(
+    java: Any, shoal: Any, unique: Any, wait_until: Callable[..., None]
+) -> None:
     """Goal: a reply whose requester has exited is answered as RocketMQ answers it: SYSTEM_ERROR (1)
     "push reply message fail, channel of <clientId> not found.", and still stored. Method: the
-    responder waits 5 s before replying; the requester times out after 2 s and exits first."""
+    responder holds its reply; the requester (route and heartbeat fetched first, so its timeout
+    covers the send alone) times out and exits; once the broker lists no connection of its producer
+    group, the test releases the reply. No delay races the requester's exit."""
     topic = unique("Late")
-    responder = start_responder(java, shoal, topic, unique("late_responder"), delayMs=5000)
+    responder = start_responder(java, shoal, topic, unique("late_responder"), holdReplies="true")
     stored_before = reply_topic_max_offset(shoal.broker_addr)
+    requester_group = unique("gone_requester")
     result = java.run(
-        "RequestReply", {"namesrv": shoal.namesrv_addr, "topic": topic, "role": "requester", "timeoutMs": 2000}
+        "RequestReply",
+        {
+            "namesrv": shoal.namesrv_addr,
+            "topic": topic,
+            "role": "requester",
+            "group": requester_group,
+            "timeoutMs": REQUEST_TIMEOUT_MS,
+            "warmUp": "true",
+        },
     )
-    assert [f["errorCode"] for f in result.of("requestFailed")] == [10006]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [f["errorCode"] for f in result.of("requestFailed")] == [10006], result.events
     client_id = result.of("started")[0]["clientId"]
+    responder.wait_for(lambda r: r.of("held"), WAIT_S, "the request, held by the responder")
+    wait_until(
+        lambda: not producer_group_connected(shoal.broker_addr, requester_group),
+        WAIT_S,
+        0.05,
+        what="the broker dropping the exited requester's connection",
+    )
+    responder.send_line("release")
     responder.wait_for(lambda r: r.of("replyFailed"), WAIT_S, "the late reply")
     (failure,) = responder.of("replyFailed")
     assert failure["causeType"] == "org.apache.rocketmq.client.exception.MQBrokerException"  # in MQClientException

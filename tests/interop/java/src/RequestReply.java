@@ -1,8 +1,11 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -12,6 +15,7 @@ import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAverage
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.exception.RequestTimeoutException;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -24,12 +28,17 @@ import org.apache.rocketmq.common.message.MessageQueue;
 /**
  * Request-reply (DefaultMQProducer.request, RocketMQ 4.6+). Arguments: namesrv, topic, role.
  * role=responder (until stdin closes): creates `topic` (4 queues), consumes it with group `group` and answers every
- * request with MessageUtil.createReplyMessage + send after `delayMs`; emits "started", "allocated", "request",
- * "replied" or "replyFailed" (with the broker's response code).
- * role=requester: `count` requests (mode=sync | async) with `timeoutMs`; emits "reply" per answer (the request's
- * and the reply's CORRELATION_ID, the reply's body and topic) or "requestFailed" (the exception), then "done".
+ * request with MessageUtil.createReplyMessage + send; with holdReplies=true each reply waits for a "release" line on
+ * stdin (at most HOLD_MAX_S). Emits "started", "allocated", "request", "held", "replied" or "replyFailed" (with the
+ * broker's response code).
+ * role=requester: `count` requests (mode=sync | async) with `timeoutMs`; with warmUp=true the topic's route and a
+ * heartbeat are fetched and sent first (what the first request does inside its timeout); emits "reply" per answer
+ * (the request's and the reply's CORRELATION_ID, the reply's body and topic) or "requestFailed" (the exception),
+ * then "done".
  */
 public final class RequestReply {
+    static final long HOLD_MAX_S = 120;
+
     private RequestReply() {
     }
 
@@ -40,7 +49,8 @@ public final class RequestReply {
         producer.setRetryTimesWhenSendFailed(0);  // one reply per request: the test counts stored replies
         producer.start();
         producer.createTopic("TBW102", topic, 4);
-        long delayMs = Out.longValue(args, "delayMs", 0);
+        boolean hold = Boolean.parseBoolean(args.getOrDefault("holdReplies", "false"));
+        Semaphore released = new Semaphore(0);
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.getOrDefault("group", "responder"));
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName("responder-" + ProcessHandle.current().pid());
@@ -70,7 +80,12 @@ public final class RequestReply {
                     "correlationId", request.getProperty(MessageConst.PROPERTY_CORRELATION_ID),
                     "replyTo", request.getProperty(MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT));
                 try {
-                    Thread.sleep(delayMs);
+                    if (hold) {
+                        Out.emit("held", "msgId", request.getMsgId());
+                        if (!released.tryAcquire(HOLD_MAX_S, TimeUnit.SECONDS)) {
+                            Out.emit("holdExpired", "msgId", request.getMsgId());
+                        }
+                    }
                     Message reply = MessageUtil.createReplyMessage(request,
                         ("reply:" + body).getBytes(StandardCharsets.UTF_8));
                     SendResult result = producer.send(reply, 10000);
@@ -92,8 +107,11 @@ public final class RequestReply {
         });
         consumer.start();
         Out.emit("started");
-        while (System.in.read() >= 0) {
-            // until stdin closes
+        BufferedReader input = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line = input.readLine(); line != null; line = input.readLine()) {  // until stdin closes
+            if ("release".equals(line.trim())) {
+                released.release();
+            }
         }
         consumer.shutdown();
         producer.shutdown();
@@ -124,6 +142,13 @@ public final class RequestReply {
         producer.setInstanceName("requester-" + ProcessHandle.current().pid());
         producer.start();
         Out.emit("started", "clientId", producer.buildMQClientId());
+        if (Boolean.parseBoolean(args.getOrDefault("warmUp", "false"))) {
+            // what DefaultMQProducerImpl.prepareSendRequest does for a topic without a route, inside the timeout
+            MQClientInstance factory = producer.getDefaultMQProducerImpl().getmQClientFactory();
+            factory.updateTopicRouteInfoFromNameServer(topic);
+            factory.sendHeartbeatToAllBrokerWithLock();
+            Out.emit("warmedUp");
+        }
         long timeoutMs = Out.longValue(args, "timeoutMs", 15000);
         int count = Out.integer(args, "count", 1);
         boolean async = "async".equals(args.getOrDefault("mode", "sync"));
