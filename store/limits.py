@@ -71,8 +71,10 @@ assert PULL_TRANSFER_ON_DISK_MAX_COUNT <= PULL_TRANSFER_IN_MEMORY_MAX_COUNT <= P
 assert QUERY_UNIQUE_KEY_MAX_COUNT <= QUERY_MESSAGES_MAX_COUNT
 assert 0 < DISPATCH_RETRY_BACKOFF_MIN_MS <= DISPATCH_RETRY_BACKOFF_MAX_MS
 
-SEGMENT_ALLOCATION_WAIT_MS = 100
+SEGMENT_ALLOCATION_WAIT_MS = 250
 """How long dispatch on the event loop waits for a new ConsumeQueue file (fallocate, fdatasync,
-rename, directory fsync: a few ms on a healthy disk, tens on a busy one) before leaving it to the
-allocation thread and serving other requests; it waits only once per file, so a slow disk costs the
-loop this once, and a message to a new queue is readable at once unless the disk is that slow."""
+rename, directory fsync: a few ms on a healthy disk, up to a hundred on a busy one) before leaving
+it to the allocation thread and serving other requests. It waits once per file, so a slow disk
+costs the loop this once per new queue, and a message to a new queue is readable as soon as its
+send is answered unless the disk is slower than this (clients must not count on that: RocketMQ's
+dispatch is asynchronous too)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal.client import Admin, ClientSettings, Message, Producer, SendStatus
+from shoal.client import Admin, ClientSettings, Message, MessageQueue, Producer, SendStatus
 from tests.cgroups import cgroup, device_of, unavailable_reason
 from tests.conftest import Cluster
 
@@ -28,6 +28,7 @@ pytestmark = [
 
 CLIENT_SETTINGS = ClientSettings(client_ip="127.0.0.1", route_refresh_interval_s=2.0)
 TOPIC = "SlowDisk"
+TOPIC_QUEUES = 4  # an auto-created topic's (defaultTopicQueueNums)
 PROBE_INTERVAL_S = 0.01
 PROBE_ROUND_S = 4.0
 PROBE_SLOW_S = 0.05
@@ -86,7 +87,8 @@ def test_a_slow_disk_does_not_hold_up_requests_on_other_connections(
             Producer("slow-disk", cluster.namesrv_addr, client_settings=CLIENT_SETTINGS) as producer,
             Admin(cluster.namesrv_addr, client_settings=CLIENT_SETTINGS) as admin,
         ):
-            await producer.send(Message(TOPIC, b"warm"))  # the topic exists before the disk slows
+            for queue_id in range(TOPIC_QUEUES):  # the topic and its queues' files exist before the disk slows
+                await producer.send(Message(TOPIC, b"warm"), queue=MessageQueue(TOPIC, "broker-a", queue_id))
             with cgroup("blkio", "slow-disk") as group:
                 group.throttle_writes(device_of(cluster.store_dir), SLOW_WRITE_BPS)
                 group.add(cluster.processes["broker"].pid)
