@@ -16,7 +16,6 @@ import contextlib
 import logging
 import socket
 import time
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -567,10 +566,6 @@ class BrokerController:
         for address in self.config.namesrv_addresses:
             with contextlib.suppress(RemotingError):
                 await self.namesrv_client.invoke(address, RequestCode.UNREGISTER_BROKER, header, timeout_s=2.0)
-
-
-def default_store_root(data_dir: Path) -> Path:
-    return data_dir / "store"
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -28,7 +28,6 @@ from shoal.protocol import (
     HeaderFieldError,
     ProtocolError,
     RemotingCommand,
-    RequestCode,
     ResponseCode,
     encode_frame,
     encode_frame_with_body_parts,
@@ -468,10 +467,3 @@ class RemotingServer:
                 connection.close()
             await self._server.wait_closed()
             self._server = None
-
-
-def request_code_name(code: int) -> str:
-    try:
-        return RequestCode(code).name
-    except ValueError:
-        return str(code)

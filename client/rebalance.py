@@ -158,10 +158,6 @@ class Rebalancer:
         log.info("group %s no longer consumes %s", self.group, mq)
         await self._on_removed(process_queue)
 
-    async def remove_all(self) -> None:
-        for mq in list(self.table):
-            await self._remove(mq)
-
     def replace(self, process_queue: ProcessQueue) -> ProcessQueue:
         """A fresh ProcessQueue for the same queue (after OFFSET_ILLEGAL); the old one is dropped."""
         process_queue.drop()

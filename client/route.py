@@ -362,6 +362,3 @@ class RouteTable:
             for broker_id, address in addrs.items()
             if broker_id == MASTER_ID or not masters_only
         }
-
-    def broker_names(self) -> set[str]:
-        return set(self._brokers)

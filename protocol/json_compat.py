@@ -185,10 +185,6 @@ class ObjectReader:
         value = self._object.get(name)
         return default if value is None else coerce_int(value, self.at(name))
 
-    def optional_integer(self, name: str) -> int | None:
-        value = self._object.get(name)
-        return None if value is None else coerce_int(value, self.at(name))
-
     def number(self, name: str, default: float = 0.0) -> float:
         value = self._object.get(name)
         return default if value is None else coerce_float(value, self.at(name))

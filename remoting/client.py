@@ -168,11 +168,6 @@ class RemotingClient:
         into its own exception tree (shoal.client does, in one place)."""
         raise error
 
-    def close_connection(self, address: str) -> None:
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close()
-
     async def close(self) -> None:
         connections = list(self._connections.values())
         self._connections.clear()

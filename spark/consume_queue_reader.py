@@ -1,6 +1,6 @@
 """Read ConsumeQueue files: their units as rows, or the CommitLog records the units point at.
 
-A unit is (CommitLog offset, size, tagsCode), 20 bytes, declared in shoal.store.consume_queue.
+A unit is (CommitLog offset, size, tagsCode), 20 bytes, declared in shoal.formats.consume_queue_unit.
 Blank padding units are skipped; the first unit that was never written (offset < 0 or size <= 0,
 zeros in practice) ends a file. A ConsumeQueue-driven read fetches the records of one queue file
 with a few large preads (nearby records are read together), then decodes them in bulk; a unit

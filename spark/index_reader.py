@@ -1,4 +1,4 @@
-"""Read IndexFile entries (layout declared in shoal.store.index_file) as Arrow batches."""
+"""Read IndexFile entries (layout declared in shoal.formats.index_entry) as Arrow batches."""
 
 from __future__ import annotations
 

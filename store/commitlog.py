@@ -324,13 +324,6 @@ class CommitLog:
         check = self.check_at(offset)
         return check.header if check.kind is RecordKind.MESSAGE else None
 
-    def record_view(self, offset: int) -> memoryview | None:
-        """The whole record at `offset` (validated framing, no CRC check)."""
-        check = self.check_at(offset)
-        if check.kind is not RecordKind.MESSAGE:
-            return None
-        return self.read(offset, check.size)
-
     def rolled_offset(self, offset: int) -> int:
         """The start of the segment after the one holding `offset` (`rollNextFile`)."""
         return offset + self.segment_size - offset % self.segment_size

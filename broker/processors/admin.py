@@ -15,7 +15,6 @@ from shoal.broker.remoting_server import ServerConnection
 from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
-    ConsumerOffsetSerializeWrapper,
     ConsumeStats,
     ConsumeStatsList,
     MessageQueue,
@@ -323,6 +322,3 @@ class AdminProcessors:
         item = self.stats.item(GROUP_GET_NUMS, f"{topic}@{group}")
         tps = item.windows()[0].tps if item is not None else 0.0
         return ConsumeStats(offset_table=table, consume_tps=tps)
-
-    def all_consumer_offsets_wrapper(self) -> ConsumerOffsetSerializeWrapper:
-        return ConsumerOffsetSerializeWrapper(offset_table=self.offsets.all())

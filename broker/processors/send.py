@@ -107,13 +107,6 @@ def stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool
     return text.encode("utf-8"), wait
 
 
-def _has_property(properties: str | None, name: str) -> str | None:
-    """A property of the request's property string, read as Java reads it (last value wins)."""
-    if not properties or name + "\x01" not in properties:
-        return None
-    return decode_properties(properties).get(name)
-
-
 class SendProcessor:
     """Given only what a send touches: the broker's config and role, topics and groups, the store,
     the delay and transaction services, the metrics, and two hooks: `on_append` (let the Dispatcher

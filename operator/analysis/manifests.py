@@ -36,6 +36,7 @@ from typing import Any
 from shoal.operator import manifests
 from shoal.operator.analysis.spec import AnalysisSpec
 from shoal.operator.spec import BrokerSpec
+from shoal.spark.jobs import SUMMARY_FILE_NAME, TERMINATION_MESSAGE_ENV
 
 Object = dict[str, Any]
 
@@ -49,8 +50,8 @@ ANNOTATION_RUN_NOW = "shoal.io/run-now"
 
 STORE_MOUNT_PATH = "/store"
 OUTPUT_MOUNT_PATH = "/output"
-SUMMARY_PATH = f"{OUTPUT_MOUNT_PATH}/summary.json"
-"""shoal.spark.jobs.runner's SUMMARY_FILE_NAME in the --output directory."""
+SUMMARY_PATH = f"{OUTPUT_MOUNT_PATH}/{SUMMARY_FILE_NAME}"
+"""Where a job's summary lands: the runner writes SUMMARY_FILE_NAME into its --output directory."""
 DRIVER_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 SPARK_SCRATCH_OUTPUT = "/tmp/shoal-output"
 SPARK_APP_ROOT = "local:///opt/shoal/spark/jobs"
@@ -336,7 +337,7 @@ def spark_conf(analysis: AnalysisSpec, cluster: BrokerSpec, run: str, target: Ta
         "spark.kubernetes.submission.waitAppCompletion": "true",
         "spark.executor.instances": str(analysis.spark.executor_instances),
     }
-    conf["spark.kubernetes.driverEnv.SHOAL_TERMINATION_MESSAGE_PATH"] = DRIVER_TERMINATION_MESSAGE_PATH
+    conf[f"spark.kubernetes.driverEnv.{TERMINATION_MESSAGE_ENV}"] = DRIVER_TERMINATION_MESSAGE_PATH
     if analysis.output.claim_name:
         # Spark writes tables from the executors too; all pods share the one node (RWO is fine).
         for role in ("driver", "executor"):

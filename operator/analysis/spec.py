@@ -18,6 +18,7 @@ from typing import Any
 from shoal.operator import limits, schedule
 from shoal.operator.errors import InvalidSpecError
 from shoal.operator.spec import int_in, one_of, require
+from shoal.spark.jobs import JOBS
 
 ANALYSIS_KINDS = {
     "TopicStats": "topic_stats",
@@ -27,6 +28,7 @@ ANALYSIS_KINDS = {
     "Export": "export",
 }
 """analysis.kind -> module of shoal.spark.jobs (each has main(argv) with --store and --output)."""
+assert set(ANALYSIS_KINDS.values()) <= set(JOBS), "every StoreAnalysis kind names a job of shoal.spark.jobs"
 
 OPERATOR_OWNED_SPARK_CONF_PREFIXES = (
     "spark.master",

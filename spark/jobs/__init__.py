@@ -10,6 +10,13 @@ JOBS: dict[str, str] = {
     "dlq_report": "dead letters per %DLQ% topic: counts, original topics, oldest/newest, samples",
     "store_audit": "every record's CRC; ConsumeQueue units and index entries against the CommitLog",
 }
-"""Job name (= module name under shoal.spark.jobs) -> one line of what it does."""
+"""Job name (= module name under shoal.spark.jobs) -> one line of what it does. The operator's
+StoreAnalysis kinds name these (shoal.operator.analysis.spec.ANALYSIS_KINDS)."""
 
-__all__ = ["JOBS"]
+SUMMARY_FILE_NAME = "summary.json"
+"""What every job writes into its --output directory; the operator reads it back from there."""
+TERMINATION_MESSAGE_ENV = "SHOAL_TERMINATION_MESSAGE_PATH"
+"""Set on a spark-submit driver, a path the runner copies the summary to (the operator sets it to
+the pod's termination-message path)."""
+
+__all__ = ["JOBS", "SUMMARY_FILE_NAME", "TERMINATION_MESSAGE_ENV"]

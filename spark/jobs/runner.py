@@ -30,17 +30,16 @@ from pyspark.sql import DataFrame, SparkSession
 
 from shoal.spark import limits
 from shoal.spark.errors import JobError
+from shoal.spark.jobs import SUMMARY_FILE_NAME, TERMINATION_MESSAGE_ENV
 from shoal.spark.options import parse_time_ms
 from shoal.spark.session import session, under_spark_submit
 
-SUMMARY_FILE_NAME = "summary.json"
 DETAILS_FILE_NAME = "details.json"
 SUMMARY_BYTES_MAX = 4096
 """A Kubernetes termination message holds 4096 bytes; a longer summary would not parse there."""
 ERROR_TEXT_MAX_CHARS = 1000
 STARTUP_PROGRESS_INTERVAL_S = 5.0
 """How often a person waiting for the JVM hears that Spark is still starting."""
-TERMINATION_MESSAGE_ENV = "SHOAL_TERMINATION_MESSAGE_PATH"
 SAMPLES_MAX_COUNT = 10
 """Example ids / offsets kept per finding in a summary: enough to look one up, bounded."""
 

@@ -13,12 +13,14 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+import shoal.spark.jobs
 from shoal.operator.analysis import manifests as analysis_manifests
 from shoal.operator.analysis import status as analysis_status
-from shoal.operator.analysis.manifests import Target, UnresolvedTargetError, resolve_targets
-from shoal.operator.analysis.spec import AnalysisSpec, analysis_spec_from
+from shoal.operator.analysis.manifests import SUMMARY_PATH, Target, UnresolvedTargetError, resolve_targets
+from shoal.operator.analysis.spec import ANALYSIS_KINDS, AnalysisSpec, analysis_spec_from
 from shoal.operator.errors import InvalidSpecError
 from shoal.operator.spec import BrokerSpec, broker_spec_from
+from shoal.spark.jobs import JOBS, SUMMARY_FILE_NAME, TERMINATION_MESSAGE_ENV
 from tests.operator.conftest import REPO_ROOT, check_golden, load_yaml
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -321,3 +323,15 @@ def test_target_suffix_and_names_fit_kubernetes_limits() -> None:
     target = Target(group=15, ordinal=2, pod="p", role="Slave", node="n", path="/p")
     run = "a" * 36 + "-now-" + "f" * 8
     assert len(analysis_manifests.driver_pod_name(run, target)) <= 63
+
+
+def test_every_analysis_kind_runs_a_job_the_spark_package_has_and_reads_its_summary_file() -> None:
+    """Goal: the operator and the jobs agree on one declaration of job names, the summary file and
+    the termination-message variable (they used to be written twice). Method: compare with
+    shoal.spark.jobs and the job modules on disk."""
+    jobs_dir = Path(shoal.spark.jobs.__file__).parent
+    for kind, job in ANALYSIS_KINDS.items():
+        assert job in JOBS, kind
+        assert (jobs_dir / f"{job}.py").is_file(), job
+    assert SUMMARY_PATH.endswith("/" + SUMMARY_FILE_NAME)
+    assert TERMINATION_MESSAGE_ENV == "SHOAL_TERMINATION_MESSAGE_PATH"  # the name docs/analysis.md gives
