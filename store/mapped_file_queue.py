@@ -213,13 +213,12 @@ class MappedFileQueue:
                 future.result()
 
     def _wait_allocated(self, offset: int, wait_s: float) -> None:
-        future = self._pending.get(offset)
-        if future is None:
-            future = self._schedule(offset)
-        elif not future.done():
-            raise SegmentNotReadyError(f"{self.directory}: segment {offset} is still being allocated")
+        """Return once segment `offset` is allocated (or failed: _take_or_create raises that);
+        wait for it only when this call schedules it, else SegmentNotReadyError at once."""
+        scheduling = offset not in self._pending
+        future = self._schedule(offset)  # the one pending, when there is one
         try:
-            future.exception(wait_s)  # its error, if any, is raised by _take_or_create
+            future.exception(wait_s if scheduling else 0)
         except concurrent.futures.TimeoutError:
             raise SegmentNotReadyError(f"{self.directory}: segment {offset} is still being allocated") from None
 

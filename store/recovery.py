@@ -133,8 +133,7 @@ class RecoveryReport:
                 f"  skipped {len(self.known_damaged_ranges)} damaged range(s) reported before: "
                 + ", ".join(f"[{d.start_offset}, {d.end_offset})" for d in self.known_damaged_ranges)
             )
-        lines.extend(f"  note: {note}" for note in self.notes if note not in self.segments_cut)
-        lines.extend(f"  cut: {cut}" for cut in self.segments_cut)
+        lines.extend(f"  note: {note}" for note in self.notes)  # a cut segment's note among them
         return "\n".join(lines)
 
 

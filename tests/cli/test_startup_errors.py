@@ -18,8 +18,8 @@ import pytest
 from shoal.broker.config import ConfigError
 from shoal.broker.preflight import PreflightError, check_store_dir
 from shoal.cli.startup_errors import startup_error_message
-from shoal.store import CommitLogSettings, MessageStore, MessageToStore, StoreSettings
 from shoal.store.errors import StoreLockedError
+from tests.cli.conftest import write_segmented_store
 from tests.conftest import Cluster, free_broker_port, free_port
 
 COMMAND_TIMEOUT_S = 60.0
@@ -275,17 +275,7 @@ def test_broker_on_a_store_with_a_short_middle_segment_says_what_to_do_in_one_li
     """Goal: a CommitLog segment of the wrong size before the newest is one line naming it and the
     way out, not a traceback. Method: a store of three 1 MiB segments, the middle one cut in half."""
     conf = broker_conf(tmp_path)
-    settings = StoreSettings(
-        root_dir=tmp_path / "store",
-        commitlog=CommitLogSettings(segment_size_bytes=1024 * 1024, message_body_size_max_bytes=64 * 1024),
-    )
-    store = MessageStore(settings)
-    store.open()
-    store.start()
-    for _ in range(2500):
-        assert store.put_message(MessageToStore("Cut", 0, bytes(1000))).ok
-    store.shutdown()
-    middle = sorted((tmp_path / "store" / "commitlog").iterdir())[1]
+    middle = write_segmented_store(tmp_path / "store")[1]
     os.truncate(middle, 512 * 1024)
     line = one_error_line(run_shoal("broker", "-c", str(write_conf(tmp_path / "broker.conf", conf))))
     assert f"{middle}: file is {512 * 1024} bytes but segments here are {1024 * 1024} bytes" in line

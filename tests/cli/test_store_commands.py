@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from shoal.cli.main import cli
 from shoal.formats.properties import encode_properties
-from shoal.store import CommitLogSettings, MessageStore, MessageToStore, StoreSettings
+from shoal.store import MessageStore, MessageToStore, StoreSettings
+from tests.cli.conftest import write_segmented_store
 
 HASH_SLOTS = "64"
 
@@ -115,20 +116,11 @@ def test_store_commands_point_at_the_store_inside_a_data_directory(store_setting
 def test_verify_says_what_to_do_about_a_segment_of_the_wrong_size(tmp_path: Path) -> None:
     """Goal: verify names a cut segment and the way out (newest: repaired at start; older: restore or
     move it and later ones aside). Method: three 1 MiB segments, cut the middle, then the newest."""
-    settings = StoreSettings(
-        root_dir=tmp_path / "store",
-        commitlog=CommitLogSettings(segment_size_bytes=1024 * 1024, message_body_size_max_bytes=64 * 1024),
-    )
-    store = MessageStore(settings)
-    store.open()
-    store.start()
-    for _ in range(2500):
-        assert store.put_message(MessageToStore("Cut", 0, bytes(1000))).ok
-    store.shutdown()
-    segments = sorted((settings.root_dir / "commitlog").iterdir())
+    root = tmp_path / "store"
+    segments = write_segmented_store(root)
     os.truncate(segments[1], 512 * 1024)
     os.truncate(segments[-1], 1000)
-    result = CliRunner().invoke(cli, ["store", "verify", str(settings.root_dir), "--hash-slots", HASH_SLOTS])
+    result = CliRunner().invoke(cli, ["store", "verify", str(root), "--hash-slots", HASH_SLOTS])
     assert result.exit_code == 1
     assert f"segment {segments[1].name} is {512 * 1024} bytes where segments are {1024 * 1024}" in result.output
     assert "move it and every later segment out of commitlog/" in result.output

@@ -15,6 +15,7 @@ exit (status 0, broker `abort` marker removed), SIGKILLing on timeout.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -243,14 +244,14 @@ def run_command(*command: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(command, capture_output=True, timeout=30, check=False)
 
 
-@pytest.fixture
-def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
+@contextlib.contextmanager
+def mounted_tmpfs(mount_point: Path, size_bytes: int) -> Iterator[Path]:
+    """A tmpfs of `size_bytes` at `mount_point` (a real small disk), unmounted afterwards; a skip
+    naming the reason when this process cannot mount one (root is needed; CI has it)."""
     if os.geteuid() != 0:
-        pytest.skip(reason="a real full disk needs root to mount a 2 MiB tmpfs")
-    mount_point = tmp_path / "tiny"
+        pytest.skip(reason=f"a real {size_bytes}-byte volume needs root to mount a tmpfs")
     mount_point.mkdir()
-    mounted = run_command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
+    mounted = run_command("mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mount_point))
     if mounted.returncode != 0:
         pytest.skip(reason=f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -258,6 +259,13 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     finally:
         if run_command("umount", str(mount_point)).returncode != 0:
             run_command("umount", "-l", str(mount_point))
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs, or a skip when this process cannot mount one."""
+    with mounted_tmpfs(tmp_path / "tiny", 2 * 1024 * 1024) as mount_point:
+        yield mount_point
 
 
 @pytest.fixture(scope="module")

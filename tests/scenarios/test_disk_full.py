@@ -36,7 +36,7 @@ from shoal.store import (
     StoreSettings,
 )
 from tests.conftest import Cluster, free_broker_port, free_port
-from tests.scenarios.conftest import run_command
+from tests.scenarios.conftest import mounted_tmpfs
 
 WaitUntil = Callable[..., None]
 CLIENT = ClientSettings(client_ip="127.0.0.1", route_refresh_interval_s=2.0)
@@ -192,17 +192,8 @@ SENDS_ON_A_SMALL_VOLUME = 200
 @pytest.fixture
 def small_volume(tmp_path: Path) -> Iterator[Path]:
     """A 64 MiB tmpfs: smaller than the default CommitLog segment (1 GiB) and IndexFile (420 MiB)."""
-    if os.geteuid() != 0:
-        pytest.skip(reason="a real small volume needs root to mount a tmpfs")
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    mounted = run_command("mount", "-t", "tmpfs", "-o", f"size={SMALL_VOLUME_BYTES}", "tmpfs", str(mount_point))
-    assert mounted.returncode == 0, mounted.stderr
-    try:
+    with mounted_tmpfs(tmp_path / "small", SMALL_VOLUME_BYTES) as mount_point:
         yield mount_point
-    finally:
-        if run_command("umount", str(mount_point)).returncode != 0:
-            run_command("umount", "-l", str(mount_point))
 
 
 def test_a_broker_on_a_volume_smaller_than_its_files_says_so_and_refuses_sends_with_one_line(

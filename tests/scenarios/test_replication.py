@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
@@ -280,12 +280,15 @@ class TcpProxy:
         self.loop.close()
 
 
-@pytest.fixture
-def proxy_factory() -> Iterator[Callable[[int], TcpProxy]]:
-    proxies: list[TcpProxy] = []
+Proxy = TypeVar("Proxy", TcpProxy, BlackholeProxy)
 
-    def make(target_port: int) -> TcpProxy:
-        proxy = TcpProxy(target_port)
+
+def started_proxies(kind: Callable[[int], Proxy]) -> Iterator[Callable[[int], Proxy]]:
+    """A fixture body: a factory of started proxies to a port, all stopped after the test."""
+    proxies: list[Proxy] = []
+
+    def make(target_port: int) -> Proxy:
+        proxy = kind(target_port)
         proxy.start()
         proxies.append(proxy)
         return proxy
@@ -293,6 +296,11 @@ def proxy_factory() -> Iterator[Callable[[int], TcpProxy]]:
     yield make
     for proxy in proxies:
         proxy.stop()
+
+
+@pytest.fixture
+def proxy_factory() -> Iterator[Callable[[int], TcpProxy]]:
+    yield from started_proxies(TcpProxy)
 
 
 # --- talking to brokers ---
@@ -897,17 +905,7 @@ UNAVAILABLE_ANSWERS_WITHIN_S = 5.0
 
 @pytest.fixture
 def blackhole_factory() -> Iterator[Callable[[int], BlackholeProxy]]:
-    proxies: list[BlackholeProxy] = []
-
-    def make(target_port: int) -> BlackholeProxy:
-        proxy = BlackholeProxy(target_port)
-        proxy.start()
-        proxies.append(proxy)
-        return proxy
-
-    yield make
-    for proxy in proxies:
-        proxy.stop()
+    yield from started_proxies(BlackholeProxy)
 
 
 def metric(node: Node, name: str) -> float:
