@@ -32,13 +32,17 @@ DiskUsage = Callable[[Path], float]
 
 
 def disk_usage_ratio(path: Path) -> float:
-    """Use of the file system holding `path` exactly as `df` computes Use%: used / (used + available
-    to unprivileged writers); -1 if unknown. Counting reserved blocks as used (total - avail) would
-    call a file system with a large reservation nearly full while it is mostly empty."""
+    """Use of the file system holding `path` as `df` reports it (see `usage_ratio`); -1 if unknown."""
     try:
-        stat = os.statvfs(path)
+        return usage_ratio(os.statvfs(path))
     except OSError:
         return -1.0
+
+
+def usage_ratio(stat: os.statvfs_result) -> float:
+    """`df`'s Use%: used / (used + available to unprivileged writers); -1 if unknown. Counting
+    reserved blocks as used (total - avail) would call a file system with a large reservation
+    nearly full while it is mostly empty."""
     used = stat.f_blocks - stat.f_bfree
     usable = used + stat.f_bavail
     return used / usable if usable > 0 else -1.0

@@ -235,8 +235,8 @@ class FlushConsumeQueueService(ServiceThread):
         if thorough:
             self._last_thorough_s = now
         if self.out_of_space:
-            self.out_of_space = False
             log.warning("ConsumeQueue/checkpoint flush writes again")
+            self.out_of_space = False  # after the line: whoever sees the flag cleared sees the line
 
     def on_stop(self) -> None:
         self.flush_all(0)
