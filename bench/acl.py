@@ -330,7 +330,7 @@ def paired_ratio(off: list[float], on: list[float]) -> float:
 def check_cost_us(body_bytes: int, repeat: int = 20_000) -> tuple[float, float]:
     """(broker check, client signing) in microseconds for one SEND_MESSAGE_V2 with the headers a
     producer sends: the ACL's own cost, without the machine's noise."""
-    from shoal.broker.acl import AccessValidator, parse_plain_acl
+    from shoal.acl import AccessValidator, parse_plain_acl
     from shoal.protocol import RequestCode, make_request
 
     validator = AccessValidator(parse_plain_acl(PLAIN_ACL))

@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from shoal.broker.schedule import ScheduleMessageService, Timing, install_tags_code_hook
+from shoal.broker.schedule import ScheduleMessageService, Timing, schedule_tags_code_rule
 from shoal.formats.properties import encode_properties
 from shoal.store import FlushSettings, MessageStore, MessageToStore, StoreSettings
-from shoal.store.dispatching import LoopDispatchDriver
 
 BODY_BYTES = 128
 LEVELS_MS = (1, 2, 3, 4)
@@ -34,11 +33,11 @@ REAL_QUEUES = 8
 POLL_S = 0.001
 
 
-def _open(root: Path) -> MessageStore:
-    store = MessageStore(StoreSettings(root_dir=root, flush=FlushSettings()))
-    install_tags_code_hook(store.dispatcher, LEVELS_MS)
+def _open(root: Path, loop: asyncio.AbstractEventLoop) -> MessageStore:
+    settings = StoreSettings(root_dir=root, flush=FlushSettings())
+    store = MessageStore(settings, tags_code=schedule_tags_code_rule(LEVELS_MS))
     store.open()
-    store.start(background_dispatch=False)
+    store.start(dispatch_loop=loop)
     return store
 
 
@@ -59,11 +58,9 @@ def _delivered(store: MessageStore) -> int:
 
 async def drain(root: Path, count: int, timer: bool) -> tuple[float, int]:
     """Seconds from service start until `count` due messages are delivered and dispatched."""
-    store = _open(root)
     loop = asyncio.get_running_loop()
-    driver = LoopDispatchDriver(store.dispatcher, loop)
-    driver.start()
-    service = ScheduleMessageService(store, driver.schedule, LEVELS_MS, store.settings.config_dir)
+    store = _open(root, loop)
+    service = ScheduleMessageService(store, LEVELS_MS, store.settings.config_dir)
     now_ms = store.clock.now_ms()
     if timer:
         _park_all(store, service, count, lambda index: Timing(deliver_ms=now_ms + 1 + index % 50))
@@ -77,17 +74,15 @@ async def drain(root: Path, count: int, timer: bool) -> tuple[float, int]:
     elapsed_s = time.perf_counter() - started
     delivered = service.delivered_count
     await service.stop()
-    driver.stop()
-    store.shutdown()
+    await store.shutdown_from_loop()
     return elapsed_s, delivered
 
 
 async def rebuild(root: Path, count: int) -> tuple[float, int]:
     """Seconds to index `count` pending timer messages when the service starts."""
-    store = _open(root)
     loop = asyncio.get_running_loop()
-    driver = LoopDispatchDriver(store.dispatcher, loop)
-    service = ScheduleMessageService(store, driver.schedule, LEVELS_MS, store.settings.config_dir)
+    store = _open(root, loop)
+    service = ScheduleMessageService(store, LEVELS_MS, store.settings.config_dir)
     later_ms = store.clock.now_ms() + 3_600_000
     _park_all(store, service, count, lambda index: Timing(deliver_ms=later_ms + index))
     started = time.perf_counter()
@@ -95,7 +90,7 @@ async def rebuild(root: Path, count: int) -> tuple[float, int]:
     elapsed_s = time.perf_counter() - started
     pending = len(service.timer)
     await service.stop()
-    store.shutdown()
+    await store.shutdown_from_loop()
     return elapsed_s, pending
 
 

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,49 +76,23 @@ def fill_and_kill(root: Path, count: int) -> None:
             rate = (number + 1) / (time.perf_counter() - started)
             print(f"  filled {number + 1} messages ({rate:.0f} msgs/s)", file=sys.stderr, flush=True)
     deadline = time.monotonic() + DISPATCH_WAIT_S
-    while store.dispatcher.behind_bytes and time.monotonic() < deadline:
+    while store.dispatch_behind_bytes and time.monotonic() < deadline:
         time.sleep(0.05)
-    if store.dispatcher.behind_bytes:
+    if store.dispatch_behind_bytes:
         raise SystemExit("dispatch did not catch up")
-    store.cq_flusher.flush_all(0)  # what a broker that ran a while has: ConsumeQueues and checkpoint current
-    print(
-        f"  filled {count} messages, {store.commitlog.max_offset} CommitLog bytes; SIGKILL", file=sys.stderr, flush=True
-    )
+    store.flush_consume_queues()  # what a broker that ran a while has: ConsumeQueues and checkpoint current
+    print(f"  filled {count} messages, {store.max_offset} CommitLog bytes; SIGKILL", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 # --- the child that recovers ----------------------------------------------------------------------
 
 
-def _timed(phases: dict[str, float], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            phases[name] = phases.get(name, 0.0) + time.perf_counter() - started
-
-    return wrapper
-
-
 def recover(root: Path, profile: bool) -> dict[str, Any]:
     """Open the store at `root` once; seconds per phase and the report's figures."""
-    import shoal.store.message_store as message_store_module
     from shoal.store import MessageStore, StoreSettings
-    from shoal.store.consume_queue import ConsumeQueue
 
-    phases: dict[str, float] = {}
     store = MessageStore(StoreSettings(root_dir=root))
-    store.commitlog.queue.load = _timed(phases, "load CommitLog", store.commitlog.queue.load)  # type: ignore[method-assign]
-    store.consume_queues.load = _timed(phases, "load ConsumeQueues", store.consume_queues.load)  # type: ignore[method-assign]
-    ConsumeQueue.recover = _timed(phases, "ConsumeQueue recover", ConsumeQueue.recover)  # type: ignore[method-assign]
-    if store.index is not None:
-        store.index.load = _timed(phases, "index load", store.index.load)  # type: ignore[method-assign]
-        store.index.truncate_from = _timed(phases, "index truncate", store.index.truncate_from)  # type: ignore[method-assign]
-    message_store_module.recover_commitlog = _timed(  # type: ignore[attr-defined]
-        phases, "CommitLog scan (CRC)", message_store_module.recover_commitlog
-    )
-    store.dispatcher.dispatch_available = _timed(phases, "re-dispatch", store.dispatcher.dispatch_available)  # type: ignore[method-assign]
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
     if profiler is not None:
@@ -130,7 +103,7 @@ def recover(root: Path, profile: bool) -> dict[str, Any]:
     total = time.perf_counter() - started
     result: dict[str, Any] = {
         "total_s": total,
-        "phases_s": phases,
+        "phases_s": report.phases_s,
         "redispatched": report.messages_redispatched,
         "scan_start": report.scan_start_offset,
         "end": report.recovered_end_offset,
@@ -141,7 +114,7 @@ def recover(root: Path, profile: bool) -> dict[str, Any]:
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
         result["profile"] = text.getvalue()
-    store._close_files()  # leave as found: no shutdown, the copy is thrown away
+    store.shutdown()  # the copy is thrown away
     return result
 
 

@@ -60,23 +60,19 @@ def raw_write(directory: Path, total_bytes: int) -> float:
     return elapsed
 
 
-def _open(root: Path, flush: FlushDiskType) -> MessageStore:
+def _open(root: Path, flush: FlushDiskType, *, background_dispatch: bool = True) -> MessageStore:
     store = MessageStore(StoreSettings(root_dir=root, flush=FlushSettings(flush_disk_type=flush)))
     store.open()
-    store.start()
-    queue = store.commitlog.queue
-    pending = queue._pending.get(0)  # wait for the first segment so allocation is not in the timing
-    if pending is not None:
-        pending.result()
+    store.start(background_dispatch=background_dispatch)
+    store.wait_prepared()  # the first segment is mapped: allocation is not in the timing
     return store
 
 
 def append_async_flush(
     root: Path, count: int, bodies: list[bytes], properties: bytes, *, dispatch_running: bool
 ) -> tuple[float, MessageStore]:
-    store = _open(root, FlushDiskType.ASYNC_FLUSH)
-    if not dispatch_running:
-        store.dispatch_service.stop()  # measure the append path alone; dispatch catches up afterwards
+    # Without dispatch running this measures the append path alone; dispatch catches up afterwards.
+    store = _open(root, FlushDiskType.ASYNC_FLUSH, background_dispatch=dispatch_running)
     append = store.append_message
     started = time.perf_counter()
     for number in range(count):
@@ -102,15 +98,14 @@ def append_sync_flush(root: Path, count: int, bodies: list[bytes], properties: b
         return time.perf_counter() - started
 
     elapsed = asyncio.run(main())
-    flushes = store.flusher.flush_count
+    flushes = int(store.stats()["flush_count"])
     store.shutdown()
     return elapsed, flushes
 
 
 def append_batched(root: Path, count: int, bodies: list[bytes], properties: bytes) -> float:
     """ASYNC_FLUSH appends in batches of BATCH_SIZE (one SEND_BATCH_MESSAGE each), dispatch deferred."""
-    store = _open(root, FlushDiskType.ASYNC_FLUSH)
-    store.dispatch_service.stop()
+    store = _open(root, FlushDiskType.ASYNC_FLUSH, background_dispatch=False)
     template = MessageToStore(TOPIC, 0, b"", properties)
     started = time.perf_counter()
     for first in range(0, count, BATCH_SIZE):
@@ -127,7 +122,7 @@ def append_batched(root: Path, count: int, bodies: list[bytes], properties: byte
 def dispatch_all(store: MessageStore) -> tuple[float, int]:
     started = time.perf_counter()
     dispatched = 0
-    while store.dispatcher.behind_bytes:
+    while store.dispatch_behind_bytes:
         dispatched += store.dispatch_now()
     return time.perf_counter() - started, dispatched
 

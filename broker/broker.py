@@ -19,28 +19,28 @@ import time
 
 from prometheus_client import CollectorRegistry
 
+from shoal.acl import AccessValidator, AclFileWatcher, start_acl
 from shoal.broker import limits
-from shoal.broker.acl import AccessValidator, AclFileWatcher, broker_credentials, start_acl
-from shoal.broker.broker_stats import BrokerStats
+from shoal.broker.broker_stats import TPS_SAMPLE_INTERVAL_MS, BrokerStats
 from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, ProducerManager, RebalanceLockManager
-from shoal.broker.config import BrokerSettings
-from shoal.broker.metrics import BrokerCollector, BrokerMetrics, MetricsServer, load_metrics_token
+from shoal.broker.config import BrokerConfig, BrokerSettings
+from shoal.broker.metrics import BrokerMetrics
+from shoal.broker.metrics_endpoint import BrokerCollector, MetricsServer, load_metrics_token
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.broker_admin import BrokerAdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
+from shoal.broker.processors.end_transaction import EndTransactionProcessor
 from shoal.broker.processors.group_admin import GroupAdminProcessors
 from shoal.broker.processors.reply import ReplyProcessor
 from shoal.broker.processors.send import SendProcessor
-from shoal.broker.remoting_server import Processor, RemotingServer
 from shoal.broker.replication import ReplicatedBroker, ReplicationService
 from shoal.broker.replication.role import RoleHooks
 from shoal.broker.running_parts import RunningParts, open_running_parts
-from shoal.broker.tls_listener import ServerTls
-from shoal.broker.transactions.end_transaction import EndTransactionProcessor
 from shoal.broker.vip_channel import VIP_WITHHELD_CODES, bind_vip_socket
 from shoal.formats.record import encode_host
 from shoal.protocol import RequestCode, ResponseCode, make_request
+from shoal.protocol.acl_signature import Credentials
 from shoal.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
@@ -48,6 +48,9 @@ from shoal.protocol.headers import (
 )
 from shoal.protocol.route_bodies import RegisterBrokerBody, register_body_crc32
 from shoal.remoting import RemotingClient, RemotingError
+from shoal.remoting import limits as remoting_limits
+from shoal.remoting.server import Processor, RemotingServer
+from shoal.remoting.tls_listener import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ REGISTER_DEBOUNCE_S = 0.002
 """Topic changes this close together (a burst of auto-creations) cause one registration; a send that
 created its topic waits for that round (SendProcessor), so this is added to its answer once."""
 REGISTER_RETRY_S = 2.0  # while some NameServer has not accepted us yet
-STATS_TICK_INTERVAL_S = 1.0  # RocketMQ samples its TPS figures once a second
+STATS_TICK_INTERVAL_S = TPS_SAMPLE_INTERVAL_MS / 1000  # RocketMQ samples its TPS figures once a second
 
 
 def _now_ms() -> int:
@@ -116,14 +119,14 @@ class BrokerController:
             self.acl, self.acl_watcher = start_acl(self.config.plain_acl_file, namesrv=False)
             self.server.gate = self.vip_server.gate = self.acl.refusal
         # registration and a slave's sync are signed with broker.conf's accessKey/secretKey when set
-        self.namesrv_client.credentials = self.replication.remoting.credentials = broker_credentials(self.config)
+        self.namesrv_client.credentials = self.replication.remoting.credentials = _credentials(self.config)
 
     # --- lifecycle ---
     async def start(self, *, host: str | None = None, port: int | None = None) -> None:
         config = self.config
         sock = socket.create_server(
             (host or config.listen_host, config.listen_port if port is None else port),
-            backlog=limits.LISTEN_BACKLOG_MAX_COUNT,
+            backlog=remoting_limits.LISTEN_BACKLOG_MAX_COUNT,
         )
         sock.setblocking(False)
         self.port = int(sock.getsockname()[1])
@@ -172,7 +175,7 @@ class BrokerController:
             offsets=parts.offsets,
             address=self.advertised_address,
             port=self.port,
-            on_append=parts.dispatch.schedule,
+            on_append=parts.store.dispatch_soon,
             register_soon=self.register_soon,
             register_all=self.register_all,
         )
@@ -228,7 +231,7 @@ class BrokerController:
             schedule=parts.schedule,
             transactions=parts.transactions,
             metrics=self.metrics,
-            on_append=parts.dispatch.schedule,
+            on_append=parts.store.dispatch_soon,
             wait_replicated=self.replication.wait_replicated,
             pending_registration=self.pending_registration,
         )
@@ -239,7 +242,7 @@ class BrokerController:
             store=parts.store,
             producers=self.producers,
             store_address=lambda: self.advertised_address,
-            on_append=parts.dispatch.schedule,
+            on_append=parts.store.dispatch_soon,
             next_opaque=self.namesrv_client.next_opaque,
         )
         consumer = ConsumerProcessors(
@@ -252,7 +255,7 @@ class BrokerController:
             locks=self.locks,
             store=parts.store,
             schedule=parts.schedule,
-            on_append=parts.dispatch.schedule,
+            on_append=parts.store.dispatch_soon,
         )
         admin = AdminProcessors(
             config=self.config,
@@ -362,9 +365,8 @@ class BrokerController:
             await self._metrics_server.stop()
         await parts.schedule.stop()
         parts.pull.hold.close()
-        parts.dispatch.stop()
         self.persist_metadata()
-        await asyncio.to_thread(parts.store.shutdown)
+        await parts.store.shutdown_from_loop()
         log.info("broker stopped")
 
     # --- state used by processors ---
@@ -413,9 +415,9 @@ class BrokerController:
 
     def health(self) -> tuple[bool, str]:
         store = self.parts.store
-        if store.flusher.failure is not None:
-            return False, f"store flush failed: {store.flusher.failure}"
-        if store.cleaner.disk_full:
+        if store.flush_failure is not None:
+            return False, f"store flush failed: {store.flush_failure}"
+        if store.disk_full:
             return False, "disk full: writes refused"
         if self._stopping:
             return False, "stopping"
@@ -572,3 +574,10 @@ def _settle(future: asyncio.Future[None]) -> None:
     """Resolve `future` unless it is already done."""
     if not future.done():
         future.set_result(None)
+
+
+def _credentials(config: BrokerConfig) -> Credentials | None:
+    """What the broker signs its own requests with (broker.conf accessKey/secretKey), or None."""
+    if config.access_key and config.secret_key:
+        return Credentials(config.access_key, config.secret_key)
+    return None

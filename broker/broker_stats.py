@@ -45,6 +45,7 @@ STATS_NAMES = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, B
 TPS_SAMPLE_INTERVAL_MS = 1_000  # StoreStatsService.FREQUENCY_OF_SAMPLING
 TPS_WINDOWS_S = (10, 60, 600)  # the three rates of putTps & co.
 TPS_SAMPLES_MAX_COUNT = TPS_WINDOWS_S[-1] + 1  # MAX_RECORDS_OF_SAMPLING + 1
+assert TPS_SAMPLE_INTERVAL_MS == 1_000, "tps_text counts a window's seconds in samples"
 MINUTE_SAMPLE_INTERVAL_MS = 10_000  # StatsItem.samplingInSeconds
 HOUR_SAMPLE_INTERVAL_MS = 600_000  # samplingInMinutes
 DAY_SAMPLE_INTERVAL_MS = 3_600_000  # samplingInHour

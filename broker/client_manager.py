@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from shoal.broker import limits
 from shoal.broker.filter import ConsumerFilterTable, SubscriptionEntry
-from shoal.broker.remoting_server import ServerConnection
 from shoal.protocol.bodies import ConsumerData, SubscriptionData
+from shoal.remoting.server import ServerConnection
 
 log = logging.getLogger(__name__)
 

@@ -15,17 +15,40 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import ipaddress
 import math
 import re
 import socket
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shoal.acl import limits as acl_limits
 from shoal.broker import limits
-from shoal.remoting.tls import TlsConfigError, TlsSettings, is_tls_key, load_tls_settings
+from shoal.remoting import limits as remoting_limits
+from shoal.remoting.settings import (
+    BOOLEAN,
+    CONNECTIONS,
+    FILE_OR_EMPTY,
+    FILE_PATH_OR_EMPTY,
+    HOST,
+    HOST_OR_EMPTY,
+    INTERVAL_MS,
+    INTERVAL_OR_ZERO_MS,
+    PORT_OR_ANY,
+    TIMEOUT_S,
+    Allowed,
+    ConfigError,
+    between,
+    build_settings,
+    is_address,
+    java_split,
+    load_tls_config,
+    one_of,
+    parse_properties,
+    parse_settings,
+)
+from shoal.remoting.tls import TlsSettings, is_tls_key
 from shoal.store import FlushDiskType, StoreSettings
 from shoal.store import limits as store_limits
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS
@@ -35,23 +58,6 @@ class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java properties, the subset broker.conf files use: `key=value` or `key: value`, `#`/`!` comments."""
-    result: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for separator in ("=", ":"):
-            if separator in line:
-                key, _, value = line.partition(separator)
-                break
-        else:
-            raise ValueError(f"line {number}: {raw!r} is not key=value")
-        result[key.strip()] = value.strip()
-    return result
 
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -85,71 +91,13 @@ def _local_ip() -> str:
         return "127.0.0.1"
 
 
-class ConfigError(ValueError):
-    """A broker.conf or namesrv.conf value Shoal cannot run with. The message is one line: the
-    key, the value as written and what the key takes."""
-
-
-def _show(raw: object) -> str:
-    """A value as the user wrote it; quoted when blanks or oddities would hide in the message."""
-    text = str(raw)
-    return text if text and text == text.strip() and text.isprintable() else repr(text)
-
-
-@dataclass(frozen=True)
-class Allowed:
-    """What one key takes: `test` on the parsed value, and the words an error shows. `parse`
-    replaces the key's own parser for the check (e.g. a path checked as text before `Path("")`
-    silently becomes the current directory)."""
-
-    words: str
-    test: Callable[[Any], bool]
-    parse: Callable[[str], Any] | None = None
-
-    def refuse(self, key: str, raw: object) -> ConfigError:
-        return ConfigError(f"{key}={_show(raw)} is not allowed: {key} takes {self.words}")
-
-    def check(self, key: str, raw: object, value: Any) -> None:
-        if not self.test(value):
-            raise self.refuse(key, raw)
-
-
-def between(low: int, high: int, unit: str = "", note: str = "") -> Allowed:
-    """A whole number in low..high (both included)."""
-    words = f"a whole number {low}..{high}" + (f" {unit}" if unit else "") + (f" ({note})" if note else "")
-    return Allowed(words, lambda value: type(value) is int and low <= value <= high)
-
-
-def _is_host(text: str) -> bool:
-    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-    try:
-        ipaddress.ip_address(bare)
-    except ValueError:
-        return bool(_HOST_NAME.fullmatch(text))
-    return True
-
-
-def _is_address(text: str) -> bool:
-    """host:port as RemotingUtil.string2SocketAddress reads it (the port after the last ':')."""
-    host, separator, port = text.rpartition(":")
-    return bool(separator) and _is_host(host) and port.isdigit() and 1 <= int(port) <= limits.PORT_MAX
-
-
-def _java_split(text: str) -> list[str]:
-    """`String.split(";")`: trailing empty parts are dropped, inner ones kept."""
-    parts = text.split(";")
-    while parts and not parts[-1].strip():
-        parts.pop()
-    return [part.strip() for part in parts]
-
-
 def _is_address_list(text: str) -> bool:
-    return all(_is_address(part) for part in _java_split(text))
+    return all(is_address(part) for part in java_split(text))
 
 
 def _is_hour_list(text: str) -> bool:
     """deleteWhen as UtilAll.isItTimeToDo reads it: `;`-separated Integer.parseInt hours."""
-    hours = _java_split(text)
+    hours = java_split(text)
     return bool(hours) and all(len(h) <= 2 and h.isdigit() and int(h) <= 23 for h in hours)
 
 
@@ -161,32 +109,15 @@ def _is_delay_table(text: str) -> bool:
     return True
 
 
-def one_of(kind: type[enum.Enum]) -> Allowed:
-    names = [member.value for member in kind]
-    return Allowed(f"exactly one of {', '.join(names)}", lambda value: isinstance(value, kind))
-
-
-_HOST_NAME = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
-)
 _NAME = re.compile(rf"[%|a-zA-Z0-9_-]{{1,{limits.NAME_LENGTH_MAX}}}")  # RocketMQ's topic name rule
 
-PORT_OR_ANY = between(0, limits.PORT_MAX, note="0: any free port")
-PORT_HA = between(-1, limits.PORT_MAX, note="-1: listenPort + 1, 0: any free port")
-PORT_METRICS = between(-1, limits.PORT_MAX, note="-1: no metrics, 0: listenPort + 100")
-PORT_FAST = between(-1, limits.PORT_MAX, note="-1: listenPort - 2, 0: no VIP channel")
-INTERVAL_MS = between(1, limits.CONFIG_INTERVAL_MAX_MS, "ms")
-INTERVAL_OR_ZERO_MS = between(0, limits.CONFIG_INTERVAL_MAX_MS, "ms")
-HA_INTERVAL_MS = between(limits.HA_INTERVAL_MIN_MS, limits.CONFIG_INTERVAL_MAX_MS, "ms")
-BOOLEAN = Allowed("true or false", lambda value: isinstance(value, bool))
+PORT_HA = between(-1, remoting_limits.PORT_MAX, note="-1: listenPort + 1, 0: any free port")
+PORT_METRICS = between(-1, remoting_limits.PORT_MAX, note="-1: no metrics, 0: listenPort + 100")
+PORT_FAST = between(-1, remoting_limits.PORT_MAX, note="-1: listenPort - 2, 0: no VIP channel")
+HA_INTERVAL_MS = between(limits.HA_INTERVAL_MIN_MS, remoting_limits.CONFIG_INTERVAL_MAX_MS, "ms")
 NAME = Allowed(
     f"1..{limits.NAME_LENGTH_MAX} characters of [%|a-zA-Z0-9_-] (it is also a topic name)",
     lambda value: isinstance(value, str) and bool(_NAME.fullmatch(value)),
-)
-HOST = Allowed("an IP address or a host name", lambda value: isinstance(value, str) and _is_host(value))
-HOST_OR_EMPTY = Allowed(
-    "an IP address or a host name, or nothing for this host's address",
-    lambda value: isinstance(value, str) and (value == "" or _is_host(value)),
 )
 ADDRESS_LIST = Allowed(
     "';'-separated host:port addresses with ports 1..65535, e.g. 127.0.0.1:9876;10.0.0.2:9876",
@@ -194,30 +125,20 @@ ADDRESS_LIST = Allowed(
 )
 ADDRESS_OR_EMPTY = Allowed(
     "host:port with a port 1..65535, or nothing to learn it from the NameServer",
-    lambda value: isinstance(value, str) and (value.strip() == "" or _is_address(value.strip())),
+    lambda value: isinstance(value, str) and (value.strip() == "" or is_address(value.strip())),
 )
 DELAY_TABLE = Allowed(
     f"1..{DELAY_LEVELS_MAX_COUNT} space-separated whole delays with a unit ms/s/m/h/d, e.g. 1s 5s 10s 2h",
     lambda value: isinstance(value, str) and _is_delay_table(value),
 )
-ANY_TEXT = Allowed("any text", lambda value: isinstance(value, str))
-FILE_OR_EMPTY = Allowed(
-    "a file path without control characters, or nothing", lambda value: isinstance(value, str) and value.isprintable()
-)
-TIMEOUT_S = between(1, limits.CONFIG_INTERVAL_MAX_MS // 1000, "s")
-CONNECTIONS = between(1, limits.CONNECTIONS_MAX_COUNT)
 ACL_KEY = Allowed(
-    f"nothing, or {limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE + 1}..{limits.ACL_KEY_LENGTH_MAX} characters without blanks "
-    "(RocketMQ's rule for ACL keys)",
+    f"nothing, or {acl_limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE + 1}..{acl_limits.ACL_KEY_LENGTH_MAX} characters "
+    "without blanks (RocketMQ's rule for ACL keys)",
     lambda value: (
         isinstance(value, str)
-        and (value == "" or (limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE < len(value) <= limits.ACL_KEY_LENGTH_MAX))
+        and (value == "" or (acl_limits.ACL_KEY_LENGTH_MIN_EXCLUSIVE < len(value) <= acl_limits.ACL_KEY_LENGTH_MAX))
         and not any(character.isspace() for character in value)
     ),
-)
-FILE_PATH_OR_EMPTY = Allowed(
-    "a file path (printable text), or nothing for the default place",
-    lambda value: isinstance(value, str) and (value == "" or value.isprintable()),
 )
 PERMISSION = Allowed(
     "a permission: 6 (read and write), 4 (read only), 2 (write only) or 0, plus 1 to inherit",
@@ -286,12 +207,12 @@ class BrokerConfig:
         default=120_000, metadata={"java": "channelExpiredTimeout", "allowed": INTERVAL_MS}
     )
     server_channel_max_idle_time_s: int = field(
-        default=limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
+        default=remoting_limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
         metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
     )
     """A client connection with no read or write this long is closed (RocketMQ: 120 s)."""
     server_channel_partial_frame_timeout_s: int = field(
-        default=limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
+        default=remoting_limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
         metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
     )
     """Shoal: a connection whose request frame is still incomplete this long after it began is closed."""
@@ -304,7 +225,7 @@ class BrokerConfig:
     """Shoal: a file holding a bearer token that /metrics then requires (`Authorization: Bearer ...`);
     /healthz stays open for probes. Empty: /metrics is open."""
     max_connections: int = field(
-        default=limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
+        default=remoting_limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
         metadata={"java": "maxConnections", "allowed": CONNECTIONS},
     )
     """Shoal: connections beyond this are closed at once (bounded resources)."""
@@ -314,29 +235,35 @@ class BrokerConfig:
     ha_master_address: str = field(default="", metadata={"java": "haMasterAddress", "allowed": ADDRESS_OR_EMPTY})
     """A slave's master HA address (host:port); empty: learned from the NameServer at registration."""
     ha_send_heartbeat_interval_ms: int = field(
-        default=5_000, metadata={"java": "haSendHeartbeatInterval", "allowed": HA_INTERVAL_MS}
+        default=limits.HA_HEARTBEAT_INTERVAL_DEFAULT_MS,
+        metadata={"java": "haSendHeartbeatInterval", "allowed": HA_INTERVAL_MS},
     )
     ha_housekeeping_interval_ms: int = field(
-        default=20_000, metadata={"java": "haHousekeepingInterval", "allowed": HA_INTERVAL_MS}
+        default=limits.HA_HOUSEKEEPING_INTERVAL_DEFAULT_MS,
+        metadata={"java": "haHousekeepingInterval", "allowed": HA_INTERVAL_MS},
     )
     """An HA link silent this long is closed (master: no ack; Shoal slave: no frame)."""
     ha_transfer_batch_size_bytes: int = field(
-        default=32 * 1024,
+        default=limits.HA_TRANSFER_BATCH_DEFAULT_BYTES,
         metadata={"java": "haTransferBatchSize", "allowed": between(1, limits.HA_TRANSFER_BATCH_MAX_BYTES, "bytes")},
     )
     ha_slave_fallbehind_max_bytes: int = field(
-        default=256 * 1024 * 1024,
+        default=limits.HA_SLAVE_FALLBEHIND_DEFAULT_BYTES,
         metadata={"java": "haSlaveFallbehindMax", "allowed": between(1, limits.JAVA_LONG_MAX, "bytes")},
     )
     """SYNC_MASTER answers SLAVE_NOT_AVAILABLE at once when the best slave is this far behind."""
-    slave_timeout_ms: int = field(default=3_000, metadata={"java": "slaveTimeout", "allowed": HA_INTERVAL_MS})
+    slave_timeout_ms: int = field(
+        default=limits.HA_SLAVE_TIMEOUT_DEFAULT_MS, metadata={"java": "slaveTimeout", "allowed": HA_INTERVAL_MS}
+    )
     """SYNC_MASTER: how long a send waits for a slave before FLUSH_SLAVE_TIMEOUT (4.9.3+)."""
     ha_reconnect_interval_ms: int = field(
-        default=5_000, metadata={"java": "haReconnectInterval", "allowed": HA_INTERVAL_MS}
+        default=limits.HA_RECONNECT_INTERVAL_DEFAULT_MS,
+        metadata={"java": "haReconnectInterval", "allowed": HA_INTERVAL_MS},
     )
     """Shoal: a slave retries a lost master link after this (RocketMQ: a fixed 5 s)."""
     slave_sync_interval_ms: int = field(
-        default=10_000, metadata={"java": "slaveSyncInterval", "allowed": HA_INTERVAL_MS}
+        default=limits.HA_SLAVE_SYNC_INTERVAL_DEFAULT_MS,
+        metadata={"java": "slaveSyncInterval", "allowed": HA_INTERVAL_MS},
     )
     """Shoal: how often a slave copies topics, offsets and groups (RocketMQ: a fixed 10 s)."""
     ha_shoal_extension_enable: bool = field(
@@ -388,7 +315,7 @@ class BrokerConfig:
         default=False, metadata={"java": "rejectTransactionMessage", "allowed": BOOLEAN}
     )
     """Refuse half messages with NO_PERMISSION (RocketMQ's switch for brokers without transactions)."""
-    # --- plain ACL (spec §14; shoal.broker.acl, docs/security.md §2) ---
+    # --- plain ACL (spec §14; shoal.acl, docs/security.md §2) ---
     acl_enable: bool = field(default=False, metadata={"java": "aclEnable", "allowed": BOOLEAN})
     """Check every request against plain_acl.yml (signature, permissions, admin codes), as RocketMQ."""
     plain_acl_file: str = field(default="", metadata={"java": "plainAclFile", "allowed": FILE_PATH_OR_EMPTY})
@@ -437,75 +364,6 @@ class BrokerConfig:
         return 0 if self.listen_port == 0 else self.listen_port + 100
 
 
-@dataclass(frozen=True)
-class NamesrvConfig:
-    listen_port: int = field(default=9876, metadata={"java": "listenPort", "allowed": PORT_OR_ANY})
-    listen_host: str = field(default="0.0.0.0", metadata={"java": "listenHost", "allowed": HOST})
-    broker_expired_timeout_ms: int = field(
-        default=limits.BROKER_EXPIRED_TIMEOUT_MS,
-        metadata={"java": "brokerChannelExpiredTime", "allowed": INTERVAL_MS},
-    )
-    scan_interval_ms: int = field(
-        default=10_000, metadata={"java": "scanNotActiveBrokerInterval", "allowed": INTERVAL_MS}
-    )
-    kv_config_path: str = field(default="", metadata={"java": "kvConfigPath", "allowed": ANY_TEXT})
-    server_channel_max_idle_time_s: int = field(
-        default=limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
-        metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
-    )
-    server_channel_partial_frame_timeout_s: int = field(
-        default=limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
-        metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
-    )
-    max_connections: int = field(
-        default=limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
-        metadata={"java": "maxConnections", "allowed": CONNECTIONS},
-    )
-    """The three connection settings mean what the broker's do."""
-    acl_enable: bool = field(default=False, metadata={"java": "aclEnable", "allowed": BOOLEAN})
-    """Shoal: REGISTER_BROKER and the other codes that change routes or this NameServer's config need
-    a signed admin account of plain_acl.yml (`shoal.broker.acl.NAMESRV_CHECKED_CODES`); route queries
-    stay open. 4.9.7's NameServer checks nothing."""
-    plain_acl_file: str = field(default="", metadata={"java": "plainAclFile", "allowed": FILE_PATH_OR_EMPTY})
-    """As the broker's: empty means ${ROCKETMQ_HOME}/conf/plain_acl.yml."""
-
-
-def _convert(kind: Any, raw: str) -> Any:
-    if kind is bool:
-        lowered = raw.lower()
-        if lowered not in ("true", "false"):
-            raise ValueError("expected true or false")
-        return lowered == "true"
-    if kind is int:
-        return int(raw)
-    if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        return kind(raw)
-    return raw
-
-
-_TYPES = {"bool": bool, "int": int, "str": str, "BrokerRole": BrokerRole}
-
-
-def _build(cls: type[Any], conf: Mapping[str, str]) -> tuple[Any, list[str]]:
-    """The dataclass from the keys it knows, each parsed and checked against its `Allowed`."""
-    by_java = {f.metadata["java"]: f for f in fields(cls)}
-    values: dict[str, Any] = {}
-    unknown: list[str] = []
-    for key, raw in conf.items():
-        spec = by_java.get(key)
-        if spec is None:
-            unknown.append(key)
-            continue
-        allowed: Allowed = spec.metadata["allowed"]
-        try:
-            value = _convert(_TYPES.get(str(spec.type), str), raw)
-        except ValueError:
-            raise allowed.refuse(key, raw) from None
-        allowed.check(key, raw, value)
-        values[spec.name] = value
-    return cls(**values), unknown
-
-
 def _check_broker_relations(config: BrokerConfig) -> None:
     """Rules between keys (RocketMQ's BrokerStartup checks and what our ports need)."""
     listen, ha, metrics = config.listen_port, config.ha_listen_port, config.metrics_port
@@ -515,9 +373,9 @@ def _check_broker_relations(config: BrokerConfig) -> None:
         )
     if ha > 0 and ha == listen:
         raise ConfigError(f"haListenPort={ha} is not allowed: it equals listenPort; give the HA listener its own port")
-    if ha == -1 and listen == limits.PORT_MAX:
+    if ha == -1 and listen == remoting_limits.PORT_MAX:
         raise ConfigError(f"listenPort={listen} leaves no port for HA (listenPort + 1): set haListenPort")
-    if metrics == 0 and listen + 100 > limits.PORT_MAX:
+    if metrics == 0 and listen + 100 > remoting_limits.PORT_MAX:
         raise ConfigError(
             f"listenPort={listen} leaves no port for metrics (listenPort + 100): set metricsPort, or -1 for none"
         )
@@ -625,11 +483,11 @@ def _check_store_keys(conf: Mapping[str, str]) -> None:
         allowed.check(key, raw, value)
 
 
-def _check_store_relations(store: StoreSettings) -> None:
-    size = store.index.file_size_bytes
+def _check_store_relations(settings: StoreSettings) -> None:
+    size = settings.index.file_size_bytes
     if size > limits.MAPPED_FILE_SIZE_MAX_BYTES:
         raise ConfigError(
-            f"maxHashSlotNum={store.index.hash_slots} and maxIndexNum={store.index.entries} make a {size}-byte "
+            f"maxHashSlotNum={settings.index.hash_slots} and maxIndexNum={settings.index.entries} make a {size}-byte "
             f"IndexFile: the most is {limits.MAPPED_FILE_SIZE_MAX_BYTES} bytes"
         )
 
@@ -673,7 +531,7 @@ def load_broker_settings(
     tls = load_tls_config({k: v for k, v in merged.items() if is_tls_key(k)})
     broker_keys = {k: v for k, v in merged.items() if k not in STORE_KEYS and not is_tls_key(k)}
     store_keys = {k: v for k, v in merged.items() if k in STORE_KEYS}
-    broker, unknown = _build(BrokerConfig, broker_keys)
+    broker, unknown = build_settings(BrokerConfig, broker_keys)
     _check_broker_relations(broker)
     _check_store_keys(store_keys)
     if root_dir is None and "storePathRootDir" not in merged:
@@ -691,19 +549,7 @@ def apply_conf_changes(
 ) -> tuple[BrokerConfig, StoreSettings]:
     """Copies of `broker` and `store` with broker.conf `changes` (known keys only) applied, each
     key and every relation checked as at load: a `ConfigError` for the first problem."""
-    by_java = {f.metadata["java"]: f for f in fields(BrokerConfig)}
-    values: dict[str, Any] = {}
-    for key, raw in changes.items():
-        spec = by_java.get(key)
-        if spec is None:
-            continue
-        allowed: Allowed = spec.metadata["allowed"]
-        try:
-            value = _convert(_TYPES.get(str(spec.type), str), raw)
-        except ValueError:
-            raise allowed.refuse(key, raw) from None
-        allowed.check(key, raw, value)
-        values[spec.name] = value
+    values, _unknown = parse_settings(BrokerConfig, changes)  # known keys only: the caller refuses the others
     try:
         new_broker = dataclasses.replace(broker, **values)
     except ValueError as error:
@@ -727,19 +573,3 @@ def apply_conf_changes(
         raise ConfigError(str(error)) from None
     _check_store_relations(new_store)
     return new_broker, new_store
-
-
-def load_namesrv_config(conf: Mapping[str, str]) -> tuple[NamesrvConfig, list[str]]:
-    """NameServer settings from namesrv.conf keys, each checked (`ConfigError` as for the broker);
-    the tls.* keys are `load_tls_config`'s."""
-    config, unknown = _build(NamesrvConfig, {k: v for k, v in conf.items() if not is_tls_key(k)})
-    return config, unknown
-
-
-def load_tls_config(conf: Mapping[str, str]) -> TlsSettings:
-    """The tls.* keys of a broker.conf or namesrv.conf (and the tls.config.file they name), as a
-    `ConfigError` when one is wrong. Certificates are read later, when the ports are set up."""
-    try:
-        return load_tls_settings({k: v for k, v in conf.items() if is_tls_key(k)})
-    except TlsConfigError as error:
-        raise ConfigError(str(error)) from None

@@ -28,7 +28,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from shoal.broker.config import BrokerConfig, ConfigError, apply_conf_changes
+from shoal.broker.config import BrokerConfig, apply_conf_changes
+from shoal.remoting.settings import ConfigError
 from shoal.store import StoreSettings
 from shoal.store.json_files import write_json_file_safely
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS

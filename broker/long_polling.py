@@ -4,8 +4,8 @@ A parked pull is answered (by re-running it without suspension) when the Dispatc
 message for its queue that passes the pull's filter (its tagsCode, and for a SQL92 subscription its
 properties, as RocketMQ's notifyMessageArriving checks both), or at its deadline — a timer per
 request, so the answer comes when the client asked, not up to 5 s later as in RocketMQ. The
-Dispatcher runs in a store thread: it only queues (topic, queueId, tagsCode, properties) and wakes
-the loop once per batch.
+broker's store dispatches on the loop: the listener only queues (topic, queueId, tagsCode,
+properties) and schedules one drain per dispatch batch.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shoal.broker import limits
-from shoal.broker.remoting_server import ServerConnection
 from shoal.protocol import RemotingCommand
-from shoal.store.dispatching import DispatchRequest
+from shoal.remoting.server import ServerConnection
+from shoal.store import DispatchRequest
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +78,14 @@ class PullRequestHoldService:
             self._wake_key(key, None)
         return True
 
-    # --- called from the Dispatcher's thread ---
+    # --- the store's dispatch listener: the broker's store dispatches on this same loop ---
     def on_dispatch(self, request: DispatchRequest) -> None:
         if (request.topic, request.queue_id) not in self.parked:
             return
         self._arrived.append((request.topic, request.queue_id, (request.tags_code, request.raw_properties)))
         if not self._scheduled:
-            self._scheduled = True
-            try:
-                self.loop.call_soon_threadsafe(self._drain)
-            except RuntimeError:  # loop closed during shutdown
-                self._scheduled = False
+            self._scheduled = True  # one drain per dispatch batch, after it
+            self.loop.call_soon(self._drain)
 
     # --- loop thread ---
     def _drain(self) -> None:

@@ -21,12 +21,11 @@ from shoal.broker.group_manager import SubscriptionGroupManager
 from shoal.broker.metrics import BrokerMetrics
 from shoal.broker.processors.pull import PullProcessor
 from shoal.broker.replication.role import BrokerRoleState
-from shoal.broker.schedule import ScheduleMessageService, install_tags_code_hook
+from shoal.broker.schedule import ScheduleMessageService, schedule_tags_code_rule
 from shoal.broker.topic_manager import TopicManager
 from shoal.broker.transactions.checking import TransactionCheckService
 from shoal.broker.transactions.service import TransactionService
 from shoal.store import MessageStore, RecoveryReport
-from shoal.store.dispatching import LoopDispatchDriver
 from shoal.store.metadata import ConsumerOffsetTable, SubscriptionGroupTable, TopicConfigTable
 
 
@@ -40,8 +39,6 @@ class RunningParts:
 
     store: MessageStore
     recovery_report: RecoveryReport
-    dispatch: LoopDispatchDriver
-    """Runs the Dispatcher on the event loop (`schedule()` after an append)."""
     topics: TopicManager
     groups: SubscriptionGroupManager
     offsets: ConsumerOffsetTable
@@ -68,11 +65,13 @@ async def open_running_parts(
     After the store is open nothing here awaits, so a registration scheduled by a topic change
     (`register_soon`) runs only once the parts are in place."""
     config = settings.broker
-    store = MessageStore(settings.store, store_host=store_host)
-    install_tags_code_hook(store.dispatcher, config.delay_levels_ms)  # before recovery re-dispatches
+    store = MessageStore(
+        settings.store, store_host=store_host, tags_code=schedule_tags_code_rule(config.delay_levels_ms)
+    )
     recovery_report = await asyncio.to_thread(store.open)
-    store.start(background_dispatch=False)
-    await asyncio.to_thread(store.commitlog.queue.wait_prepared)  # first segment ready before serving
+    loop = asyncio.get_running_loop()
+    store.start(dispatch_loop=loop)  # dispatch on the loop: after an append, before the next read
+    await asyncio.to_thread(store.wait_prepared)  # first segment ready before serving
     config_dir = settings.store.config_dir
     topics = TopicManager(TopicConfigTable(config_dir / "topics.json", _now_ms), config, register_soon)
     topics.table.load()
@@ -83,9 +82,6 @@ async def open_running_parts(
     groups = SubscriptionGroupManager(group_table, config)
     offsets = ConsumerOffsetTable(config_dir / "consumerOffset.json")
     offsets.load()
-    loop = asyncio.get_running_loop()
-    dispatch = LoopDispatchDriver(store.dispatcher, loop)
-    dispatch.start()
     pull = PullProcessor(
         config=config,
         role=role,
@@ -97,10 +93,9 @@ async def open_running_parts(
         metrics=metrics,
         loop=loop,
     )
-    store.dispatcher.listeners.append(pull.hold.on_dispatch)
+    store.subscribe(pull.hold.on_dispatch)
     schedule = ScheduleMessageService(
         store,
-        dispatch.schedule,
         config.delay_levels_ms,
         config_dir,
         persist_interval_s=config.flush_delay_offset_interval_ms / 1000,
@@ -113,7 +108,7 @@ async def open_running_parts(
         offsets,
         producers,
         config,
-        on_append=dispatch.schedule,
+        on_append=store.dispatch_soon,
         next_opaque=next_opaque,
         is_master=lambda: role.is_master,
     )
@@ -123,7 +118,6 @@ async def open_running_parts(
     return RunningParts(
         store=store,
         recovery_report=recovery_report,
-        dispatch=dispatch,
         topics=topics,
         groups=groups,
         offsets=offsets,

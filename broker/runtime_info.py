@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from shoal.broker.broker_stats import BrokerStats, java_double_text, runtime_text
 from shoal.formats.topics import SCHEDULE_TOPIC
 from shoal.protocol.codes import CURRENT_VERSION
-from shoal.store.cleaning import disk_usage_ratio
+from shoal.store import disk_usage_ratio
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -149,9 +149,9 @@ def runtime_info_table(
 def store_figures(store: MessageStore, schedule_offsets: Mapping[int, int]) -> StoreFigures:
     """Read the figures from the running store (the thin I/O side of `runtime_info_table`)."""
     settings = store.settings
-    queue = store.commitlog.queue
-    min_offset = queue.min_offset
-    earliest = store.store_time_at(min_offset) if queue.max_offset > min_offset else None
+    min_offset = store.min_offset
+    left = store.transient_buffers_left
+    earliest = store.store_time_at(min_offset) if store.max_offset > min_offset else None
     total: int | None = None
     usable: int | None = None
     try:
@@ -159,20 +159,19 @@ def store_figures(store: MessageStore, schedule_offsets: Mapping[int, int]) -> S
         total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
     except OSError:
         pass
-    pool = store.pool
     return StoreFigures(
         commitlog_min_offset=min_offset,
-        commitlog_max_offset=queue.max_offset,
-        commitlog_flushed_offset=queue.flushed_where,
-        commitlog_committed_offset=queue.committed_where if pool is not None else None,
-        dispatch_behind_bytes=store.dispatcher.behind_bytes,
+        commitlog_max_offset=store.max_offset,
+        commitlog_flushed_offset=store.flushed_offset,
+        commitlog_committed_offset=store.committed_offset,
+        dispatch_behind_bytes=store.dispatch_behind_bytes,
         earliest_message_time_ms=-1 if earliest is None else earliest,
         commitlog_dir=str(settings.commitlog_dir),
         commitlog_disk_ratio=disk_usage_ratio(settings.commitlog_dir),
         consume_queue_disk_ratio=disk_usage_ratio(settings.consume_queue_dir),
         root_total_bytes=total,
         root_usable_bytes=usable,
-        transient_buffers_left=pool.available_count if pool is not None else JAVA_INT_MAX,
+        transient_buffers_left=JAVA_INT_MAX if left is None else left,
         schedule_offsets=tuple(
             (level, offset, store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1))
             for level, offset in sorted(schedule_offsets.items())

@@ -47,12 +47,12 @@ from shoal.broker.timer import (
     TimerIndex,
     TimerProgress,
     load_timer_progress,
-    read_units,
     save_timer_progress,
 )
 from shoal.formats.consume_queue_unit import BLANK_UNIT_SIZE_FIELD
 from shoal.formats.properties import (
     DELAY_TIME_LEVEL,
+    NAME_VALUE_SEPARATOR,
     REAL_QUEUE_ID,
     REAL_TOPIC,
     START_DELIVER_TIME,
@@ -62,9 +62,15 @@ from shoal.formats.properties import (
 from shoal.formats.record import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordHeader, decode_header
 from shoal.formats.store_layout import DELAY_OFFSET_FILE_NAME
 from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
-from shoal.store import MessageStore, MessageToStore, PutStatus, StoreError
-from shoal.store.consume_queue import ConsumeQueue
-from shoal.store.dispatching import Dispatcher, DispatchRequest, TagsCodeHook
+from shoal.store import (
+    DispatchRequest,
+    MessageStore,
+    MessageToStore,
+    PutStatus,
+    StoreError,
+    TagsCodeHook,
+    TagsCodeRule,
+)
 from shoal.store.metadata import DelayOffsetTable
 
 log = logging.getLogger(__name__)
@@ -92,11 +98,17 @@ class Timing:
         assert (self.level > 0) != (self.deliver_ms > 0), self
 
 
+_DELAY_MARKER = DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+_START_DELIVER_TIME_MARKER = START_DELIVER_TIME + NAME_VALUE_SEPARATOR
+"""How the names start a segment: substring tests on them cost what literals do (a helper call
+per send would double may_be_timed's ~150 ns); a false positive only costs a decode."""
+
+
 def may_be_timed(properties: str | None) -> bool:
     """Cheap test on the wire property string, so ordinary sends never decode it."""
     if not properties:
         return False
-    return "DELAY\x01" in properties or "TIMER_" in properties or "__STARTDELIVERTIME\x01" in properties
+    return _DELAY_MARKER in properties or "TIMER_" in properties or _START_DELIVER_TIME_MARKER in properties
 
 
 def _integer_property(properties: Mapping[str, str], name: str) -> int | None:
@@ -209,10 +221,10 @@ def schedule_tags_code_hook(levels_ms: tuple[int, ...]) -> TagsCodeHook:
     return hook
 
 
-def install_tags_code_hook(dispatcher: Dispatcher, levels_ms: tuple[int, ...]) -> None:
-    """Before the store opens: records re-dispatched by recovery get the right tagsCode too."""
-    dispatcher.tags_code_hook = schedule_tags_code_hook(levels_ms)
-    dispatcher.tags_code_hook_topics = _PARKING_TOPICS
+def schedule_tags_code_rule(levels_ms: tuple[int, ...]) -> TagsCodeRule:
+    """The store's tagsCode rule for the parking topics (given when it is built, so records
+    re-dispatched by recovery get the right tagsCode too)."""
+    return TagsCodeRule(schedule_tags_code_hook(levels_ms), _PARKING_TOPICS)
 
 
 class Outcome(enum.Enum):
@@ -235,7 +247,6 @@ class ScheduleMessageService:
     def __init__(
         self,
         store: MessageStore,
-        schedule_dispatch: Callable[[], None],
         levels_ms: tuple[int, ...],
         config_dir: Path,
         *,
@@ -244,7 +255,6 @@ class ScheduleMessageService:
     ) -> None:
         assert levels_ms and persist_interval_s > 0
         self.store = store
-        self.schedule_dispatch = schedule_dispatch
         self.levels_ms = levels_ms
         self.persist_interval_s = persist_interval_s
         self.offsets_table = DelayOffsetTable(config_dir / DELAY_OFFSET_FILE_NAME)
@@ -267,6 +277,7 @@ class ScheduleMessageService:
         self._stopping = False
         self._last_persist_s = 0.0
         self._put_failure_logged = False
+        self._unsubscribe: Callable[[], None] = lambda: None
 
     # --- lifecycle ---
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -282,14 +293,13 @@ class ScheduleMessageService:
         self._loop_thread = threading.get_ident()
         self.offsets_table.load()
         levels = set(range(1, len(self.levels_ms) + 1))
-        levels.update(queue.queue_id + 1 for queue in self.store.consume_queues if queue.topic == SCHEDULE_TOPIC)
+        levels.update(queue_id + 1 for queue_id in self.store.queue_ids(SCHEDULE_TOPIC))
         for level in sorted(levels):
             delay_ms = self.levels_ms[level - 1] if level <= len(self.levels_ms) else max(self.levels_ms)
             self.level_delays_ms[level] = delay_ms
             self.offsets[level] = self._clamped(level, self.offsets_table.query(level))
         progress = load_timer_progress(self.timer_progress_path)
-        timer_queue = self._queue(TIMER_TOPIC, 0)
-        self.timer.restore(progress, timer_queue.min_offset if timer_queue is not None else 0)
+        self.timer.restore(progress, self.store.min_offset_in_queue(TIMER_TOPIC, 0))
         while self._index_timers(limits.SCHEDULE_ROUND_INDEXED_MAX_COUNT):
             pass
         log.info(
@@ -299,13 +309,14 @@ class ScheduleMessageService:
             len(self.timer),
         )
         self._last_persist_s = loop.time()
-        self.store.dispatcher.listeners.append(self._on_dispatch)
+        self._unsubscribe = self.store.subscribe(self._on_dispatch)
         self._stopping = False
         self._task = loop.create_task(self._run(), name="schedule")
 
     def _clamped(self, level: int, offset: int) -> int:
-        queue = self._queue(SCHEDULE_TOPIC, level - 1)
-        low, high = (queue.min_offset, queue.max_offset) if queue is not None else (0, 0)
+        queue_id = level - 1
+        low = self.store.min_offset_in_queue(SCHEDULE_TOPIC, queue_id)
+        high = self.store.max_offset_in_queue(SCHEDULE_TOPIC, queue_id)
         clamped = min(max(offset, low), high)
         if clamped != offset:
             log.warning("delay level %d: offset %d outside [%d, %d], using %d", level, offset, low, high, clamped)
@@ -326,16 +337,15 @@ class ScheduleMessageService:
         except Exception:
             log.exception("the schedule task had failed")
         self._task = None
-        if self._on_dispatch in self.store.dispatcher.listeners:
-            self.store.dispatcher.listeners.remove(self._on_dispatch)
+        self._unsubscribe()
         try:
-            await asyncio.to_thread(self.store.flusher.flush_to_end, 0)
+            await asyncio.to_thread(self.store.flush_to_end)
         except OSError:
             log.exception("flush before persisting delay progress failed; persisting what is durable")
             await self._persist_durable()
             return
         now_ms = self.store.clock.now_ms()
-        await self._persist(Snapshot(self.store.commitlog.max_offset, dict(self.offsets), self.timer.progress(now_ms)))
+        await self._persist(Snapshot(self.store.max_offset, dict(self.offsets), self.timer.progress(now_ms)))
 
     @property
     def running(self) -> bool:
@@ -361,8 +371,7 @@ class ScheduleMessageService:
         }
 
     def _behind(self, level: int) -> int:
-        queue = self._queue(SCHEDULE_TOPIC, level - 1)
-        return max(0, queue.max_offset - self.offsets[level]) if queue is not None else 0
+        return max(0, self.store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1) - self.offsets[level])
 
     # --- the task ---
     async def _run(self) -> None:
@@ -377,7 +386,7 @@ class ScheduleMessageService:
                 log.exception("schedule round failed; retrying in %.0f s", limits.SCHEDULE_ERROR_RETRY_DELAY_S)
                 delivered, busy, refused, failed = 0, False, False, True
             if delivered:
-                self.schedule_dispatch()
+                self.store.dispatch_soon()
             if loop.time() - self._last_persist_s >= self.persist_interval_s:
                 self._last_persist_s = loop.time()
                 await self._persist_durable()
@@ -415,23 +424,24 @@ class ScheduleMessageService:
             done, refused = self._deliver_timers(now_ms, budget - delivered)
             delivered += done
         if delivered or indexed:
-            self._snapshot(self.store.commitlog.max_offset)
+            self._snapshot(self.store.max_offset)
         busy = delivered >= budget or indexed >= limits.SCHEDULE_ROUND_INDEXED_MAX_COUNT
         return delivered, busy, refused
 
     def _deliver_level(self, level: int, now_ms: int, budget: int) -> tuple[int, bool]:
         """Deliver the due head of one level's queue: (units passed, a put was refused)."""
-        queue = self._queue(SCHEDULE_TOPIC, level - 1)
-        if queue is None or budget <= 0:
+        store, queue_id = self.store, level - 1
+        if budget <= 0:
             return 0, False
         offset = self.offsets[level]
         delay_ms = self.level_delays_ms[level]
         passed = 0
         try:
-            while passed < budget and offset < queue.max_offset:
-                units = read_units(queue, offset, min(budget - passed, limits.SCHEDULE_READ_UNITS_MAX_COUNT))
+            while passed < budget and offset < (high := store.max_offset_in_queue(SCHEDULE_TOPIC, queue_id)):
+                count_max = min(budget - passed, limits.SCHEDULE_READ_UNITS_MAX_COUNT)
+                units = store.read_units(SCHEDULE_TOPIC, queue_id, offset, count_max)
                 if not units:
-                    clamped = min(max(offset, queue.min_offset), queue.max_offset)
+                    clamped = min(max(offset, store.min_offset_in_queue(SCHEDULE_TOPIC, queue_id)), high)
                     if clamped == offset:
                         break
                     log.warning("delay level %d: offset %d no longer readable, moving to %d", level, offset, clamped)
@@ -453,14 +463,13 @@ class ScheduleMessageService:
 
     def _index_timers(self, count_max: int) -> int:
         """Add new units of the timer queue to the index: how many units were read."""
-        queue = self._queue(TIMER_TOPIC, 0)
-        timer = self.timer
-        if queue is None:
-            return 0
-        offset = max(timer.indexed_offset, queue.min_offset)
+        store, timer = self.store, self.timer
+        offset = max(timer.indexed_offset, store.min_offset_in_queue(TIMER_TOPIC, 0))
+        end = store.max_offset_in_queue(TIMER_TOPIC, 0)
         read = 0
-        while read < count_max and offset < queue.max_offset and timer.room > 0:
-            units = read_units(queue, offset, min(count_max - read, limits.SCHEDULE_READ_UNITS_MAX_COUNT, timer.room))
+        while read < count_max and offset < end and timer.room > 0:
+            count = min(count_max - read, limits.SCHEDULE_READ_UNITS_MAX_COUNT, timer.room)
+            units = store.read_units(TIMER_TOPIC, 0, offset, count)
             if not units:
                 break
             for _physical, size, deliver_ms in units:
@@ -469,7 +478,7 @@ class ScheduleMessageService:
                 offset += 1
             read += len(units)
         timer.indexed_offset = offset
-        if timer.room <= 0 and offset < queue.max_offset and not timer.full_reported:
+        if timer.room <= 0 and offset < end and not timer.full_reported:
             timer.full_reported = True
             log.warning("timer index holds %d messages: later timer messages wait to be indexed", len(timer))
         elif timer.room > 0:
@@ -477,14 +486,13 @@ class ScheduleMessageService:
         return read
 
     def _deliver_timers(self, now_ms: int, budget: int) -> tuple[int, bool]:
-        queue = self._queue(TIMER_TOPIC, 0)
         delivered = 0
         while delivered < budget:
             next_ms = self.timer.next_deliver_ms()
-            if next_ms is None or next_ms > now_ms or queue is None:
+            if next_ms is None or next_ms > now_ms:
                 break
             deliver_ms, offset = self.timer.pop()
-            unit = queue.unit_at(offset)
+            unit = self.store.unit_at(TIMER_TOPIC, 0, offset)
             if unit is None:
                 log.warning("timer message at queue offset %d was cleaned up before its delivery", offset)
                 continue
@@ -519,7 +527,7 @@ class ScheduleMessageService:
         return Outcome.RETRY
 
     def _read(self, physical: int, size: int) -> tuple[RecordHeader, bytes, dict[str, str]] | None:
-        view = self.store.commitlog.read(physical, size)
+        view = self.store.read(physical, size)
         if view is None:
             log.warning("delayed record at %d was cleaned up before its delivery", physical)
             return None
@@ -541,10 +549,9 @@ class ScheduleMessageService:
         """Seconds until the earliest delivery; the dispatch listener wakes us for earlier ones."""
         due_ms = now_ms + int(limits.SCHEDULE_IDLE_WAIT_MAX_S * 1000)
         for level, offset in self.offsets.items():
-            queue = self._queue(SCHEDULE_TOPIC, level - 1)
-            if queue is None or offset >= queue.max_offset:
+            if offset >= self.store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1):
                 continue
-            unit = queue.unit_at(offset)
+            unit = self.store.unit_at(SCHEDULE_TOPIC, level - 1, offset)
             if unit is None or unit.size == BLANK_UNIT_SIZE_FIELD:
                 return 0.0
             due_ms = min(due_ms, unit.tags_code if unit.tags_code <= now_ms + self.level_delays_ms[level] else now_ms)
@@ -561,9 +568,6 @@ class ScheduleMessageService:
             self._wake_at_ms = request.tags_code
             self.wakeup()
 
-    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self.store.find_consume_queue(topic, queue_id)
-
     # --- progress ---
     def _snapshot(self, commitlog_end: int) -> None:
         now_ms = self.store.clock.now_ms()
@@ -575,10 +579,10 @@ class ScheduleMessageService:
         Without the flush, a quiet broker (ASYNC_FLUSH flushes less than 4 dirty pages only every
         10 s) would persist stale progress and a crash would repeat more deliveries than needed."""
         try:
-            await asyncio.to_thread(self.store.flusher.flush_to_end, 0)
+            await asyncio.to_thread(self.store.flush_to_end)
         except OSError:
             log.exception("flushing before persisting delay progress failed")  # the flusher reports it too
-        flushed = self.store.flusher.flushed_offset
+        flushed = self.store.flushed_offset
         chosen = None
         while self._snapshots and self._snapshots[0].commitlog_end <= flushed:
             chosen = self._snapshots.popleft()

@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from shoal.broker import limits
-from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
-from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.json_files import read_json_file_tolerantly, write_json_file_safely
 
 log = logging.getLogger(__name__)
@@ -44,22 +42,6 @@ BUCKET_UNITS = 4096
 """ConsumeQueue offsets per pending-count bucket; scanFromOffset is a multiple of this."""
 
 assert limits.TIMER_PENDING_MAX_COUNT < _OFFSET_MASK
-
-
-def read_units(queue: ConsumeQueue, offset: int, count_max: int) -> list[tuple[int, int, int]]:
-    """Up to `count_max` units (physical offset, size, tagsCode) from `offset`, within one
-    ConsumeQueue file; empty when `offset` is outside the queue. The mapped view is released
-    before returning, so retention can unmap the file at any time."""
-    assert count_max > 0, count_max
-    found = queue.units_from(offset)
-    if found is None:
-        return []
-    view, _ = found
-    try:
-        with view[: min(len(view), count_max * UNIT_SIZE)] as part:
-            return list(UNIT.iter_unpack(part))
-    finally:
-        view.release()
 
 
 @dataclass(frozen=True, slots=True)

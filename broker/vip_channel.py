@@ -18,9 +18,9 @@ from __future__ import annotations
 import errno
 import socket
 
-from shoal.broker import limits
 from shoal.broker.preflight import PreflightError
 from shoal.protocol import RequestCode
+from shoal.remoting import limits as remoting_limits
 
 VIP_WITHHELD_CODES = frozenset({int(RequestCode.PULL_MESSAGE)})
 """What the VIP listener does not serve although the main listener does."""
@@ -29,7 +29,7 @@ VIP_WITHHELD_CODES = frozenset({int(RequestCode.PULL_MESSAGE)})
 def bind_vip_socket(host: str, port: int) -> socket.socket:
     """The VIP listener's socket, bound before the store opens; a taken port is one clear line."""
     try:
-        sock = socket.create_server((host, port), backlog=limits.LISTEN_BACKLOG_MAX_COUNT)
+        sock = socket.create_server((host, port), backlog=remoting_limits.LISTEN_BACKLOG_MAX_COUNT)
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise

@@ -18,17 +18,12 @@ except ImportError:  # optional: a faster event loop where it builds
     uvloop = None  # type: ignore[assignment]
 
 from shoal.broker.broker import BrokerController
-from shoal.broker.config import (
-    BrokerSettings,
-    NamesrvConfig,
-    load_broker_settings,
-    load_namesrv_config,
-    load_tls_config,
-    parse_properties,
-)
-from shoal.broker.namesrv import NameServer
+from shoal.broker.config import BrokerSettings, load_broker_settings
 from shoal.cli.local_demo import round_trip
 from shoal.cli.startup_errors import one_line_startup_errors
+from shoal.namesrv.config import NamesrvConfig, load_namesrv_config
+from shoal.namesrv.name_server import NameServer
+from shoal.remoting.settings import load_tls_config, parse_properties
 from shoal.store import limits as store_limits
 
 log = logging.getLogger("shoal")
@@ -160,17 +155,18 @@ def load_local_settings(data_dir: Path, namesrv_port: int, broker_port: int) -> 
 
 def local_allocation_text(settings: BrokerSettings) -> str:
     """What the local store allocates, for a person deciding whether their disk can take it."""
-    store = settings.store
-    segment_bytes = store.commitlog.segment_size_bytes
-    queue_file_bytes = store.consume_queue.units_per_file * store_limits.CONSUME_QUEUE_UNIT_SIZE_BYTES
+    store_settings = settings.store
+    segment_bytes = store_settings.commitlog.segment_size_bytes
+    queue_file_bytes = store_settings.consume_queue.units_per_file * store_limits.CONSUME_QUEUE_UNIT_SIZE_BYTES
     index_bytes = (
         store_limits.INDEX_HEADER_SIZE_BYTES
-        + store.index.hash_slots * store_limits.INDEX_HASH_SLOT_SIZE_BYTES
-        + store.index.entries * store_limits.INDEX_ENTRY_SIZE_BYTES
+        + store_settings.index.hash_slots * store_limits.INDEX_HASH_SLOT_SIZE_BYTES
+        + store_settings.index.entries * store_limits.INDEX_ENTRY_SIZE_BYTES
     )
     mib = 1024 * 1024
     return (
-        f"store {store.root_dir}: CommitLog segments of {segment_bytes / mib:.0f} MiB (the next one preallocated), "
+        f"store {store_settings.root_dir}: CommitLog segments of {segment_bytes / mib:.0f} MiB "
+        "(the next one preallocated), "
         f"ConsumeQueue files of {queue_file_bytes / mib:.1f} MiB per queue, IndexFile {index_bytes / mib:.1f} MiB; "
         f"about {(2 * segment_bytes + index_bytes) / mib:.0f} MiB to start"
     )

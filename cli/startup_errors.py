@@ -22,8 +22,8 @@ from collections.abc import Iterator
 
 import click
 
-from shoal.broker.config import ConfigError
 from shoal.broker.preflight import PreflightError
+from shoal.remoting.settings import ConfigError
 from shoal.remoting.tls import TlsConfigError
 from shoal.store.errors import StoreCorruptionError, StoreLockedError
 

@@ -13,12 +13,12 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Self
 
 from shoal.client import limits
 from shoal.client.broker_api import check_response, protocol_failure
 from shoal.client.client_instance import ClientInstance
-from shoal.client.errors import ClientStateError, InvalidMessageError, MQBrokerError, NoRouteError
+from shoal.client.errors import InvalidMessageError, MQBrokerError, NoRouteError
+from shoal.client.lifecycle import InstanceLifecycle
 from shoal.client.message import Message, MessageExt, check_topic, decode_messages
 from shoal.client.producer import Producer, SendResult
 from shoal.client.pull import PullStatus, pull_request_fields, pull_result_of
@@ -243,35 +243,13 @@ def parse_consumer_connection(data: bytes | memoryview, address: str) -> Consume
         raise protocol_failure(error, address) from None
 
 
-class Admin:
+class Admin(InstanceLifecycle):
     """Administration of a cluster through its nameservers."""
 
     def __init__(self, namesrv_addrs: str | Sequence[str], *, client_settings: ClientSettings | None = None) -> None:
+        super().__init__("admin")
         self._instance = ClientInstance(namesrv_addrs, client_settings or ClientSettings())
         self._namesrv_addrs = namesrv_addrs
-        self._running = False
-
-    async def start(self) -> None:
-        if self._running:
-            raise ClientStateError("admin is already running")
-        self._running = True
-        await self._instance.start()
-
-    async def shutdown(self) -> None:
-        if self._running:
-            self._running = False
-            await self._instance.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.shutdown()
-
-    def _check_running(self) -> None:
-        if not self._running:
-            raise ClientStateError("admin is not running; call start() first")
 
     @property
     def _timeout_s(self) -> float:

@@ -9,16 +9,16 @@ runs on the consumer's thread pool, never on the event loop. Every wait is bound
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from shoal.client import limits
 from shoal.client.admin import Admin, ConsumerConnection, HaStatus, Promotion, QueueProgress
 from shoal.client.errors import ClientStateError, RemotingTimeoutError
+from shoal.client.lifecycle import ClientLifecycle
 from shoal.client.message import Message, MessageExt
 from shoal.client.producer import MessageQueueSelector, Producer, SendResult
 from shoal.client.pull import PullResult
@@ -28,6 +28,7 @@ from shoal.client.transaction_producer import TransactionListener, TransactionPr
 from shoal.protocol import ClusterInfo, ConsumeStats, MessageQueue, TopicRouteData, TopicStatsTable
 
 _T = TypeVar("_T")
+_ClientT = TypeVar("_ClientT", bound=ClientLifecycle)
 _LIFECYCLE_TIMEOUT_S = 120.0  # start/shutdown: shutdown waits for running listener calls
 _CALL_MARGIN_S = 5.0  # on top of a call's own timeout, for scheduling and connecting
 _THREAD_JOIN_TIMEOUT_S = 10.0
@@ -84,13 +85,14 @@ class EventLoopThread:
         self._thread.join(_THREAD_JOIN_TIMEOUT_S)
 
 
-class _BlockingBase(abc.ABC):
-    """Owns the loop thread; subclasses create their async client on it."""
+class _BlockingBase(Generic[_ClientT]):
+    """Owns the loop thread and the async client built on it; starts and stops that client."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, factory: Callable[[], _ClientT]) -> None:
         self._thread = EventLoopThread(name)
+        self._client = self._create(factory)
 
-    def _create(self, factory: Callable[[], _T]) -> _T:
+    def _create(self, factory: Callable[[], _ClientT]) -> _ClientT:
         """Build the async client on the loop's thread; the thread stops if that fails."""
         try:
             return self._thread.call(factory)
@@ -98,15 +100,16 @@ class _BlockingBase(abc.ABC):
             self._thread.stop()
             raise
 
-    def _lifecycle(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        self._thread.run(coroutine, _LIFECYCLE_TIMEOUT_S)
+    def start(self) -> None:
+        """Start the wrapped client (blocking)."""
+        self._thread.run(self._client.start(), _LIFECYCLE_TIMEOUT_S)
 
-    def _close(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def shutdown(self) -> None:
+        """Stop the wrapped client (blocking), then the loop thread; nothing after the first time."""
         if self._thread.stopped:
-            coroutine.close()
             return
         try:
-            self._lifecycle(coroutine)
+            self._thread.run(self._client.shutdown(), _LIFECYCLE_TIMEOUT_S)
         finally:
             self._thread.stop()
 
@@ -117,31 +120,16 @@ class _BlockingBase(abc.ABC):
     def __exit__(self, *_exc: object) -> None:
         self.shutdown()
 
-    @abc.abstractmethod
-    def start(self) -> None:
-        """Start the wrapped client (blocking)."""
 
-    @abc.abstractmethod
-    def shutdown(self) -> None:
-        """Stop the wrapped client (blocking)."""
-
-
-class BlockingProducer(_BlockingBase):
+class BlockingProducer(_BlockingBase[Producer]):
     """`Producer`, synchronously."""
 
     def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
-        super().__init__(f"shoal-producer-{group}")
-        self._producer = self._create(lambda: Producer(group, namesrv_addrs, **options))
+        super().__init__(f"shoal-producer-{group}", lambda: Producer(group, namesrv_addrs, **options))
 
     @property
     def client_id(self) -> str:
-        return self._producer.client_id
-
-    def start(self) -> None:
-        self._lifecycle(self._producer.start())
-
-    def shutdown(self) -> None:
-        self._close(self._producer.shutdown())
+        return self._client.client_id
 
     def send(
         self,
@@ -152,7 +140,7 @@ class BlockingProducer(_BlockingBase):
         selector: MessageQueueSelector | None = None,
         arg: Any = None,
     ) -> SendResult:
-        coroutine = self._producer.send(message, timeout_s=timeout_s, queue=queue, selector=selector, arg=arg)
+        coroutine = self._client.send(message, timeout_s=timeout_s, queue=queue, selector=selector, arg=arg)
         return self._thread.run(coroutine, timeout_s + _CALL_MARGIN_S)
 
     def send_oneway(
@@ -163,99 +151,81 @@ class BlockingProducer(_BlockingBase):
         selector: MessageQueueSelector | None = None,
         arg: Any = None,
     ) -> None:
-        coroutine = self._producer.send_oneway(message, queue=queue, selector=selector, arg=arg)
+        coroutine = self._client.send_oneway(message, queue=queue, selector=selector, arg=arg)
         self._thread.run(coroutine, _LIFECYCLE_TIMEOUT_S)
 
     def send_batch(
         self, messages: Sequence[Message], *, timeout_s: float = 3.0, queue: MessageQueue | None = None
     ) -> SendResult:
-        coroutine = self._producer.send_batch(messages, timeout_s=timeout_s, queue=queue)
+        coroutine = self._client.send_batch(messages, timeout_s=timeout_s, queue=queue)
         return self._thread.run(coroutine, timeout_s + _CALL_MARGIN_S)
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
-        return self._thread.run(self._producer.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
 
 
-class BlockingTransactionProducer(_BlockingBase):
+class BlockingTransactionProducer(_BlockingBase[TransactionProducer]):
     """`TransactionProducer`, synchronously. Plain-function listener methods run in worker
     threads; a local transaction may take up to `_LIFECYCLE_TIMEOUT_S` beyond the send timeout."""
 
     def __init__(
         self, group: str, namesrv_addrs: str | Sequence[str], listener: TransactionListener, **options: Any
     ) -> None:
-        super().__init__(f"shoal-transaction-producer-{group}")
-        self._producer = self._create(lambda: TransactionProducer(group, namesrv_addrs, listener, **options))
+        super().__init__(
+            f"shoal-transaction-producer-{group}",
+            lambda: TransactionProducer(group, namesrv_addrs, listener, **options),
+        )
 
     @property
     def client_id(self) -> str:
-        return self._producer.client_id
-
-    def start(self) -> None:
-        self._lifecycle(self._producer.start())
-
-    def shutdown(self) -> None:
-        self._close(self._producer.shutdown())
+        return self._client.client_id
 
     def send_message_in_transaction(
         self, message: Message, arg: Any = None, *, timeout_s: float = 3.0
     ) -> TransactionSendResult:
-        coroutine = self._producer.send_message_in_transaction(message, arg, timeout_s=timeout_s)
+        coroutine = self._client.send_message_in_transaction(message, arg, timeout_s=timeout_s)
         return self._thread.run(coroutine, timeout_s + _CALL_MARGIN_S + _LIFECYCLE_TIMEOUT_S)
 
     def send(self, message: Message, *, timeout_s: float = 3.0) -> SendResult:
         """A plain (non-transactional) send through the same producer."""
-        return self._thread.run(self._producer.send(message, timeout_s=timeout_s), timeout_s + _CALL_MARGIN_S)
+        return self._thread.run(self._client.send(message, timeout_s=timeout_s), timeout_s + _CALL_MARGIN_S)
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """Also registers the producer with the topic's brokers, so it can answer their checks."""
-        return self._thread.run(self._producer.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.fetch_publish_queues(topic), _LIFECYCLE_TIMEOUT_S)
 
 
-class BlockingPushConsumer(_BlockingBase):
+class BlockingPushConsumer(_BlockingBase[PushConsumer]):
     """`PushConsumer`, synchronously; the options are PushConsumer's keyword arguments."""
 
     def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
-        super().__init__(f"shoal-consumer-{group}")
-        self._consumer = self._create(lambda: PushConsumer(group, namesrv_addrs, **options))
+        super().__init__(f"shoal-consumer-{group}", lambda: PushConsumer(group, namesrv_addrs, **options))
 
     @property
     def client_id(self) -> str:
-        return self._thread.call(lambda: self._consumer.client_id)
+        return self._thread.call(lambda: self._client.client_id)
 
     def set_listener(self, listener: Callable[[list[MessageExt]], Any]) -> None:
-        self._consumer.listener = listener
+        self._client.listener = listener
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._thread.call(lambda: self._consumer.subscribe(topic, expression))
+        self._thread.call(lambda: self._client.subscribe(topic, expression))
 
     def unsubscribe(self, topic: str) -> None:
-        self._thread.call(lambda: self._consumer.unsubscribe(topic))
+        self._thread.call(lambda: self._client.unsubscribe(topic))
 
     def assigned_queues(self) -> list[MessageQueue]:
-        return self._thread.call(self._consumer.assigned_queues)
-
-    def start(self) -> None:
-        self._lifecycle(self._consumer.start())
-
-    def shutdown(self) -> None:
-        self._close(self._consumer.shutdown())
+        return self._thread.call(self._client.assigned_queues)
 
 
-class BlockingPullConsumer(_BlockingBase):
+class BlockingPullConsumer(_BlockingBase[PullConsumer]):
     """`PullConsumer`, synchronously."""
 
     def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
-        super().__init__(f"shoal-pull-{group}")
-        self._consumer = self._create(lambda: PullConsumer(group, namesrv_addrs, **options))
-
-    def start(self) -> None:
-        self._lifecycle(self._consumer.start())
-
-    def shutdown(self) -> None:
-        self._close(self._consumer.shutdown())
+        super().__init__(f"shoal-pull-{group}", lambda: PullConsumer(group, namesrv_addrs, **options))
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._thread.run(self._consumer.fetch_message_queues(topic), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.fetch_message_queues(topic), _LIFECYCLE_TIMEOUT_S)
 
     def pull(
         self,
@@ -267,103 +237,96 @@ class BlockingPullConsumer(_BlockingBase):
         block: bool = False,
         timeout_s: float = 10.0,
     ) -> PullResult:
-        coroutine = self._consumer.pull(mq, expression, offset, max_nums, block=block, timeout_s=timeout_s)
+        coroutine = self._client.pull(mq, expression, offset, max_nums, block=block, timeout_s=timeout_s)
         margin_s = limits.LONG_POLL_RESPONSE_MARGIN_S + _CALL_MARGIN_S
         return self._thread.run(coroutine, timeout_s + margin_s)
 
     def update_offset(self, mq: MessageQueue, offset: int) -> None:
-        self._thread.run(self._consumer.update_offset(mq, offset), _LIFECYCLE_TIMEOUT_S)
+        self._thread.run(self._client.update_offset(mq, offset), _LIFECYCLE_TIMEOUT_S)
 
     def fetch_offset(self, mq: MessageQueue) -> int | None:
-        return self._thread.run(self._consumer.fetch_offset(mq), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.fetch_offset(mq), _LIFECYCLE_TIMEOUT_S)
 
     def min_offset(self, mq: MessageQueue) -> int:
-        return self._thread.run(self._consumer.min_offset(mq), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.min_offset(mq), _LIFECYCLE_TIMEOUT_S)
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return self._thread.run(self._consumer.max_offset(mq), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.max_offset(mq), _LIFECYCLE_TIMEOUT_S)
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._thread.run(self._consumer.search_offset(mq, timestamp_ms), _LIFECYCLE_TIMEOUT_S)
+        return self._thread.run(self._client.search_offset(mq, timestamp_ms), _LIFECYCLE_TIMEOUT_S)
 
 
-class BlockingAdmin(_BlockingBase):
+class BlockingAdmin(_BlockingBase[Admin]):
     """`Admin`, synchronously."""
 
     def __init__(self, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
-        super().__init__("shoal-admin")
-        self._admin = self._create(lambda: Admin(namesrv_addrs, **options))
-
-    def start(self) -> None:
-        self._lifecycle(self._admin.start())
-
-    def shutdown(self) -> None:
-        self._close(self._admin.shutdown())
+        super().__init__("shoal-admin", lambda: Admin(namesrv_addrs, **options))
 
     def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         return self._thread.run(coroutine, _LIFECYCLE_TIMEOUT_S)
 
     def cluster_info(self) -> ClusterInfo:
-        return self._run(self._admin.cluster_info())
+        return self._run(self._client.cluster_info())
 
     def topic_list(self) -> list[str]:
-        return self._run(self._admin.topic_list())
+        return self._run(self._client.topic_list())
 
     def topic_route(self, topic: str) -> TopicRouteData:
-        return self._run(self._admin.topic_route(topic))
+        return self._run(self._client.topic_route(topic))
 
     def cluster_masters(self, cluster: str) -> list[str]:
-        return self._run(self._admin.cluster_masters(cluster))
+        return self._run(self._client.cluster_masters(cluster))
 
     def runtime_info(self, broker_addr: str) -> dict[str, str]:
-        return self._run(self._admin.runtime_info(broker_addr))
+        return self._run(self._client.runtime_info(broker_addr))
 
     def ha_status(self, broker_addr: str) -> HaStatus:
-        return self._run(self._admin.ha_status(broker_addr))
+        return self._run(self._client.ha_status(broker_addr))
 
     def promote(
         self, broker_addr: str, *, epoch: int | None = None, role: str = "ASYNC_MASTER", force: bool = False
     ) -> Promotion:
-        return self._run(self._admin.promote(broker_addr, epoch=epoch, role=role, force=force))
+        return self._run(self._client.promote(broker_addr, epoch=epoch, role=role, force=force))
 
     def set_write_permission(self, broker_name: str, *, writable: bool) -> int:
-        return self._run(self._admin.set_write_permission(broker_name, writable=writable))
+        return self._run(self._client.set_write_permission(broker_name, writable=writable))
 
     def broker_consumer_lag(self, broker_addr: str) -> int:
-        return self._run(self._admin.broker_consumer_lag(broker_addr))
+        return self._run(self._client.broker_consumer_lag(broker_addr))
 
     def create_topic(self, topic: str, **options: Any) -> list[str]:
-        return self._run(self._admin.create_topic(topic, **options))
+        return self._run(self._client.create_topic(topic, **options))
 
     def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        self._run(self._admin.delete_topic(topic, cluster=cluster))
+        self._run(self._client.delete_topic(topic, cluster=cluster))
 
     def topic_stats(self, topic: str) -> TopicStatsTable:
-        return self._run(self._admin.topic_stats(topic))
+        return self._run(self._client.topic_stats(topic))
 
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        return self._run(self._admin.consume_stats(group, topic))
+        return self._run(self._client.consume_stats(group, topic))
 
     def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
-        return self._run(self._admin.consumer_progress(group, topic))
+        return self._run(self._client.consumer_progress(group, topic))
 
     def consumer_connections(self, group: str) -> ConsumerConnection:
-        return self._run(self._admin.consumer_connections(group))
+        return self._run(self._client.consumer_connections(group))
 
     def consumer_ids(self, group: str) -> list[str]:
-        return self._run(self._admin.consumer_ids(group))
+        return self._run(self._client.consumer_ids(group))
 
     def view_message(self, offset_msg_id: str) -> MessageExt:
-        return self._run(self._admin.view_message(offset_msg_id))
+        return self._run(self._client.view_message(offset_msg_id))
 
     def query_message(self, topic: str, key: str, **options: Any) -> list[MessageExt]:
-        return self._run(self._admin.query_message(topic, key, **options))
+        return self._run(self._client.query_message(topic, key, **options))
 
     def query_message_by_unique_key(self, topic: str, uniq_key: str, *, max_num: int = 32) -> list[MessageExt]:
-        return self._run(self._admin.query_message_by_unique_key(topic, uniq_key, max_num=max_num))
+        return self._run(self._client.query_message_by_unique_key(topic, uniq_key, max_num=max_num))
 
     def dlq_messages(self, group: str, max_count: int = 32) -> list[MessageExt]:
-        return self._run(self._admin.dlq_messages(group, max_count))
+        return self._run(self._client.dlq_messages(group, max_count))
 
     def resend_dlq_message(self, group: str, offset_msg_id: str, *, to_retry_topic: bool = False) -> SendResult:
-        return self._run(self._admin.resend_dlq_message(group, offset_msg_id, to_retry_topic=to_retry_topic))
+        return self._run(self._client.resend_dlq_message(group, offset_msg_id, to_retry_topic=to_retry_topic))

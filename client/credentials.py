@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from shoal.formats.java_properties import parse_java_properties
 from shoal.protocol.acl_signature import Credentials
 
 __all__ = ["CREDENTIALS_FILE_SIZE_MAX_BYTES", "Credentials", "credentials_from_file", "resolve_credentials"]
@@ -29,20 +30,6 @@ _FILE_KEYS = {
     "securityToken": "security_token",
     "SecurityToken": "security_token",
 }
-
-
-def _parse_properties(text: str) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, separator, value = line.partition("=")
-        if not separator:
-            key, separator, value = line.partition(":")
-        if separator:
-            result[key.strip()] = value.strip()
-    return result
 
 
 def credentials_from_file(path: str | Path) -> Credentials:
@@ -66,7 +53,10 @@ def credentials_from_file(path: str | Path) -> Credentials:
     except yaml.YAMLError:
         data = None
     if not isinstance(data, Mapping):
-        data = _parse_properties(text)
+        try:
+            data = parse_java_properties(text)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
     found: dict[str, str] = {}
     for key, value in data.items():
         name = _FILE_KEYS.get(str(key))

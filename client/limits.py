@@ -10,7 +10,6 @@ from __future__ import annotations
 from shoal.formats import limits as formats_limits
 
 # --- messages (spec §1.2, §1.6, §1.9) ---
-TOPIC_LENGTH_MAX_CHARS = formats_limits.TOPIC_NAME_MAX_CHARS  # TOPICLENGTH is a signed byte; Java checks length()
 PROPERTIES_LENGTH_MAX_BYTES = formats_limits.PROPERTIES_LENGTH_MAX_BYTES  # PROPERTIESLENGTH is a signed short
 MESSAGE_BODY_SIZE_MAX_BYTES = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize (body, or a batch body)
 COMPRESS_BODY_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch: bodies this large or larger are zlib'd
@@ -19,7 +18,6 @@ ZLIB_COMPRESSION_LEVEL = 5  # DefaultMQProducer.compressLevel
 # hostile or corrupt, and inflating it without bound would exhaust memory.
 INFLATED_BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
 BATCH_MESSAGES_MAX_COUNT = 1024  # ours: a batch must also fit MESSAGE_BODY_SIZE_MAX_BYTES
-DELAY_LEVEL_MAX = 18  # messageDelayLevel has 18 entries; the broker clamps larger levels anyway
 
 # --- sending (spec §15) ---
 SEND_RETRIES_MAX_COUNT = 16  # retryTimesWhenSendFailed (default 2); more only multiplies duplicates

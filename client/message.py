@@ -297,7 +297,11 @@ def _variable_part(
     else:
         topic_length = view[at]
         at += 1
-    if (topic_length > 127 and not v2) or topic_length < 0 or at + topic_length + 2 > record_end:
+    if (
+        (topic_length > formats_limits.TOPIC_LENGTH_MAX_BYTES and not v2)
+        or topic_length < 0
+        or at + topic_length + 2 > record_end
+    ):
         raise MessageDecodeError(f"TOPICLENGTH {topic_length} is invalid in the record at position {position}")
     topic = _utf8(view[at : at + topic_length], position)
     at += topic_length

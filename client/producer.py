@@ -21,12 +21,11 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 from shoal.client import limits
 from shoal.client.client_instance import ClientInstance
 from shoal.client.errors import (
-    ClientStateError,
     InvalidMessageError,
     MQBrokerError,
     NoRouteError,
@@ -35,6 +34,7 @@ from shoal.client.errors import (
     RemotingTimeoutError,
 )
 from shoal.client.fault import LatencyFaultTolerance
+from shoal.client.lifecycle import InstanceLifecycle
 from shoal.client.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
@@ -347,10 +347,11 @@ def send_header(group: str, outgoing: OutgoingMessage, queue_id: int, settings: 
     return fields
 
 
-class Producer:
+class Producer(InstanceLifecycle):
     """Sends messages to the brokers of a cluster found through its nameservers.
 
     `async with Producer("pg", "127.0.0.1:9876") as producer: await producer.send(msg)`.
+    `shutdown()` unregisters from the brokers and closes every connection.
     """
 
     def __init__(
@@ -362,6 +363,7 @@ class Producer:
         client_settings: ClientSettings | None = None,
     ) -> None:
         check_group(group)
+        super().__init__(f"producer {group}")
         self.group = group
         self.settings = settings or ProducerSettings()
         self._instance = ClientInstance(
@@ -374,39 +376,16 @@ class Producer:
         self._instance.topics_in_use = lambda: list(self._instance.routes.routes)
         self._rotation = QueueRotation()
         self._faults = LatencyFaultTolerance(self.settings.send_latency_fault_enable)
-        self._running = False
 
     @property
     def client_id(self) -> str:
         return self._instance.client_id
 
-    async def start(self) -> None:
-        if self._running:
-            raise ClientStateError(f"producer {self.group} is already running")
-        self._running = True
-        await self._instance.start()
-
-    async def shutdown(self) -> None:
-        """Unregister from the brokers and close every connection."""
-        if not self._running:
-            return
-        self._running = False
+    async def _unregister(self) -> None:
         await self._instance.unregister(producer_group=self.group)
-        await self._instance.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.shutdown()
 
     def _heartbeat_data(self) -> HeartbeatData:
         return HeartbeatData(client_id=self._instance.client_id, producer_data_set=(ProducerData(self.group),))
-
-    def _check_running(self) -> None:
-        if not self._running:
-            raise ClientStateError(f"producer {self.group} is not running; call start() first")
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The queues `topic` is sent to (TBW102's, capped, while the topic has no route)."""

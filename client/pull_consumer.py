@@ -8,11 +8,11 @@ the broker hold the request until a message arrives or `timeout_s` passes (long 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Self
 
 from shoal.client import limits
 from shoal.client.client_instance import ClientInstance
-from shoal.client.errors import ClientStateError, NoRouteError
+from shoal.client.errors import NoRouteError
+from shoal.client.lifecycle import InstanceLifecycle
 from shoal.client.message import check_group
 from shoal.client.pull import PullResult, pull_request_fields, pull_result_of
 from shoal.client.route import MASTER_ID
@@ -30,7 +30,7 @@ from shoal.protocol import (
 )
 
 
-class PullConsumer:
+class PullConsumer(InstanceLifecycle):
     """Pulls chosen queues at chosen offsets for consumer group `group`."""
 
     def __init__(
@@ -41,41 +41,20 @@ class PullConsumer:
         client_settings: ClientSettings | None = None,
     ) -> None:
         check_group(group)
+        super().__init__(f"pull consumer {group}")
         self.group = group
         self._instance = ClientInstance(namesrv_addrs, client_settings or ClientSettings())
         self._instance.heartbeat_data = self._heartbeat_data
         self._instance.topics_in_use = lambda: list(self._subscriptions)
         self._subscriptions: dict[str, Subscription] = {}
         self._suggested_broker: dict[MessageQueue, int] = {}
-        self._running = False
 
     @property
     def client_id(self) -> str:
         return self._instance.client_id
 
-    async def start(self) -> None:
-        if self._running:
-            raise ClientStateError(f"pull consumer {self.group} is already running")
-        self._running = True
-        await self._instance.start()
-
-    async def shutdown(self) -> None:
-        if not self._running:
-            return
-        self._running = False
+    async def _unregister(self) -> None:
         await self._instance.unregister(consumer_group=self.group)
-        await self._instance.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.shutdown()
-
-    def _check_running(self) -> None:
-        if not self._running:
-            raise ClientStateError(f"pull consumer {self.group} is not running; call start() first")
 
     def _heartbeat_data(self) -> HeartbeatData:
         data = ConsumerData(

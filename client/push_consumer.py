@@ -16,7 +16,6 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
 
 from shoal.client import limits
 from shoal.client.client_instance import ClientInstance
@@ -34,6 +33,7 @@ from shoal.client.errors import (
     NoRouteError,
     RemotingError,
 )
+from shoal.client.lifecycle import ClientLifecycle
 from shoal.client.message import check_group
 from shoal.client.offset_store import (
     LocalFileOffsetStore,
@@ -69,13 +69,14 @@ log = logging.getLogger(__name__)
 _THIRTY_MINUTES_MS = 30 * 60 * 1000
 
 
-class PushConsumer:
+class PushConsumer(ClientLifecycle):
     """Consumes subscribed topics and hands messages to `listener`.
 
     `listener(messages) -> ConsumeStatus` (concurrent) or `-> ConsumeOrderlyStatus` (orderly), a
     plain function (run on a thread pool of `settings.consume_concurrency` threads) or an async
     one. An exception, or None, counts as RECONSUME_LATER / SUSPEND_CURRENT_QUEUE_A_MOMENT.
     `max_reconsume_times` -1 means Java's default: 16 for concurrent, unlimited for orderly.
+    `shutdown()` finishes running listener calls (bounded), persists offsets, unlocks, unregisters.
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class PushConsumer:
             raise ValueError(f"pull_batch must be in [1, {limits.PULL_BATCH_MAX_COUNT}]")
         if max_reconsume_times < -1:
             raise ValueError("max_reconsume_times must be -1 (Java's default) or >= 0")
+        super().__init__(f"consumer {group}")
         self.group = group
         self._namesrv_addrs = namesrv_addrs
         self.listener = listener
@@ -118,7 +120,6 @@ class PushConsumer:
         self.settings = settings or ConsumerSettings()
         self.client_settings = client_settings or ClientSettings()
         self._subscriptions: dict[str, Subscription] = {}
-        self._running = False
         self._parts: _RunningParts | None = None
 
     # --- configuration ---
@@ -154,12 +155,13 @@ class PushConsumer:
 
     # --- lifecycle ---
 
-    async def start(self) -> None:
-        if self._running:
-            raise ClientStateError(f"consumer {self.group} is already running")
+    def _check_startable(self) -> None:
         if self.listener is None:
             raise ClientStateError("set a listener before start()")
-        self._running = True
+
+    async def _start_client(self) -> None:
+        """Build and start the running parts; a failed start stops them again and leaves the
+        consumer not running."""
         self._parts = _RunningParts(self)
         try:
             await self._parts.start()
@@ -169,21 +171,10 @@ class PushConsumer:
             await parts.shutdown()
             raise
 
-    async def shutdown(self) -> None:
-        """Finish running listener calls (bounded), persist offsets, unlock, unregister."""
-        if not self._running:
-            return
-        self._running = False
+    async def _shutdown_client(self) -> None:
         parts, self._parts = self._parts, None
         assert parts is not None
         await parts.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.shutdown()
 
 
 class _RunningParts:
@@ -192,7 +183,8 @@ class _RunningParts:
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
         settings = consumer.settings
-        self.instance = ClientInstance(consumer._namesrv_addrs, consumer.client_settings)
+        addresses = consumer._namesrv_addrs  # noqa: SLF001 - the consumer's own running half
+        self.instance = ClientInstance(addresses, consumer.client_settings)
         self.instance.heartbeat_data = self.heartbeat_data
         self.instance.topics_in_use = lambda: list(consumer.subscriptions())
         self.instance.on_consumer_ids_changed = self._on_consumer_ids_changed

@@ -4,7 +4,8 @@ Stdlib only, and nothing of Shoal: every other part may import it. Each layout i
 
     batch               the SEND_BATCH_MESSAGE body (blocks of flag, body, properties)
     record              the CommitLog record (encode, decode, body CRC, blank record, columnar walk)
-    properties          the message property string and MessageConst keys
+    properties          the message property string, its edits, and MessageConst keys
+    java_properties     Java `.properties` text (broker.conf, tls.properties, credential files)
     sysflag             SYSFLAG bits (compression, transaction type, IPv6 hosts)
     java_hash           Java's String.hashCode (ConsumeQueue tagsCode, IndexFile keys)
     message_id          UNIQ_KEY and offset message ids
@@ -22,12 +23,14 @@ from shoal.formats.batch import BatchItem, decode_batch_body, encode_batch_body
 from shoal.formats.errors import (
     BatchBodyError,
     FormatError,
+    JavaPropertiesError,
     JsonSyntaxError,
     MessageIdError,
     PropertiesError,
     PropertiesTooLargeError,
     TraceDataError,
 )
+from shoal.formats.java_properties import parse_java_properties
 from shoal.formats.json_compat import ObjectKey, dumps, dumps_fastjson, loads, parse_fastjson
 from shoal.formats.message_id import create_uniq_id, decode_offset_msg_id, offset_msg_id
 from shoal.formats.properties import decode_properties, encode_properties
@@ -39,6 +42,7 @@ __all__ = [
     "BatchBodyError",
     "BatchItem",
     "FormatError",
+    "JavaPropertiesError",
     "JsonSyntaxError",
     "MessageIdError",
     "ObjectKey",
@@ -66,6 +70,7 @@ __all__ = [
     "loads",
     "offset_msg_id",
     "parse_fastjson",
+    "parse_java_properties",
     "retry_topic",
     "validate_group_name",
     "validate_topic_name",

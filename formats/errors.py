@@ -10,6 +10,7 @@ InvalidMessageError).
           +-- BatchBodyError         a SEND_BATCH_MESSAGE body whose blocks do not add up
           +-- JsonSyntaxError        not JSON, not even as fastjson writes it (line, column)
           +-- TraceDataError         a message trace record that TraceDataEncoder could not have written
+          +-- JavaPropertiesError    .properties text Properties.load refuses, or a line without = or :
 """
 
 from __future__ import annotations
@@ -55,3 +56,15 @@ class JsonSyntaxError(FormatError):
 
 class TraceDataError(FormatError):
     """A trace record of a known type with too few fields, or a number field that is not a number."""
+
+
+class JavaPropertiesError(FormatError):
+    """`.properties` text with a malformed `\\uXXXX` escape, or a line without `=` or `:` where the
+    caller requires one. The message is "line {line_number}: {line!r} {reason}"; `line_number`
+    (1-based) and `line` (its natural lines as written) locate it, `reason` says what is wrong."""
+
+    def __init__(self, *, line_number: int, line: str, reason: str) -> None:
+        super().__init__(f"line {line_number}: {line!r} {reason}")
+        self.line_number = line_number
+        self.line = line
+        self.reason = reason

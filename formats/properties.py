@@ -2,11 +2,14 @@
 
 Encoded as `name \\x01 value \\x02 ...` without the final `\\x02`, UTF-8, at most 32767 bytes.
 Decoding drops segments that are too short, have an empty key or an empty value, as Java does.
+Hot paths read (`find_property`, `find_properties`) and edit (`pop_property`, `set_property`,
+`join_properties`) the encoded string itself, never through a decoded map.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import AnyStr
 
 from shoal.formats import limits
 from shoal.formats.errors import PropertiesError, PropertiesTooLargeError
@@ -14,6 +17,8 @@ from shoal.formats.errors import PropertiesError, PropertiesTooLargeError
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 KEY_SEPARATOR = " "
+_NAME_VALUE_SEPARATOR_BYTES = NAME_VALUE_SEPARATOR.encode()
+_PROPERTY_SEPARATOR_BYTES = PROPERTY_SEPARATOR.encode()
 
 # Property keys (MessageConst), exact strings.
 KEYS = "KEYS"
@@ -97,6 +102,59 @@ def find_property(data: bytes | memoryview, name: bytes) -> str | None:
     if name + b"\x01" not in raw:
         return None
     return decode_properties(raw).get(name.decode("utf-8"))
+
+
+def find_properties(data: bytes, names: tuple[bytes, ...]) -> list[str | None]:
+    """The values of a few `names`, in that order (None when absent), as `decode_properties` reads
+    them but in one pass without building the map: the last valid value of a repeated name wins.
+    (The Dispatcher's per-record read: no dict, no result comprehension; ~15 % over a hand loop.)"""
+    values: list[str | None] = [None] * len(names)
+    if data:
+        for segment in data.split(_PROPERTY_SEPARATOR_BYTES):
+            name, _, value = segment.partition(_NAME_VALUE_SEPARATOR_BYTES)
+            if value and name in names:
+                values[names.index(name)] = value.decode("utf-8", errors="replace")
+    return values
+
+
+def pop_property(text: str, name: str) -> tuple[str, str | None]:
+    """`text` without any `name` segment, and the value Java would read for `name` (None when
+    absent or empty). A string without `name` comes back as it is; otherwise the rest is joined
+    again, empty segments (a doubled or trailing \\x02) dropped."""
+    marker = name + NAME_VALUE_SEPARATOR
+    if marker not in text:
+        return text, None
+    value = None
+    kept = []
+    for segment in text.split(PROPERTY_SEPARATOR):
+        if segment.startswith(marker):
+            value = segment[len(marker) :] or value
+        elif segment:
+            kept.append(segment)
+    return PROPERTY_SEPARATOR.join(kept), value
+
+
+def set_property(text: str, name: str, value: str) -> str:
+    """`text` with `name` set to `value` (appended; an earlier `name` segment is removed first).
+    `name` and `value` must be non-empty and hold no separator: the caller checks."""
+    segment = name + NAME_VALUE_SEPARATOR + value
+    if not text:
+        return segment
+    if name + NAME_VALUE_SEPARATOR in text:
+        text, _ = pop_property(text, name)
+        if not text:
+            return segment
+    return text + segment if text.endswith(PROPERTY_SEPARATOR) else text + PROPERTY_SEPARATOR + segment
+
+
+def join_properties(head: AnyStr, tail: AnyStr) -> AnyStr:
+    """Two encoded property strings as one (`head`'s segments first): a \\x02 between them unless
+    `head` already ends with one; an empty side gives the other."""
+    if not head or not tail:
+        return head or tail
+    if isinstance(head, str):
+        return head + tail if head.endswith(PROPERTY_SEPARATOR) else head + PROPERTY_SEPARATOR + tail
+    return head + tail if head.endswith(_PROPERTY_SEPARATOR_BYTES) else head + _PROPERTY_SEPARATOR_BYTES + tail
 
 
 def message_keys(value: str | None) -> list[str]:

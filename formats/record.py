@@ -351,7 +351,7 @@ def decode_header(buffer: bytes | bytearray | memoryview, position: int) -> Reco
     else:
         topic_len = buffer[at]
         at += 1
-    if topic_len < 0 or (topic_len > 127 and magic == MESSAGE_MAGIC_CODE):
+    if topic_len < 0 or (topic_len > limits.TOPIC_LENGTH_MAX_BYTES and magic == MESSAGE_MAGIC_CODE):
         raise ValueError(f"TOPICLENGTH {topic_len} is negative as a signed byte or short")
     topic = bytes(buffer[at : at + topic_len]).decode("utf-8")
     at += topic_len
@@ -509,6 +509,7 @@ def frame_messages(
     unpack_int = INT.unpack_from
     unpack_short = SHORT.unpack_from
     crc32 = zlib.crc32
+    topic_length_max = limits.TOPIC_LENGTH_MAX_BYTES
     count = 0
     while limit - position >= FIXED_LENGTH_V4:
         total, magic, crc, _queue_id, _flag, _queue_offset, physical, sysflag = unpack_prefix(buffer, position)
@@ -526,7 +527,7 @@ def frame_messages(
             break
         topic_len = buffer[topic_at]
         properties_at = topic_at + 1 + topic_len
-        if topic_len > 127 or properties_at + 2 > end:
+        if topic_len > topic_length_max or properties_at + 2 > end:
             break
         if unpack_short(buffer, properties_at)[0] != end - properties_at - 2:  # also rejects a negative length
             break

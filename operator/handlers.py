@@ -16,19 +16,24 @@ on.delete when storage.hostPath.reclaimPolicy is Delete (their directories stay 
 Topics: the oldest Topic naming a (cluster, topicName) manages it (status.topic_owner); the
 others report ResourceConflict. The manager creates or adopts the topic through the admin
 protocol (UPDATE_AND_CREATE_TOPIC is an upsert) and deletes it behind a finalizer.
+
+Handlers that talk to brokers are async, as kopf's own are: the admin conversations run on kopf's
+event loop, and the blocking kubernetes client (kube.py) runs in `asyncio.to_thread`, never on the
+loop. broker_deleted only calls the API and stays sync (kopf runs it in its thread pool).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import hashlib
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -67,6 +72,8 @@ ANNOTATION_SKIP_DRAIN = "shoal.io/skip-drain-check"
 """On a Broker: "true" deletes groups removed by a scale-down without waiting for consumers."""
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
+T = TypeVar("T")
+
 
 def _clock() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
@@ -90,14 +97,21 @@ def _client_tls(cluster: BrokerSpec | None) -> ClientTlsSettings:
     return ClientTlsSettings(enable=True, test_mode=False, auth_server=True, trust_cert_path=str(path))
 
 
-def admin(addresses: Sequence[str], cluster: BrokerSpec | None = None) -> Admin:
-    """An admin client for `cluster`: signing with the operator's ACL account when the chart gives
-    it one (settings.admin_credentials: read on every use, so a rotated Secret applies at once),
-    over TLS when the cluster has spec.tls."""
+def _admin_settings(cluster: BrokerSpec | None) -> ClientSettings:
+    """Signing with the operator's ACL account when the chart gives it one (settings.admin_credentials:
+    read on every use, so a rotated Secret applies at once), over TLS when the cluster has spec.tls.
+    Blocking: reads files and the cluster's Secrets."""
     keys = admin_credentials()
     credentials = Credentials(*keys) if keys is not None else None
-    client_settings = ClientSettings(credentials=credentials, tls=_client_tls(cluster))
-    return Admin(list(addresses), client_settings=client_settings)
+    return ClientSettings(credentials=credentials, tls=_client_tls(cluster))
+
+
+@contextlib.asynccontextmanager
+async def admin(addresses: Sequence[str], cluster: BrokerSpec | None = None) -> AsyncIterator[Admin]:
+    """An admin client for `cluster`, open for the block (its settings read in a worker thread)."""
+    client_settings = await asyncio.to_thread(_admin_settings, cluster)
+    async with Admin(list(addresses), client_settings=client_settings) as client:
+        yield client
 
 
 def broker_address(pod: Mapping[str, Any]) -> str:
@@ -108,7 +122,8 @@ def broker_address(pod: Mapping[str, Any]) -> str:
 
 def name_server_addresses(spec: BrokerSpec) -> list[str]:
     """Where the operator reaches the NameServers: their pods' IPs from the API (it may run outside the
-    cluster, where `*.svc` names do not resolve), else the headless-Service names brokers use."""
+    cluster, where `*.svc` names do not resolve), else the headless-Service names brokers use.
+    Blocking (kube.py): call it through asyncio.to_thread from a coroutine."""
     if spec.name_server.replicas == 0:
         return manifests.name_server_addresses(spec)
     pods = kube.cluster_pods(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
@@ -188,7 +203,7 @@ async def _ha_of(addresses: Mapping[str, str], cluster: BrokerSpec | None = None
     return dict(zip(addresses, answers, strict=True))
 
 
-def _observe_brokers(
+async def _observe_brokers(
     pods: Sequence[Mapping[str, Any]], logger: Any, cluster: BrokerSpec | None = None
 ) -> dict[str, HaStatus | None]:
     """Ask every ready broker pod for its replication state (lag, CommitLog end, role)."""
@@ -198,28 +213,28 @@ def _observe_brokers(
         if observe.pod_ready(pod) and (address := broker_address(pod))
     }
     try:
-        return asyncio.run(_ha_of(addresses, cluster))
+        return await _ha_of(addresses, cluster)
     except (MQClientError, OSError, NotReadyError) as error:
         logger.warning(f"cannot observe brokers: {error!r}")
         return {}
 
 
-def _cluster_facts(
+async def _cluster_facts(
     spec: BrokerSpec, observed: observe.Observed, logger: Any
 ) -> tuple[status.ClusterFacts, observe.Observed]:
     """Read the cluster's StatefulSets, pods, brokers and namespace into `observed`; its facts."""
-    stateful_sets = kube.cluster_stateful_sets(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
-    pods = [
-        pod
-        for pod in kube.cluster_pods(spec.namespace, spec.name, manifests.LABEL_CLUSTER)
-        if observe.group_index(spec, pod) is not None
-    ]
+    namespace, name, label = spec.namespace, spec.name, manifests.LABEL_CLUSTER
+    stateful_sets = await asyncio.to_thread(kube.cluster_stateful_sets, namespace, name, label)
+    listed = await asyncio.to_thread(kube.cluster_pods, namespace, name, label)
+    pods = [pod for pod in listed if observe.group_index(spec, pod) is not None]
+    ha = await _observe_brokers(pods, logger, spec)
+    level = await asyncio.to_thread(_pod_security_level, namespace, logger) if spec.storage.type == "HostPath" else ""
     observed = dataclasses.replace(
         observed,
         stateful_sets={s["metadata"]["name"]: s for s in stateful_sets},
         pods=pods,
-        ha=_observe_brokers(pods, logger, spec),
-        pod_security_level=_pod_security_level(spec.namespace, logger) if spec.storage.type == "HostPath" else "",
+        ha=ha,
+        pod_security_level=level,
     )
     return observe.cluster_facts(spec, observed), observed
 
@@ -227,7 +242,7 @@ def _cluster_facts(
 # ---------------------------------------------------------------- Broker: roll, failover, drain
 
 
-def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logger: Any) -> bool:
+async def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logger: Any) -> bool:
     """PROMOTE_TO_MASTER on the chosen slave; True when the broker accepted."""
     if not address:
         logger.warning(f"cannot promote {promotion.pod}: no pod address")
@@ -239,7 +254,7 @@ def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logg
             await client.promote(address, role=role)
 
     try:
-        asyncio.run(asyncio.wait_for(promote(), limits.ADMIN_TIMEOUT_S))
+        await asyncio.wait_for(promote(), limits.ADMIN_TIMEOUT_S)
     except MQBrokerError as error:
         logger.warning(f"promotion of {promotion.pod} refused by the broker: {error.remark}")
         return False
@@ -252,7 +267,7 @@ def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str, logg
     return True
 
 
-def _fail_over(
+async def _fail_over(
     spec: BrokerSpec,
     facts: status.ClusterFacts,
     pods: Sequence[Mapping[str, Any]],
@@ -269,12 +284,12 @@ def _fail_over(
     masters = dict(facts.masters)
     for promotion in plan.promotions:
         pod = next((p for p in pods if p["metadata"]["name"] == promotion.pod), None)
-        if not _promote(spec, promotion, broker_address(pod) if pod is not None else "", logger):
+        if not await _promote(spec, promotion, broker_address(pod) if pod is not None else "", logger):
             continue
         trigger = "annotation" if promotion.requested else "automatic"
         metrics.PROMOTIONS.labels(spec.namespace, spec.name, trigger).inc()
         masters[promotion.group] = promotion.ordinal
-        kube.apply(manifests.group_config_map(spec, promotion.group, promotion.ordinal))
+        await asyncio.to_thread(kube.apply, manifests.group_config_map(spec, promotion.group, promotion.ordinal))
         if promotion.requested:
             _clear_annotation(patch, ANNOTATION_PROMOTE)
     return masters
@@ -324,25 +339,25 @@ def _release_volumes(volumes: Sequence[Mapping[str, Any]], image: str, reclaim: 
         )
 
 
-def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> int | None:
+async def _consumer_lag(spec: BrokerSpec, target: drain.DrainTarget, logger: Any) -> int | None:
     """Wipe the group's write permission on the NameServers and ask its master what is left to
     consume; None when it has no master or does not answer."""
     if not target.master_address:
         return None
 
     async def ask() -> int:
-        async with admin(name_server_addresses(spec), spec) as client:
+        async with admin(await asyncio.to_thread(name_server_addresses, spec), spec) as client:
             await client.set_write_permission(target.name, writable=False)
             return await client.broker_consumer_lag(target.master_address)
 
     try:
-        return asyncio.run(asyncio.wait_for(ask(), limits.ADMIN_TIMEOUT_S))
+        return await asyncio.wait_for(ask(), limits.ADMIN_TIMEOUT_S)
     except (MQClientError, OSError, TimeoutError, NotReadyError) as error:
         logger.warning(f"draining {target.name}: {error!r}")
         return None
 
 
-def _drain(
+async def _drain(
     spec: BrokerSpec, facts: status.ClusterFacts, skip: bool, observed: observe.Observed, logger: Any
 ) -> list[str]:
     """Groups beyond spec.groups: wipe their write permission, delete them once drained."""
@@ -354,12 +369,12 @@ def _drain(
     targets = drain.drain_targets(spec, facts.surplus_groups, pod_groups, masters, addresses)
     notes = []
     for target in targets:
-        step = drain.plan_drain(drain.DrainFacts(target.name, _consumer_lag(spec, target, logger), skip))
+        step = drain.plan_drain(drain.DrainFacts(target.name, await _consumer_lag(spec, target, logger), skip))
         if step.action != steps.DELETE_GROUP:
             notes.append(step.reason)
             continue
         for api_version, kind, child in manifests.group_children(spec, target.group):
-            kube.delete(api_version, kind, spec.namespace, child)
+            await asyncio.to_thread(kube.delete, api_version, kind, spec.namespace, child)
         volumes = (
             "its volumes go once its pods have stopped"
             if spec.storage.reclaim_policy == "Delete"
@@ -393,12 +408,14 @@ RETRY_ERRORS = (kopf.TemporaryError, kopf.PermanentError)
 """Handler outcomes that are a state of the world (not ready yet, invalid spec), not a fault."""
 
 
-def reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *, raise_invalid: bool = True) -> None:
+async def reconcile_broker(
+    body: Mapping[str, Any], patch: kopf.Patch, logger: Any, *, raise_invalid: bool = True
+) -> None:
     """Parse, apply every child, observe, take one roll/failover/drain step, write the status."""
     meta = body["metadata"]
     try:
         with metrics.reconciling("Broker", RETRY_ERRORS):
-            _reconcile_broker(body, patch, logger, raise_invalid)
+            await _reconcile_broker(body, patch, logger, raise_invalid)
     finally:
         metrics.set_ready("Broker", str(meta.get("namespace")), str(meta["name"]), patch.get("status"))
 
@@ -417,7 +434,16 @@ def _mounted_secrets(spec: BrokerSpec) -> secrets.MountedSecrets:
     return secrets.mounted_secrets(spec, tls_secret, found)
 
 
-def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, raise_invalid: bool) -> None:
+def _apply_children(children: Iterable[kube.Object]) -> dict[str, int]:
+    """kube.apply each child; how many were created, updated and unchanged."""
+    actions: dict[str, int] = {}
+    for child in children:
+        action, _ = kube.apply(child)
+        actions[action] = actions.get(action, 0) + 1
+    return actions
+
+
+async def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, raise_invalid: bool) -> None:
     try:
         spec = broker_spec_from(body, allowed_host_roots())
     except InvalidSpecError as error:
@@ -429,19 +455,17 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
     paused = annotations.get(ANNOTATION_PAUSE) == "true"
     previous_groups = (body.get("status") or {}).get("groups")
     masters = rollout.master_ordinals(spec, previous_groups)
-    storage_nodes = _storage_nodes(spec)
+    storage_nodes = await asyncio.to_thread(_storage_nodes, spec)
     try:
-        mounted = _mounted_secrets(spec)
+        mounted = await asyncio.to_thread(_mounted_secrets, spec)
     except NotReadyError as error:
         _set_status(patch, secrets.unavailable_status(_generation(body), str(error), _now(), _previous(body)))
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
     if not paused:
-        actions: dict[str, int] = {}
-        for child in manifests.desired_state(
+        children = manifests.desired_state(
             spec, storage_nodes, masters, mounted.tls_secret, mounted.digest, network_policy()
-        ):
-            action, _ = kube.apply(child)
-            actions[action] = actions.get(action, 0) + 1
+        )
+        actions = await asyncio.to_thread(_apply_children, children)
         logger.info(f"Broker {spec.namespace}/{spec.name}: children {actions}")
     observed = observe.Observed(
         stateful_sets={},
@@ -452,18 +476,20 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
         storage_nodes=storage_nodes,
         paused=paused,
     )
-    facts, observed = _cluster_facts(spec, observed, logger)
+    facts, observed = await _cluster_facts(spec, observed, logger)
     if not paused:
-        masters = _fail_over(spec, facts, observed.pods, str(annotations.get(ANNOTATION_PROMOTE, "")), patch, logger)
+        requested = str(annotations.get(ANNOTATION_PROMOTE, ""))
+        masters = await _fail_over(spec, facts, observed.pods, requested, patch, logger)
         facts = dataclasses.replace(facts, masters=masters)
         manual_roll = annotations.get(ANNOTATION_MANUAL_ROLL) == "true"
-        facts = rollout.after_roll(facts, _roll(spec, facts, observed.pods, manual_roll, logger), _now())
+        plan = await asyncio.to_thread(_roll, spec, facts, observed.pods, manual_roll, logger)
+        facts = rollout.after_roll(facts, plan, _now())
         if manual_roll:
             _clear_annotation(patch, ANNOTATION_MANUAL_ROLL)
         skip_drain = annotations.get(ANNOTATION_SKIP_DRAIN) == "true"
-        draining = _drain(spec, facts, skip_drain, observed, logger)
+        draining = await _drain(spec, facts, skip_drain, observed, logger)
         facts = dataclasses.replace(facts, draining=draining)
-        _release_stopped_groups(spec, observed, logger)
+        await asyncio.to_thread(_release_stopped_groups, spec, observed, logger)
     _set_status(patch, status.broker_status(spec, _generation(body), facts, _now(), _previous(body)))
     if not facts.volumes_bound and not paused:
         raise kopf.TemporaryError(
@@ -475,9 +501,9 @@ def _reconcile_broker(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, r
 @kopf.on.create(GROUP, VERSION, "brokers")
 @kopf.on.update(GROUP, VERSION, "brokers")
 @kopf.on.resume(GROUP, VERSION, "brokers")
-def broker_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+async def broker_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """Create, update and resume (operator start) are one reconcile: kopf calls it once per event."""
-    reconcile_broker(body, patch, logger)
+    await reconcile_broker(body, patch, logger)
 
 
 @kopf.timer(
@@ -487,8 +513,8 @@ def broker_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_:
     interval=limits.BROKER_RECONCILE_INTERVAL_S,
     initial_delay=limits.BROKER_RECONCILE_INTERVAL_S,
 )
-def broker_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    reconcile_broker(body, patch, logger, raise_invalid=False)
+async def broker_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+    await reconcile_broker(body, patch, logger, raise_invalid=False)
 
 
 @kopf.on.delete(GROUP, VERSION, "brokers")
@@ -533,7 +559,8 @@ def _same_topic(candidate: Mapping[str, Any], spec: TopicSpec) -> bool:
 
 
 def _topic_context(body: Mapping[str, Any], patch: kopf.Patch) -> tuple[TopicSpec, BrokerSpec]:
-    """The Topic's spec and its cluster's, once it is the topic's manager; else status + error."""
+    """The Topic's spec and its cluster's, once it is the topic's manager; else status + error.
+    Blocking (kube.py): call it through asyncio.to_thread from a coroutine."""
     try:
         spec = topic_spec_from(body)
     except InvalidSpecError as error:
@@ -601,29 +628,29 @@ async def _delete_topic(addresses: Sequence[str], cluster: BrokerSpec, topic_nam
         await client.delete_topic(topic_name, cluster=cluster.cluster_name)
 
 
-def _run_admin(work: Any, what: str) -> Any:
-    """Run one admin conversation in this worker thread, bounded; NotReadyError if it fails."""
+async def _run_admin(work: Coroutine[Any, Any, T], what: str) -> T:
+    """Run one admin conversation, bounded; NotReadyError if it fails."""
     try:
-        return asyncio.run(asyncio.wait_for(work, limits.ADMIN_TIMEOUT_S))
+        return await asyncio.wait_for(work, limits.ADMIN_TIMEOUT_S)
     except (MQClientError, OSError, TimeoutError) as error:
         raise NotReadyError(f"{what}: cluster not reachable: {error!r}", limits.RETRY_DELAY_S) from error
 
 
-def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
+async def reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
     """Apply the Topic to its cluster's groups and report; retried while something is pending."""
     meta = body["metadata"]
     try:
         with metrics.reconciling("Topic", RETRY_ERRORS):
-            _reconcile_topic(body, patch, logger)
+            await _reconcile_topic(body, patch, logger)
     finally:
         metrics.set_ready("Topic", str(meta.get("namespace")), str(meta["name"]), patch.get("status"))
 
 
-def _reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
-    spec, cluster = _topic_context(body, patch)
-    addresses = name_server_addresses(cluster)
+async def _reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) -> None:
+    spec, cluster = await asyncio.to_thread(_topic_context, body, patch)
+    addresses = await asyncio.to_thread(name_server_addresses, cluster)
     try:
-        outcome: topics.TopicOutcome = _run_admin(_apply_topic(addresses, cluster, spec), f"apply {spec.topic_name}")
+        outcome = await _run_admin(_apply_topic(addresses, cluster, spec), f"apply {spec.topic_name}")
     except NotReadyError as error:
         _set_status(patch, _topic_status(body, False, "ClusterUnreachable", str(error)))
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
@@ -642,30 +669,31 @@ def _reconcile_topic(body: Mapping[str, Any], patch: kopf.Patch, logger: Any) ->
 @kopf.on.create(GROUP, VERSION, "topics")
 @kopf.on.update(GROUP, VERSION, "topics")
 @kopf.on.resume(GROUP, VERSION, "topics")
-def topic_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+async def topic_changed(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """Create, update and resume (operator start) are one reconcile: kopf calls it once per event."""
-    reconcile_topic(body, patch, logger)
+    await reconcile_topic(body, patch, logger)
 
 
 @kopf.timer(GROUP, VERSION, "topics", interval=limits.RECONCILE_INTERVAL_S, initial_delay=limits.RECONCILE_INTERVAL_S)
-def topic_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+async def topic_drift(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """Drift correction: a topic changed or deleted behind the operator's back is put back."""
     try:
-        reconcile_topic(body, patch, logger)
+        await reconcile_topic(body, patch, logger)
     except (kopf.PermanentError, kopf.TemporaryError) as error:
         logger.info(f"topic drift check: {error}")
 
 
 @kopf.on.delete(GROUP, VERSION, "topics")
-def topic_deleted(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
+async def topic_deleted(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     """Delete the topic from the cluster if this Topic manages it; a gone cluster needs nothing."""
     metrics.forget("Topic", str(body["metadata"].get("namespace")), str(body["metadata"]["name"]))
     try:
-        spec, cluster = _topic_context(body, patch)
+        spec, cluster = await asyncio.to_thread(_topic_context, body, patch)
     except (kopf.PermanentError, kopf.TemporaryError) as error:
         logger.info(f"Topic released without deleting anything on a cluster: {error}")
         return
+    addresses = await asyncio.to_thread(name_server_addresses, cluster)
     try:
-        _run_admin(_delete_topic(name_server_addresses(cluster), cluster, spec.topic_name), "")
+        await _run_admin(_delete_topic(addresses, cluster, spec.topic_name), "")
     except NotReadyError as error:
         raise kopf.TemporaryError(str(error), delay=error.delay_s) from error

@@ -1,6 +1,7 @@
 """The only module of shoal.operator that calls the Kubernetes API.
 
-Synchronous (the kubernetes client), run by kopf in its thread pool. Objects are plain dicts, as
+Synchronous (the kubernetes client): sync handlers call it from kopf's thread pool, async ones
+(handlers.py) through `asyncio.to_thread`, never on the event loop. Objects are plain dicts, as
 manifests.py builds them; requests go through the client's generic REST layer so no typed model
 stands between a manifest and the API server.
 

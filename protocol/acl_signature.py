@@ -6,7 +6,7 @@ signature is Base64(HmacSHA1(secretKey, content)) where content is the UTF-8 byt
 order, followed by the raw body. The verifying side also leaves out `_UNIQUE_KEY_QUERY`
 (PlainAccessValidator.parse), which the Java client adds before signing: `verify` accepts both.
 
-Pure functions: the broker's check (`shoal.broker.acl`) and the clients' signing hook use the same
+Pure functions: the broker's check (`shoal.acl`) and the clients' signing hook use the same
 code, so they cannot drift apart.
 """
 

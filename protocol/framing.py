@@ -53,7 +53,9 @@ from shoal.protocol.limits import (
     EXT_FIELD_KEY_SIZE_MAX_BYTES,
     EXT_FIELDS_MAX_COUNT,
     FRAME_LENGTH_MIN_BYTES,
+    FRAME_PREFIX_SIZE_BYTES,
     FRAME_SIZE_MAX_BYTES,
+    HEADER_LENGTH_FIELD_MAX_BYTES,
     HEADER_LENGTH_FIELD_SIZE_BYTES,
     HEADER_SIZE_MAX_BYTES,
     INT_MAX,
@@ -67,7 +69,7 @@ from shoal.protocol.limits import (
 _LENGTH = struct.Struct(">i")  # L, a signed Java int
 _HEADER_WORD = struct.Struct(">I")  # (serializeType << 24) | headerLen
 _PREFIX = struct.Struct(">iI")  # both of the above
-assert _PREFIX.size == LENGTH_FIELD_SIZE_BYTES + HEADER_LENGTH_FIELD_SIZE_BYTES
+assert _PREFIX.size == FRAME_PREFIX_SIZE_BYTES
 
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLength
 assert _BINARY_FIXED.size == 17
@@ -418,7 +420,7 @@ def _decode_payload(payload: memoryview) -> RemotingCommand:
     frame_length = payload.nbytes
     (word,) = _HEADER_WORD.unpack_from(payload, 0)
     serialize_type = word >> 24
-    header_size = word & 0xFFFFFF
+    header_size = word & HEADER_LENGTH_FIELD_MAX_BYTES  # the low 24 bits
     room = frame_length - HEADER_LENGTH_FIELD_SIZE_BYTES
     if header_size > room:
         raise MalformedFrameError(

@@ -3,7 +3,7 @@
 Above `shoal.protocol` (the sans-I/O codec), below `shoal.broker` and `shoal.client`. `connection`
 holds what both ends of a connection do (frames in through one FrameDecoder, responses matched to
 requests by opaque, bounded waits); `client` opens connections by address (`RemotingClient`); the
-broker's server side (`shoal.broker.remoting_server`) builds on `Connection`. Errors: `errors`.
+broker's server side (`shoal.remoting.server`) builds on `Connection`. Errors: `errors`.
 """
 
 from __future__ import annotations

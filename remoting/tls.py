@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from shoal.formats.errors import JavaPropertiesError
+from shoal.formats.java_properties import parse_java_properties
 from shoal.remoting import limits
 
 __all__ = [
@@ -257,18 +259,12 @@ def _read_properties(path: Path) -> dict[str, str]:
         raise TlsConfigError(f"tls.config.file={path}: cannot read it: {error.strerror or error}") from None
     if len(data) > limits.TLS_CONFIG_FILE_MAX_BYTES:
         raise TlsConfigError(f"tls.config.file={path}: larger than {limits.TLS_CONFIG_FILE_MAX_BYTES} bytes")
-    result: dict[str, str] = {}
-    for number, raw in enumerate(data.decode("latin-1").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, separator, value = line.partition("=")
-        if not separator:
-            key, separator, value = line.partition(":")
-        if not separator:
-            raise TlsConfigError(f"tls.config.file={path}: line {number} {raw!r} is not key=value")
-        result[key.strip()] = value.strip()
-    return result
+    try:  # ISO-8859-1, as Properties.load(InputStream) reads it
+        properties = parse_java_properties(data.decode("latin-1"), separator_required=True)
+    except JavaPropertiesError as error:
+        where = f"tls.config.file={path}: line {error.line_number} {error.line!r}"
+        raise TlsConfigError(f"{where} {error.reason}") from None
+    return {key: value.strip() for key, value in properties.items()}
 
 
 def _check_file(key: str, path: str) -> None:

@@ -24,8 +24,6 @@ CONSUME_QUEUE_UNITS_PER_READ_MAX = 65_536
 INDEX_ENTRIES_PER_BATCH_MAX = 65_536
 TOPICS_PER_FILTER_MAX = 10_000
 """Topics in one `topic` option: the filter is a set, but an option string must stay bounded."""
-WARNINGS_PER_READ_MAX = 20
-"""Log lines about damaged or vanished data per partition (the rest is counted, not logged)."""
 
 assert READ_CHUNK_BYTES > formats_limits.RECORD_SIZE_MAX_BYTES + formats_limits.END_FILE_MIN_BLANK_LENGTH_BYTES, (
     "a chunk must hold the largest record, or a reader could never step over it"

@@ -26,10 +26,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
 from shoal.formats.java_hash import tags_code
-from shoal.formats.properties import decode_properties
+from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, find_properties
 from shoal.formats.record import (
     BODY_OFFSET_OF_HOST_FLAGS,
     BODY_OFFSET_WITHOUT_HOSTS,
@@ -59,32 +58,14 @@ from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DamagedRange, find_resync
 from shoal.store.errors import SegmentNotReadyError
 from shoal.store.index_service import IndexService
+from shoal.store.message import DispatchRequest, TagsCodeHook
 from shoal.store.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.001  # RocketMQ's reput polls every 1 ms
-
-
-class DispatchRequest(NamedTuple):
-    """What a dispatched message tells its listeners (long polling, delay, metrics)."""
-
-    topic: str
-    queue_id: int
-    commitlog_offset: int
-    size: int
-    tags_code: int
-    store_timestamp: int
-    queue_offset: int
-    raw_properties: bytes
-
-    @property
-    def properties(self) -> dict[str, str]:
-        return decode_properties(self.raw_properties)
-
-
-TagsCodeHook = Callable[[str, dict[str, str], int, int], int | None]
-"""(topic, properties, store_timestamp, default tagsCode) -> tagsCode override or None."""
+_DISPATCHED_PROPERTIES = (TAGS.encode(), KEYS.encode(), UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode())
+"""What each record's ConsumeQueue unit and index entries need, read without decoding the map."""
 
 
 class _Rewind(Exception):
@@ -448,7 +429,7 @@ class Dispatcher:
         topic: str,
         raw_properties: bytes,
     ) -> None:
-        tags, keys, uniq_key = dispatch_properties(raw_properties)
+        tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
         code = 0
         coded = False
         transaction = sysflag & TRANSACTION_TYPE_MASK
@@ -527,24 +508,6 @@ def _fast_fields(
         topic,
         bytes(view[props_at + 2 : props_at + 2 + props_len]),
     )
-
-
-def dispatch_properties(raw: bytes) -> tuple[str | None, str | None, str | None]:
-    """(TAGS, KEYS, UNIQ_KEY) from an encoded property string, without building the whole map."""
-    tags = keys = uniq = None
-    if not raw:
-        return tags, keys, uniq
-    for segment in raw.split(b"\x02"):
-        name, sep, value = segment.partition(b"\x01")
-        if not sep or not value:
-            continue
-        if name == b"TAGS":
-            tags = value.decode("utf-8", errors="replace")
-        elif name == b"KEYS":
-            keys = value.decode("utf-8", errors="replace")
-        elif name == b"UNIQ_KEY":
-            uniq = value.decode("utf-8", errors="replace")
-    return tags, keys, uniq
 
 
 class DispatchService(ServiceThread):

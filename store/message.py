@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from shoal.formats.message_id import offset_msg_id
+from shoal.formats.properties import decode_properties
 from shoal.formats.record import record_length
 from shoal.store import limits
 from shoal.store.errors import MessageIllegalError, PropertiesTooLargeError, PutStatus
@@ -146,3 +148,39 @@ class GetResult:
         for view in self.messages:
             view.release()
         self.messages.clear()
+
+
+class DispatchRequest(NamedTuple):
+    """What a dispatched message tells its listeners (long polling, delay, metrics)."""
+
+    topic: str
+    queue_id: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    queue_offset: int
+    raw_properties: bytes
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.raw_properties)
+
+
+TagsCodeHook = Callable[[str, dict[str, str], int, int], int | None]
+"""(topic, properties, store_timestamp, default tagsCode) -> tagsCode override or None."""
+
+
+class TagsCodeRule(NamedTuple):
+    """Which topics' tagsCode `hook` computes (None: every topic's)."""
+
+    hook: TagsCodeHook
+    topics: frozenset[str] | None
+
+
+class IndexAnswer(NamedTuple):
+    """What the index answers a key query: candidate CommitLog offsets and its last update."""
+
+    offsets: list[int]
+    last_update_timestamp_ms: int
+    last_update_physical_offset: int

@@ -55,6 +55,24 @@ class LostMessage(NamedTuple):
     commitlog_offset: int
 
 
+@dataclass(frozen=True)
+class TruncationReport:
+    """What `MessageStore.truncate_to` dropped."""
+
+    offset: int
+    previous_end_offset: int
+    commitlog_bytes_dropped: int
+    consume_queue_units_dropped: int
+    index_files_deleted: int
+
+    def summary(self) -> str:
+        return (
+            f"CommitLog cut from {self.previous_end_offset} to {self.offset} "
+            f"({self.commitlog_bytes_dropped} bytes, {self.consume_queue_units_dropped} ConsumeQueue units, "
+            f"{self.index_files_deleted} index files dropped)"
+        )
+
+
 @dataclass
 class RecoveryReport:
     """What recovery found and what it dropped; `lossless` is what operators look at first."""
@@ -80,6 +98,8 @@ class RecoveryReport:
     """Of those, the messages decoded to write a missing ConsumeQueue unit or index keys; the
     others were already in both and were skipped from their fixed fields."""
     notes: list[str] = field(default_factory=list)
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in each step of opening the store (load, scan, re-dispatch...), in order."""
     segments_cut: list[str] = field(default_factory=list)
     """The newest CommitLog segment found shorter than its size and extended with zeros: a loss
     (what it held past the cut); its records up to the cut are kept."""

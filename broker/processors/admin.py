@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from shoal.broker import limits
 from shoal.broker.broker_stats import GROUP_GET_NUMS
-from shoal.broker.remoting_server import ServerConnection
 from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
@@ -40,6 +39,7 @@ from shoal.protocol.headers import (
     SearchOffsetResponseHeader,
     ViewMessageRequestHeader,
 )
+from shoal.remoting.server import ServerConnection
 from shoal.store.limits import QUERY_MESSAGES_MAX_COUNT, QUERY_UNIQUE_KEY_MAX_COUNT
 from shoal.store.metadata import TopicConfig
 
@@ -136,14 +136,15 @@ class AdminProcessors:
         if header.unique_key_query:
             count = QUERY_UNIQUE_KEY_MAX_COUNT
         store = self.store
-        if store.index is None:
+        if not store.index_enabled:
             return make_response(
                 request,
                 ResponseCode.SYSTEM_ERROR,
                 "message index is disabled on this broker (messageIndexEnable=false)",
             )
-        offsets = store.index.query(header.topic, header.key, count, header.begin_timestamp_ms, header.end_timestamp_ms)
-        stamp, physical = store.index.last_update
+        offsets, stamp, physical = store.index_query(
+            header.topic, header.key, count, header.begin_timestamp_ms, header.end_timestamp_ms
+        )
         response_header = QueryMessageResponseHeader(
             index_last_update_timestamp_ms=stamp, index_last_update_phyoffset=physical
         )
@@ -241,8 +242,7 @@ class AdminProcessors:
             max_offset = self.store.max_offset_in_queue(header.topic, queue_id)
             last = 0
             if max_offset > 0:
-                queue = self.store.find_consume_queue(header.topic, queue_id)
-                unit = queue.last_unit() if queue is not None else None
+                unit = self.store.last_unit(header.topic, queue_id)
                 last = (self.store.store_time_at(unit.physical_offset) or 0) if unit is not None else 0
             table[mq] = TopicOffset(
                 min_offset=self.store.min_offset_in_queue(header.topic, queue_id),
@@ -309,8 +309,7 @@ class AdminProcessors:
         for queue_id in range(queue_count):
             consumer_offset = max(self.offsets.query(group, topic, queue_id), 0)
             last_timestamp_ms = 0
-            queue = self.store.find_consume_queue(topic, queue_id)
-            unit = queue.unit_at(consumer_offset - 1) if queue is not None and consumer_offset > 0 else None
+            unit = self.store.unit_at(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else None
             if unit is not None:
                 last_timestamp_ms = max(self.store.store_time_at(unit.physical_offset) or 0, 0)
             mq = MessageQueue(topic=topic, broker_name=self.config.broker_name, queue_id=queue_id)

@@ -15,7 +15,6 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from shoal.broker.broker_stats import BrokerStats
-from shoal.broker.config import ConfigError, parse_properties
 from shoal.broker.config_update import (
     DataVersion,
     apply_in_place,
@@ -29,12 +28,13 @@ from shoal.broker.runtime_info import runtime_info_table, store_figures
 from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.headers import GetBrokerConfigResponseHeader, ViewBrokerStatsDataRequestHeader
+from shoal.remoting.settings import ConfigError, parse_properties
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from shoal.broker.config import BrokerSettings
-    from shoal.broker.remoting_server import ServerConnection
+    from shoal.remoting.server import ServerConnection
     from shoal.store import MessageStore
 
 log = logging.getLogger(__name__)

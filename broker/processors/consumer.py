@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from shoal.broker.filter import check_subscription
 from shoal.broker.processors.send import SEND_BACK_MIN_VERSION
-from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.formats.json_compat import dumps
@@ -41,6 +40,7 @@ from shoal.protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from shoal.remoting.server import ServerConnection
 from shoal.store import MessageStore, MessageToStore
 
 if TYPE_CHECKING:
@@ -57,15 +57,6 @@ log = logging.getLogger(__name__)
 
 RETRY_FIRST_DELAY_LEVEL = 3
 """A send-back with delay level 0 waits level 3 + reconsumeTimes (RocketMQ's rule: 10 s first)."""
-
-
-def head_on_disk(store: MessageStore, topic: str, queue_id: int) -> bool:
-    """True when the queue's first message is older than what stays in memory (spec §8.8)."""
-    queue = store.find_consume_queue(topic, queue_id)
-    unit = queue.unit_at(queue.min_offset) if queue is not None else None
-    if unit is None:
-        return False
-    return store.commitlog.max_offset - unit.physical_offset > store.in_memory_budget_bytes
 
 
 class ConsumerProcessors:
@@ -203,8 +194,8 @@ class ConsumerProcessors:
         offset = self.offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
             store = self.store
-            if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not head_on_disk(
-                store, header.topic, header.queue_id
+            if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not store.queue_head_on_disk(
+                header.topic, header.queue_id
             ):
                 offset = 0
         if offset < 0:

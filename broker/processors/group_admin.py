@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from shoal.broker import limits
 from shoal.broker.offset_reset import RESET_TO_MAX_OFFSET_TIMESTAMP, plan_reset
-from shoal.broker.remoting_server import ServerConnection
 from shoal.formats.errors import FormatError
 from shoal.formats.message_id import decode_offset_msg_id
 from shoal.formats.topics import validate_group_name
@@ -35,6 +34,7 @@ from shoal.protocol.headers import (
 )
 from shoal.protocol.json_compat import loads
 from shoal.remoting import RemotingError, RemotingTimeoutError
+from shoal.remoting.server import ServerConnection
 from shoal.store.json_files import MetadataFormatError
 from shoal.store.metadata import SubscriptionGroupConfig
 

@@ -23,7 +23,6 @@ from shoal.broker.filter import (
 )
 from shoal.broker.filter.limits import SQL92_SCAN_UNITS_MAX_COUNT
 from shoal.broker.long_polling import PullRequestHoldService
-from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.topic_manager import PERM_READ
 from shoal.formats.java_hash import java_string_hash
 from shoal.formats.properties import decode_properties
@@ -31,6 +30,7 @@ from shoal.formats.record import decode_header
 from shoal.formats.topics import SCHEDULE_TOPIC
 from shoal.protocol import PullSysFlag, RemotingCommand, ResponseCode, make_response
 from shoal.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from shoal.remoting.server import ServerConnection
 from shoal.store import GetMessageStatus, GetResult
 
 if TYPE_CHECKING:

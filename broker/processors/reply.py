@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from shoal.broker import limits
 from shoal.broker.processors.send import PRODUCER_SYSFLAG_BITS
-from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.topic_manager import PERM_WRITE
 from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import encode_host
@@ -34,6 +33,7 @@ from shoal.protocol.headers import (
     send_message_request_header_of,
 )
 from shoal.remoting import RemotingError
+from shoal.remoting.server import ServerConnection
 from shoal.store import MessageToStore, PutResult
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from shoal.broker import limits
-from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.schedule import Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
@@ -26,6 +25,9 @@ from shoal.formats.properties import (
     CLUSTER,
     WAIT_STORE_MSG_OK,
     decode_properties,
+    join_properties,
+    pop_property,
+    set_property,
 )
 from shoal.formats.record import encode_host
 from shoal.formats.sysflag import (
@@ -44,6 +46,7 @@ from shoal.formats.topics import (
 )
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, send_message_request_header_of
+from shoal.remoting.server import ServerConnection
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store import limits as store_limits
 
@@ -90,21 +93,9 @@ RESPONSE_CODE_OF_STATUS = {
 
 def stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool]:
     """The property string as stored (WAIT removed, CLUSTER added) and whether to wait for a flush."""
-    text = properties or ""
-    wait = True
-    if WAIT_STORE_MSG_OK + "\x01" in text:
-        kept = []
-        for segment in text.split("\x02"):
-            if segment.startswith(WAIT_STORE_MSG_OK + "\x01"):
-                wait = segment[len(WAIT_STORE_MSG_OK) + 1 :].lower() != "false"
-            elif segment:
-                kept.append(segment)
-        text = "\x02".join(kept)
-    elif text.endswith("\x02"):
-        text = text[:-1]
-    cluster_property = f"{CLUSTER}\x01{cluster}"
-    text = f"{text}\x02{cluster_property}" if text else cluster_property
-    return text.encode("utf-8"), wait
+    text, wait_value = pop_property(properties or "", WAIT_STORE_MSG_OK)
+    wait = wait_value is None or wait_value.lower() != "false"
+    return set_property(text, CLUSTER, cluster).encode("utf-8"), wait
 
 
 class SendProcessor:
@@ -352,12 +343,7 @@ class SendProcessor:
         shared = message.properties
         entries = []
         for item in items:
-            properties = item.properties
-            if properties and shared and not properties.endswith(b"\x02"):
-                properties = properties + b"\x02" + shared
-            elif shared:
-                properties = properties + shared
-            entries.append(BatchEntry(item.flag, item.body, properties))
+            entries.append(BatchEntry(item.flag, item.body, join_properties(item.properties, shared)))
         return self.store.append_batch(message, entries)
 
     async def _respond_when_durable(

@@ -23,7 +23,6 @@ from shoal.broker.replication.errors import (
 )
 from shoal.broker.replication.service import ReplicatedBroker, ReplicationService
 from shoal.broker.replication.settings import HASettings
-from shoal.broker.replication.truncation import TruncationReport, truncate_store
 
 __all__ = [
     "EpochEntry",
@@ -43,7 +42,5 @@ __all__ = [
     "StaleEpochError",
     "TransferDecoder",
     "TransferFrame",
-    "TruncationReport",
     "divergence_offset",
-    "truncate_store",
 ]

@@ -33,8 +33,8 @@ from shoal.broker.replication.codec import (
 from shoal.broker.replication.errors import HAProtocolError, PeerSilentError
 from shoal.broker.replication.liveness import Liveness
 from shoal.broker.replication.settings import HASettings
-from shoal.broker.tls_listener import PLAIN_TLS, ServerTls, TlsListener
-from shoal.store.commitlog import CommitLog
+from shoal.broker.replication.store_seam import ReplicaSource
+from shoal.remoting.tls_listener import PLAIN_TLS, ServerTls, TlsListener
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ class MasterHooks:
 
 
 class HAServer:
-    def __init__(self, commitlog: CommitLog, settings: HASettings, hooks: MasterHooks) -> None:
-        self.commitlog = commitlog
+    def __init__(self, source: ReplicaSource, settings: HASettings, hooks: MasterHooks) -> None:
+        self.source = source
         self.settings = settings
         self.hooks = hooks
         self.links: dict[int, SlaveLink] = {}
@@ -272,14 +272,14 @@ class HAServer:
     def _on_offset(self, link: SlaveLink, offset: int) -> None:
         if offset < 0:
             raise HAProtocolError(f"the slave reported a negative offset {offset}")
-        master_max = self.commitlog.max_offset
+        master_max = self.source.max_offset
         if offset > master_max:
             raise HAProtocolError(
                 f"the slave reported offset {offset}, beyond our CommitLog end {master_max}: it holds bytes this "
                 "master never wrote (a wrong pairing, or this master lost its tail); rejected"
             )
         if link.request_offset < 0:
-            start = self.commitlog.min_offset
+            start = self.source.min_offset
             if 0 < offset < start:
                 raise HAProtocolError(
                     f"the slave asks for offset {offset} but our CommitLog starts at {start} (older segments were "
@@ -340,8 +340,8 @@ class HAServer:
     def _start_offset(self, request_offset: int) -> int:
         if request_offset != 0:
             return request_offset
-        end = self.commitlog.max_offset
-        return max(end - end % self.commitlog.segment_size, self.commitlog.min_offset)
+        end = self.source.max_offset
+        return max(end - end % self.source.segment_size, self.source.min_offset)
 
     def _take_batches(self, link: SlaveLink, parts: list[bytes]) -> bool:
         """Frames of the data not sent yet, at most WRITE_ROUND_MAX_BYTES (one write for several
@@ -350,9 +350,9 @@ class HAServer:
         taken = 0
         while taken < limits.WRITE_ROUND_MAX_BYTES:
             offset = link.next_transfer_offset
-            if offset >= self.commitlog.max_offset:
+            if offset >= self.source.max_offset:
                 break
-            found = self.commitlog.data_from(offset)
+            found = self.source.data_from(offset)
             if found is None:
                 break
             view, _segment_start = found

@@ -35,9 +35,9 @@ from shoal.broker.replication.codec import (
 from shoal.broker.replication.errors import HAProtocolError, OffsetMismatchError, PeerSilentError, StaleEpochError
 from shoal.broker.replication.liveness import Liveness
 from shoal.broker.replication.settings import HASettings
+from shoal.broker.replication.store_seam import ReplicaTarget
 from shoal.remoting import limits as remoting_limits
 from shoal.remoting import split_address
-from shoal.store import FlushDiskType, MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class SlaveHooks:
 
 
 class HAClient:
-    def __init__(self, store: MessageStore, settings: HASettings, hooks: SlaveHooks) -> None:
+    def __init__(self, store: ReplicaTarget, settings: HASettings, hooks: SlaveHooks) -> None:
         self.store = store
         self.settings = settings
         self.hooks = hooks
@@ -101,7 +101,7 @@ class HAClient:
 
     @property
     def lag_bytes(self) -> int:
-        return max(0, self.master_max_offset - self.store.commitlog.queue.max_wrote_offset)
+        return max(0, self.master_max_offset - self.store.wrote_offset)
 
     # --- connection loop ---
     async def _run(self) -> None:
@@ -162,10 +162,8 @@ class HAClient:
             state = await self._first_state(reader, decoder)
             await self.hooks.reconcile(state)
             self._on_state(state)
-        commitlog = self.store.commitlog
-        aligner = RecordAligner(
-            commitlog.queue.max_wrote_offset, commitlog.segment_size, limits.PENDING_RECORD_MAX_BYTES
-        )
+        store = self.store
+        aligner = RecordAligner(store.wrote_offset, store.segment_size, limits.PENDING_RECORD_MAX_BYTES)
         self.connected = True
         self.connected_address = address
         self.last_error = ""
@@ -187,8 +185,8 @@ class HAClient:
                 unasked = bool(frames) and all(isinstance(frame, TransferFrame) and not frame.body for frame in frames)
                 liveness.heard(self.last_frame_s, unasked=unasked)
                 if self._apply(frames, aligner):
-                    if self.store.settings.flush.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-                        await asyncio.to_thread(self.store.flusher.flush_to_end, 0)
+                    if store.sync_flush:
+                        await asyncio.to_thread(store.flush_to_end)
                     self._report(writer)
         finally:
             watchdog.cancel()
@@ -234,7 +232,7 @@ class HAClient:
 
     def _apply(self, frames: list[TransferFrame | MasterState], aligner: RecordAligner) -> bool:
         """Append the frames' whole records; True when our CommitLog grew."""
-        commitlog = self.store.commitlog
+        store = self.store
         grew = False
         for frame in frames:
             if isinstance(frame, MasterState):
@@ -243,29 +241,27 @@ class HAClient:
                     raise StaleEpochError(f"the master moved from epoch {current.epoch} to {frame.epoch}")
                 self._on_state(frame)
                 continue
-            if not commitlog.queue.files and aligner.pending_bytes == 0 and frame.offset != aligner.start_offset:
+            if not store.segment_count and aligner.pending_bytes == 0 and frame.offset != aligner.start_offset:
                 self._begin_empty_log(frame.offset, aligner)
             start, ready = aligner.feed(frame.offset, frame.body)
             self.master_max_offset = max(self.master_max_offset, frame.offset + len(frame.body))
             if ready:
                 try:
-                    commitlog.append_raw(ready, start)
+                    store.append_replicated(ready, start)
                 except ValueError as error:
                     raise OffsetMismatchError(str(error)) from None
                 grew = True
         if grew:
             self.hooks.on_appended()
-        if commitlog.queue.max_wrote_offset >= self.master_max_offset:
+        if store.wrote_offset >= self.master_max_offset:
             self.caught_up_s = time.monotonic()
         return grew
 
     def _begin_empty_log(self, offset: int, aligner: RecordAligner) -> None:
         """An empty slave takes whatever segment the master starts with (its last one, RocketMQ's rule)."""
-        segment = self.store.commitlog.segment_size
-        if offset % segment:
+        if offset % self.store.segment_size:
             raise OffsetMismatchError(f"an empty slave cannot start at {offset}: not a segment start")
-        self.store.commitlog.queue.last_file(offset)
-        self.store.dispatcher.reput_from_offset = offset
+        self.store.start_empty_at(offset)
         aligner.start_offset = offset
         log.info("empty CommitLog: replication starts at the master's segment %d", offset)
 
@@ -279,5 +275,5 @@ class HAClient:
         if writer.transport.get_write_buffer_size() > limits.SLAVE_WRITE_BUFFER_MAX_BYTES:
             writer.transport.abort()
             raise TimeoutError("the master does not read our reports")
-        writer.write(encode_ack(self.store.commitlog.queue.max_wrote_offset))
+        writer.write(encode_ack(self.store.wrote_offset))
         self._last_report_s = time.monotonic()

@@ -1,16 +1,17 @@
 """Bounds of master/slave replication, with units, in one place (spec §9).
 
-RocketMQ's defaults are kept where it has them; the broker.conf keys that change them live in
-`shoal.broker.config.BrokerConfig` (`haSendHeartbeatInterval`, `haTransferBatchSize`, ...). The
-asserts at the bottom state how the limits relate.
+RocketMQ's bounds are kept where it has them. The defaults of the broker.conf keys that change
+them (`haSendHeartbeatInterval`, `haTransferBatchSize`, ...; `shoal.broker.config.BrokerConfig`)
+are `shoal.broker.limits.HA_*_DEFAULT_*`, as BrokerConfig cannot import this package. The asserts
+at the bottom state how the limits and those defaults relate.
 """
 
 from __future__ import annotations
 
+from shoal.broker import limits as broker_limits
 from shoal.store import limits as store_limits
 
 # --- wire ---
-TRANSFER_BATCH_DEFAULT_BYTES = 32 * 1024  # haTransferBatchSize: body bytes per master -> slave frame
 TRANSFER_BATCH_MAX_BYTES = 4 * 1024 * 1024  # a configured batch above this is refused
 MASTER_READ_CHUNK_BYTES = 64 * 1024  # one read of slave acks (RocketMQ's buffer is 1 MiB; acks are 8 bytes)
 SLAVE_READ_CHUNK_BYTES = 256 * 1024  # one read of transfer frames
@@ -23,17 +24,11 @@ WRITE_ROUND_MAX_BYTES = 256 * 1024  # frames the master writes to one slave in o
 SLAVE_WRITE_BUFFER_MAX_BYTES = 64 * 1024  # unsent acks; more means the master stopped reading: close
 
 # --- timing ---
-HEARTBEAT_INTERVAL_DEFAULT_MS = 5_000  # haSendHeartbeatInterval
-HOUSEKEEPING_INTERVAL_DEFAULT_MS = 20_000  # haHousekeepingInterval
-RECONNECT_INTERVAL_DEFAULT_MS = 5_000  # a failed slave connection is retried after this
 CONNECT_TIMEOUT_S = 3.0
-SLAVE_TIMEOUT_DEFAULT_MS = 3_000  # slaveTimeout (4.9.3+): a SYNC_MASTER send waits this long for a slave
-METADATA_SYNC_INTERVAL_DEFAULT_MS = 10_000  # SlaveSynchronize period
 METADATA_SYNC_FIRST_DELAY_S = 3.0  # SlaveSynchronize starts 3 s after the broker
 METADATA_REQUEST_TIMEOUT_S = 3.0
 NEW_DATA_POLL_S = 0.1  # a master writer re-checks the CommitLog this often even without a wakeup
 FENCING_CHECK_TIMEOUT_S = 3.0  # asking a NameServer or another master whether we are stale
-SLAVE_FALLBEHIND_DEFAULT_BYTES = 256 * 1024 * 1024  # haSlaveFallbehindMax: beyond it the slave is not OK
 
 # --- dead links (liveness.py; issue 25) ---
 KEEPALIVE_INTERVAL_MAX_S = 1.0
@@ -54,16 +49,21 @@ REPLICA_WAITERS_MAX_COUNT = 100_000  # SYNC_MASTER sends waiting for a slave at 
 EPOCH_HISTORY_MAX_COUNT = 64  # (epoch, start offset) pairs kept in config/epoch.json
 BROKER_ID_MAX = 1_000_000  # the highest brokerId a demoted master picks for itself
 
-assert TRANSFER_BATCH_DEFAULT_BYTES <= TRANSFER_BATCH_MAX_BYTES <= FRAME_BODY_MAX_BYTES
-assert MASTER_WRITE_BUFFER_HIGH_BYTES >= WRITE_ROUND_MAX_BYTES >= TRANSFER_BATCH_DEFAULT_BYTES
-assert HEARTBEAT_INTERVAL_DEFAULT_MS < HOUSEKEEPING_INTERVAL_DEFAULT_MS  # heartbeats keep a link alive
+assert broker_limits.HA_TRANSFER_BATCH_DEFAULT_BYTES <= TRANSFER_BATCH_MAX_BYTES <= FRAME_BODY_MAX_BYTES
+assert MASTER_WRITE_BUFFER_HIGH_BYTES >= WRITE_ROUND_MAX_BYTES >= broker_limits.HA_TRANSFER_BATCH_DEFAULT_BYTES
+# Heartbeats keep a link alive.
+assert broker_limits.HA_HEARTBEAT_INTERVAL_DEFAULT_MS < broker_limits.HA_HOUSEKEEPING_INTERVAL_DEFAULT_MS
 assert NEW_DATA_POLL_S < KEEPALIVE_INTERVAL_MAX_S and LIVENESS_CHECK_INTERVAL_S < KEEPALIVE_INTERVAL_MAX_S
 assert (
-    CADENCE_SAMPLE_MIN_S < KEEPALIVE_INTERVAL_MAX_S and KEEPALIVE_INTERVAL_MAX_S * 1000 <= HEARTBEAT_INTERVAL_DEFAULT_MS
+    CADENCE_SAMPLE_MIN_S < KEEPALIVE_INTERVAL_MAX_S
+    and KEEPALIVE_INTERVAL_MAX_S * 1000 <= broker_limits.HA_HEARTBEAT_INTERVAL_DEFAULT_MS
 )
 assert NEW_DATA_POLL_S < LIVENESS_STALL_S and LIVENESS_CHECK_INTERVAL_S < LIVENESS_STALL_S < ANSWER_TIMEOUT_S
 assert 2 * KEEPALIVE_INTERVAL_MAX_S <= ANSWER_TIMEOUT_S  # a Shoal peer misses 2 keepalives before it is dead
 # A slave slower than slaveTimeout fails SYNC sends anyway; declaring it dead sooner would close links that work.
-assert ANSWER_TIMEOUT_S * 1000 >= SLAVE_TIMEOUT_DEFAULT_MS
+assert ANSWER_TIMEOUT_S * 1000 >= broker_limits.HA_SLAVE_TIMEOUT_DEFAULT_MS
 # Even a RocketMQ peer (heartbeat every 5 s) is found dead well before haHousekeepingInterval.
-assert HEARTBEAT_INTERVAL_DEFAULT_MS + ANSWER_TIMEOUT_S * 1000 < HOUSEKEEPING_INTERVAL_DEFAULT_MS / 2
+assert (
+    broker_limits.HA_HEARTBEAT_INTERVAL_DEFAULT_MS + ANSWER_TIMEOUT_S * 1000
+    < broker_limits.HA_HOUSEKEEPING_INTERVAL_DEFAULT_MS / 2
+)

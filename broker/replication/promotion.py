@@ -15,18 +15,16 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from shoal.broker.config import BrokerRole
-from shoal.broker.remoting_server import ServerConnection
 from shoal.broker.replication import limits
+from shoal.broker.replication.codec import EpochEntry
 from shoal.broker.replication.errors import RESPONSE_CODE_OF_ERROR, ReplicationError
 from shoal.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.route_bodies import BrokerData, ClusterInfo
 from shoal.remoting import RemotingClient, RemotingError
-
-if TYPE_CHECKING:
-    from shoal.broker.replication.service import ReplicationService
+from shoal.remoting.server import ServerConnection
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +108,16 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+class Promoter(Protocol):
+    """What PROMOTE_TO_MASTER asks of the replication service."""
+
+    async def promote(self, epoch: int, role: BrokerRole, *, force: bool = False) -> EpochEntry: ...
+
+
 class PromoteProcessor:
     """PROMOTE_TO_MASTER (9001): validate the request, let the service promote, answer the outcome."""
 
-    def __init__(self, service: ReplicationService) -> None:
+    def __init__(self, service: Promoter) -> None:
         self.service = service
 
     async def __call__(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:

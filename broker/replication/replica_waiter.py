@@ -13,8 +13,7 @@ import asyncio
 from collections.abc import Callable
 
 from shoal.broker.replication import limits
-from shoal.store import PutStatus
-from shoal.store.offset_waiters import OffsetWaiters
+from shoal.store import OffsetWaiters, PutStatus
 
 
 class ReplicaWaiter:

@@ -48,19 +48,17 @@ from shoal.broker.replication.replica_waiter import ReplicaWaiter
 from shoal.broker.replication.role import BrokerRoleState, RoleHooks
 from shoal.broker.replication.settings import HASettings
 from shoal.broker.replication.slave_sync import MetadataSync
-from shoal.broker.replication.truncation import TruncationReport, rebuild_topic_queue_table, truncate_store
-from shoal.broker.tls_listener import PLAIN_TLS, ServerTls
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, ShoalRequestCode, make_response
 from shoal.protocol.headers import RegisterBrokerResponseHeader
 from shoal.remoting import RemotingClient
 from shoal.remoting.tls import TlsConfigError, TlsSettings
-from shoal.store import MessageStore, PutResult, PutStatus
-from shoal.store.dispatching import DispatchRequest
+from shoal.remoting.tls_listener import PLAIN_TLS, ServerTls
+from shoal.store import DispatchRequest, MessageStore, PutResult, PutStatus, TruncationReport
 
 if TYPE_CHECKING:
     from shoal.broker.group_manager import SubscriptionGroupManager
-    from shoal.broker.remoting_server import RemotingServer, ServerConnection
     from shoal.broker.topic_manager import TopicManager
+    from shoal.remoting.server import RemotingServer, ServerConnection
     from shoal.store.metadata import ConsumerOffsetTable
 
 log = logging.getLogger(__name__)
@@ -119,6 +117,7 @@ class ReplicationService:
         self.master_address: str | None = None
         """The master's remoting address (metadata sync), from the NameServer or fencing."""
         self.last_truncation: TruncationReport | None = None
+        self._unsubscribe_dispatch: Callable[[], None] = lambda: None
         self.promotions_total = 0
         self.demotions_total = 0
         self._slave_dead_links_total = 0
@@ -175,9 +174,9 @@ class ReplicationService:
             self._on_newer_epoch,
             self._on_slave_lost,
         )
-        self.server = HAServer(broker.store.commitlog, self.settings, master_hooks)
+        self.server = HAServer(broker.store, self.settings, master_hooks)
         self.ha_port = await self._bind(self.server)
-        broker.store.dispatcher.listeners.append(self._on_dispatch)
+        self._unsubscribe_dispatch = broker.store.subscribe(self._on_dispatch)
         server.register(ShoalRequestCode.PROMOTE_TO_MASTER, PromoteProcessor(self))
         if RequestCode.GET_ALL_DELAY_OFFSET not in server.processors:
             server.register(RequestCode.GET_ALL_DELAY_OFFSET, self._all_delay_offsets)
@@ -189,6 +188,7 @@ class ReplicationService:
 
     async def stop(self) -> None:
         self._stopping = True
+        self._unsubscribe_dispatch()
         tasks = [*self._tasks, *self._checks]
         for task in tasks:
             task.cancel()
@@ -227,9 +227,7 @@ class ReplicationService:
     # --- master side ---
     def master_state(self) -> MasterState:
         confirmed = self.waiter.acked_offset if self.waiter is not None else 0
-        return MasterState(
-            self.epochs.epoch, confirmed, self.broker.store.commitlog.max_offset, tuple(self.epochs.history)
-        )
+        return MasterState(self.epochs.epoch, confirmed, self.broker.store.max_offset, tuple(self.epochs.history))
 
     def _slave_ok(self, offset: int) -> bool:
         acked = self.waiter.acked_offset if self.waiter is not None else 0
@@ -240,7 +238,7 @@ class ReplicationService:
         waiting SYNC_MASTER sends are answered now instead of at their slaveTimeout (new sends
         get SLAVE_NOT_AVAILABLE at once from `_slave_ok`)."""
         waiter = self.waiter
-        if waiter is not None and waiter.waiting_count and not self._slave_ok(self.broker.store.commitlog.max_offset):
+        if waiter is not None and waiter.waiting_count and not self._slave_ok(self.broker.store.max_offset):
             waiter.give_up()
 
     def _on_dispatch(self, _request: DispatchRequest) -> None:
@@ -318,7 +316,7 @@ class ReplicationService:
             cut = divergence_offset(state.history, ours.epoch)
         except ValueError as error:
             raise StaleEpochError(str(error)) from None
-        end = self.broker.store.commitlog.queue.max_wrote_offset
+        end = self.broker.store.wrote_offset
         if cut is not None and end > cut:
             log.warning(
                 "epoch %d -> %d: our CommitLog holds %d bytes the new master never had; cutting at %d",
@@ -327,7 +325,7 @@ class ReplicationService:
                 end - cut,
                 cut,
             )
-            self.last_truncation = truncate_store(self.broker.store, cut)
+            self.last_truncation = self.broker.store.truncate_to(cut)
         ours.adopt(state.epoch, state.history)
         ours.confirmed_offset = state.confirmed_offset
         self.epoch_file.save(ours)
@@ -379,7 +377,7 @@ class ReplicationService:
         if epoch <= self.epochs.epoch:
             raise PromotionRefusedError(f"epoch {epoch} is not above this broker's epoch {self.epochs.epoch}")
         store = broker.store
-        end = store.commitlog.queue.max_wrote_offset
+        end = store.wrote_offset
         client = self.client
         confirmed = max(self.epochs.confirmed_offset, client.confirmed_offset if client is not None else 0)
         if client is not None and client.connected and not force:
@@ -393,9 +391,9 @@ class ReplicationService:
             )
         await self._stop_following()
         for _ in range(DISPATCH_ROUNDS_MAX_COUNT):
-            if store.dispatcher.dispatch_available(4096) == 0:
+            if store.dispatch_now(4096) == 0:
                 break
-        rebuild_topic_queue_table(store)
+        store.rebuild_queue_offsets()
         self.epochs.begin(epoch, end)
         self.epochs.broker_role, self.epochs.broker_id = role.value, 0
         self.epoch_file.save(self.epochs)
@@ -516,7 +514,7 @@ class ReplicationService:
         server = self.server
         if server is None:
             return []
-        end = self.broker.store.commitlog.max_offset
+        end = self.broker.store.max_offset
         return [
             {
                 "address": link.address,
@@ -536,7 +534,7 @@ class ReplicationService:
         store = self.broker.store
         stamp = store.store_time_at(ack_offset)
         if stamp is None:
-            stamp = store.store_time_at(store.commitlog.rolled_offset(ack_offset))
+            stamp = store.store_time_at(store.rolled_offset(ack_offset))
         if stamp is None:
             return -1
         return max(0, time.time_ns() // 1_000_000 - stamp)

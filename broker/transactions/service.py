@@ -193,7 +193,7 @@ class TransactionService:
         """Resolve unresolved transactions whose committed message is already in the real topic
         (found by UNIQ_KEY in the index with the COMMIT transaction type, which only a commit
         writes)."""
-        if self.store.index is None:
+        if not self.store.index_enabled:
             return 0
         repaired = 0
         for key, (topic, uniq_key) in candidates.items():
@@ -266,7 +266,7 @@ class TransactionService:
     def _resolve(self, key: int, *, must_write: bool = False) -> bool:
         latest = self.table.pending[key]
         self.topics.create_if_absent(TRANS_OP_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
-        result = self._append(op_message(latest, key, self.store.commitlog.store_host, self.clock()))
+        result = self._append(op_message(latest, key, self.store.store_host, self.clock()))
         if result.append is None:
             log.error("op message for transaction %d not stored (%s): %s", key, result.status.value, result.remark)
             if must_write:

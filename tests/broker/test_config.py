@@ -12,17 +12,14 @@ from shoal.broker import limits as broker_limits
 from shoal.broker.config import (
     EMBEDDED_BROKER_CONF,
     STORE_KEY_ALLOWED,
-    Allowed,
     BrokerConfig,
     BrokerRole,
-    ConfigError,
-    NamesrvConfig,
     load_broker_settings,
-    load_namesrv_config,
-    parse_properties,
 )
 from shoal.broker.replication import limits as ha_limits
 from shoal.broker.replication import settings as ha_settings
+from shoal.namesrv.config import NamesrvConfig, load_namesrv_config
+from shoal.remoting.settings import Allowed, ConfigError, parse_properties
 from shoal.store import FlushDiskType
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS
 from shoal.store.settings import RetentionSettings

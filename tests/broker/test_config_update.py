@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal.broker.config import ConfigError, load_broker_settings, parse_properties
+from shoal.broker.config import load_broker_settings
 from shoal.broker.config_update import (
     HOT_KEYS,
     DataVersion,
@@ -20,6 +20,7 @@ from shoal.broker.config_update import (
     refusal_of,
     rewritten_properties,
 )
+from shoal.remoting.settings import ConfigError, parse_properties
 from shoal.store.settings import BROKER_CONF_KEYS as STORE_KEYS
 
 

@@ -14,9 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 REQUEST_HANDLERS = (
     "broker/processors",
-    "broker/namesrv.py",
-    "broker/transactions/end_transaction.py",
-    "broker/remoting_server.py",
+    "namesrv/name_server.py",
+    "remoting/server.py",
 )
 """Every module that decodes requests or answers them."""
 

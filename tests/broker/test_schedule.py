@@ -18,10 +18,10 @@ from shoal.broker.schedule import (
     TIMER_DELIVER_MS,
     ScheduleMessageService,
     Timing,
-    install_tags_code_hook,
     may_be_timed,
     park,
     schedule_tags_code_hook,
+    schedule_tags_code_rule,
     timing_of,
     unpark,
 )
@@ -30,7 +30,6 @@ from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import decode_header, encode_host
 from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from shoal.store import MessageStore, MessageToStore, StoreSettings
-from shoal.store.dispatching import LoopDispatchDriver
 from tests.conftest import async_wait_until
 
 WAIT_S = 10.0
@@ -216,38 +215,32 @@ async def running_service(
     settings: StoreSettings, levels_ms: tuple[int, ...], *, start: bool = True
 ) -> AsyncIterator[tuple[MessageStore, ScheduleMessageService]]:
     """A store driven by the loop (as the broker drives it) and a started schedule service."""
-    store = MessageStore(settings)
-    install_tags_code_hook(store.dispatcher, levels_ms)
+    store = MessageStore(settings, tags_code=schedule_tags_code_rule(levels_ms))
     store.open()
-    store.start(background_dispatch=False)
     loop = asyncio.get_running_loop()
-    driver = LoopDispatchDriver(store.dispatcher, loop)
-    driver.start()
-    service = ScheduleMessageService(store, driver.schedule, levels_ms, settings.config_dir, persist_interval_s=3600)
+    store.start(dispatch_loop=loop)
+    service = ScheduleMessageService(store, levels_ms, settings.config_dir, persist_interval_s=3600)
     if start:
         service.start(loop)
     try:
         yield store, service
     finally:
         await service.stop()
-        driver.stop()
-        store.shutdown()
+        await store.shutdown_from_loop()
 
 
 def put_parked(store: MessageStore, service: ScheduleMessageService, key: str, timing: Timing) -> None:
     message = _message({"KEYS": key, "DELAY": str(timing.level)} if timing.level else {"KEYS": key}, queue_id=0)
     result = store.append_message(service.park(message, timing))
     assert result.append is not None
-    service.schedule_dispatch()
+    store.dispatch_soon()
 
 
 def delivered(store: MessageStore, topic: str = "T", queue_id: int = 0) -> list[tuple[str, int, dict[str, str]]]:
     """(KEYS, store timestamp, properties) of every record in the real queue."""
     found = []
-    queue = store.find_consume_queue(topic, queue_id)
-    for offset in range(queue.max_offset if queue is not None else 0):
-        assert queue is not None
-        unit = queue.unit_at(offset)
+    for offset in range(store.max_offset_in_queue(topic, queue_id)):
+        unit = store.unit_at(topic, queue_id, offset)
         assert unit is not None
         record = store.message_at(unit.physical_offset)
         assert record is not None
@@ -290,11 +283,9 @@ def test_each_level_is_delivered_when_due_without_delay(tmp_path: Path, small_se
 
 
 def _first_delivered_header(store: MessageStore) -> Any:
-    queue = store.find_consume_queue("T", 0)
-    assert queue is not None
-    unit = queue.unit_at(0)
+    unit = store.unit_at("T", 0, 0)
     assert unit is not None
-    view = store.commitlog.read(unit.physical_offset, unit.size)
+    view = store.read(unit.physical_offset, unit.size)
     assert view is not None
     header = decode_header(view, 0)
     view.release()
@@ -312,9 +303,7 @@ def test_offsets_are_clamped_into_each_queue_at_start(tmp_path: Path, small_sett
         async with running_service(settings, (60_000, 3_600_000)) as (store, service):
             for index in range(3):
                 put_parked(store, service, f"k{index}", Timing(level=2))
-            await async_wait_until(
-                lambda: (store.find_consume_queue(SCHEDULE_TOPIC, 1) or _Empty).max_offset == 3, WAIT_S
-            )
+            await async_wait_until(lambda: store.max_offset_in_queue(SCHEDULE_TOPIC, 1) == 3, WAIT_S)
 
     async def second() -> None:
         async with running_service(settings, (100,), start=False) as (store, service):
@@ -328,10 +317,6 @@ def test_offsets_are_clamped_into_each_queue_at_start(tmp_path: Path, small_sett
     asyncio.run(second())
 
 
-class _Empty:
-    max_offset = 0
-
-
 def test_persisted_progress_never_passes_the_flushed_commitlog(
     tmp_path: Path, small_settings: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -343,14 +328,13 @@ def test_persisted_progress_never_passes_the_flushed_commitlog(
 
     async def scenario() -> None:
         async with running_service(settings, (10,)) as (store, service):
-            store.flusher.flush_to_end(0)
+            store.flush_to_end()
             put_parked(store, service, "k0", Timing(level=1))
             await async_wait_until(lambda: len(delivered(store)) == 1, WAIT_S)
-            real_flush = store.flusher.flush_to_end
-            monkeypatch.setattr(store.flusher, "flush_to_end", lambda _least_pages: False)
+            monkeypatch.setattr(store, "flush_to_end", lambda: None)
             await service._persist_durable()
             assert not path.exists() or json.loads(path.read_text())["offsetTable"].get("1", 0) == 0
-            monkeypatch.setattr(store.flusher, "flush_to_end", real_flush)
+            monkeypatch.undo()
             await service._persist_durable()
             assert json.loads(path.read_text())["offsetTable"]["1"] == 1
 

@@ -13,9 +13,9 @@ import pytest
 
 from shoal.broker.client_manager import ProducerManager
 from shoal.broker.config import BrokerConfig
+from shoal.broker.processors.end_transaction import end_refusal
 from shoal.broker.topic_manager import TopicManager
 from shoal.broker.transactions.checking import TransactionCheckService
-from shoal.broker.transactions.end_transaction import end_refusal
 from shoal.broker.transactions.half_message import (
     TRANS_SYS_GROUP,
     HalfRecord,

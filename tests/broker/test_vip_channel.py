@@ -11,7 +11,6 @@ import pytest
 
 from shoal.broker.broker import BrokerController
 from shoal.broker.config import load_broker_settings
-from shoal.broker.remoting_server import RemotingServer, ServerConnection
 from shoal.broker.vip_channel import VIP_WITHHELD_CODES
 from shoal.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode, make_request
 from shoal.protocol.headers import (
@@ -20,6 +19,7 @@ from shoal.protocol.headers import (
     SendMessageRequestHeader,
 )
 from shoal.remoting import RemotingClient
+from shoal.remoting.server import RemotingServer, ServerConnection
 from tests.conftest import Cluster
 
 TOPIC = "VipTopic"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from shoal.broker.config import ConfigError
 from shoal.broker.preflight import PreflightError, check_store_dir
 from shoal.cli.startup_errors import startup_error_message
+from shoal.remoting.settings import ConfigError
 from shoal.store.errors import StoreLockedError
 from tests.cli.conftest import write_segmented_store
 from tests.conftest import Cluster, free_broker_port, free_port

@@ -34,6 +34,17 @@ def test_tools_yml_and_properties_files_are_read(tmp_path: Path) -> None:
     assert resolve_credentials(credentials_file=props, environ={}) == Credentials("ak1", "sk1", "tok")
 
 
+def test_a_properties_key_file_is_read_as_java_reads_it(tmp_path: Path) -> None:
+    """Goal: SessionCredentials' file is Java properties: whitespace separators, continuations and
+    escapes work; a malformed escape is a ValueError naming the file. Method: read two key files."""
+    props = tmp_path / "key"
+    props.write_text("AccessKey ak\\u0031\nSecretKey = s\\\n    k1\n")
+    assert credentials_from_file(props) == Credentials("ak1", "sk1")
+    props.write_text("AccessKey=ak\nSecretKey=\\u12\n")
+    with pytest.raises(ValueError, match=r"key: line 2: .*malformed"):
+        credentials_from_file(props)
+
+
 def test_a_file_without_keys_names_the_file(tmp_path: Path) -> None:
     """A file missing secretKey is a ValueError that names it."""
     bad = tmp_path / "bad.yml"

@@ -12,8 +12,12 @@ from shoal.formats.properties import (
     check_properties_length,
     decode_properties,
     encode_properties,
+    find_properties,
     find_property,
+    join_properties,
     message_keys,
+    pop_property,
+    set_property,
 )
 
 A1_PROPERTIES = b"TAGS\x01TagA\x02UNIQ_KEY\x017F0000010E1F18B4AAC2A4B0F2270000"
@@ -203,6 +207,106 @@ def test_find_property_agrees_with_decode_for_unique_names(mapping: dict[str, st
     encoded = encode_properties(mapping)
     name = data.draw(st.sampled_from(sorted(mapping)))
     assert find_property(encoded, name.encode()) == mapping[name]
+
+
+# --- find_properties (the Dispatcher's read of TAGS, KEYS and UNIQ_KEY) ---
+
+DISPATCHED = (b"TAGS", b"KEYS", b"UNIQ_KEY")
+
+
+def test_find_properties_reads_several_values_in_the_order_asked() -> None:
+    """Goal: one pass gives each asked name its value, None when absent. Method: A.1 and the empty string."""
+    assert find_properties(A1_PROPERTIES, DISPATCHED) == ["TagA", None, "7F0000010E1F18B4AAC2A4B0F2270000"]
+    assert find_properties(b"", DISPATCHED) == [None, None, None]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"TAGS\x01a\x02TAGS\x01b", ["b", None, None]),  # a repeated name: the last wins
+        (b"TAGS\x01a\x02TAGS\x01", ["a", None, None]),  # an empty value is no value
+        (b"XTAGS\x01x\x02KEYS\x01k1 k2", [None, "k1 k2", None]),  # a name must start its segment
+        (b"A\x01TAGS\x01v", [None, None, None]),  # the name inside a value
+        (b"\x02\x02TAGS\x01t\x02", ["t", None, None]),  # empty segments
+        (b"UNIQ_KEY\x01\xffu", [None, None, "\ufffdu"]),  # invalid UTF-8 replaced
+    ],
+)
+def test_find_properties_reads_as_java_decodes(data: bytes, expected: list[str | None]) -> None:
+    """Goal: Java's decoding quirks, as decode_properties has them. Method: one quirk per string."""
+    assert find_properties(data, DISPATCHED) == expected
+
+
+@settings(deadline=None)
+@given(st.binary(max_size=120))
+def test_find_properties_agrees_with_decode_on_any_bytes(data: bytes) -> None:
+    """Goal: no divergence from the full decode. Method: arbitrary bytes with and without asked names."""
+    data = data.replace(b"T", b"TAGS\x01", 1).replace(b"K", b"\x02KEYS\x01", 1)
+    decoded = decode_properties(data)
+    assert find_properties(data, DISPATCHED) == [decoded.get(name.decode()) for name in DISPATCHED]
+
+
+# --- editing an encoded string: pop_property, set_property, join_properties ---
+
+
+def test_pop_property_removes_every_segment_of_the_name_and_returns_its_value() -> None:
+    """Goal: WAIT leaves the stored string, its value read as Java reads it. Method: pop from several shapes."""
+    assert pop_property("WAIT\x01false\x02TAGS\x01a", "WAIT") == ("TAGS\x01a", "false")
+    assert pop_property("TAGS\x01a\x02WAIT\x01true", "WAIT") == ("TAGS\x01a", "true")
+    assert pop_property("WAIT\x01true\x02TAGS\x01a\x02WAIT\x01false", "WAIT") == ("TAGS\x01a", "false")
+    assert pop_property("WAIT\x01false\x02WAIT\x01", "WAIT") == ("", "false")  # Java drops the empty one
+    assert pop_property("WAIT\x01", "WAIT") == ("", None)
+
+
+def test_pop_property_leaves_a_string_without_the_name_as_it_is() -> None:
+    """Goal: the common send is one substring test, no split. Method: absent names, look-alikes included."""
+    for text in ("", "TAGS\x01a\x02", "\x02TAGS\x01a", "XWAIT\x01v", "A\x01WAIT"):
+        assert pop_property(text, "WAIT") == (text, None)
+
+
+def test_pop_property_drops_empty_segments_and_keeps_look_alikes_when_it_splits() -> None:
+    """Goal: a rebuilt string has no doubled or trailing \\x02; XWAIT is another name. Method: messy input."""
+    assert pop_property("\x02XWAIT\x01v\x02\x02WAIT\x01true\x02", "WAIT") == ("XWAIT\x01v", "true")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "CLUSTER\x01c"),
+        ("TAGS\x01a", "TAGS\x01a\x02CLUSTER\x01c"),
+        ("TAGS\x01a\x02", "TAGS\x01a\x02CLUSTER\x01c"),  # a trailing separator is reused
+        ("CLUSTER\x01old\x02TAGS\x01a", "TAGS\x01a\x02CLUSTER\x01c"),  # the earlier value goes
+        ("CLUSTER\x01old", "CLUSTER\x01c"),
+        ("XCLUSTER\x01x", "XCLUSTER\x01x\x02CLUSTER\x01c"),
+    ],
+)
+def test_set_property_appends_the_value_once(text: str, expected: str) -> None:
+    """Goal: one CLUSTER, appended, whatever the string held. Method: set CLUSTER on several shapes."""
+    assert set_property(text, "CLUSTER", "c") == expected
+    assert decode_properties(expected)["CLUSTER"] == "c"
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "expected"),
+    [
+        (b"A\x01a", b"B\x01b", b"A\x01a\x02B\x01b"),
+        (b"A\x01a\x02", b"B\x01b", b"A\x01a\x02B\x01b"),
+        (b"", b"B\x01b", b"B\x01b"),
+        (b"A\x01a", b"", b"A\x01a"),
+        (b"", b"", b""),
+    ],
+)
+def test_join_properties_puts_one_separator_between_two_strings(head: bytes, tail: bytes, expected: bytes) -> None:
+    """Goal: a batch item's properties then the batch's shared ones, as bytes or str. Method: each edge."""
+    assert join_properties(head, tail) == expected
+    assert join_properties(head.decode(), tail.decode()) == expected.decode()
+
+
+@settings(deadline=None)
+@given(st.dictionaries(names, values, max_size=5), st.dictionaries(names, values, max_size=5))
+def test_join_properties_decodes_as_the_merged_maps(head: dict[str, str], tail: dict[str, str]) -> None:
+    """Goal: joining strings merges maps, the tail winning. Method: two encoded maps, joined then decoded."""
+    joined = join_properties(encode_properties(head), encode_properties(tail))
+    assert decode_properties(joined) == {**head, **tail}
 
 
 # --- keys and names ---

@@ -83,6 +83,23 @@ def test_a_named_config_file_that_is_missing_is_an_error_but_the_default_one_may
     assert settings.server.cert_path == "/x.pem" and not settings.server.test_mode
 
 
+def test_the_config_file_is_read_as_java_properties_and_each_line_needs_a_separator(tmp_path: Path) -> None:
+    """Goal: tls.properties is read as Properties.load reads it (ISO-8859-1, continuations, escapes),
+    and a line without = or : is still refused, naming file and line. Method: load two files."""
+    present = tmp_path / "tls.properties"
+    present.write_bytes(b"tls.server.certPath = /certs/\\\n   server.pem  \ntls.server.keyPassword:p\\u00e4\xdf \n")
+    settings = load_tls_settings({"tls.config.file": str(present)})
+    assert settings.server.cert_path == "/certs/server.pem" and settings.server.key_password == "p\u00e4\u00df"
+    broken = tmp_path / "broken.properties"
+    broken.write_text("# comment\ntls.test.mode.enable false\n")
+    with pytest.raises(TlsConfigError) as caught:
+        load_tls_settings({"tls.config.file": str(broken)})
+    assert str(caught.value) == f"tls.config.file={broken}: line 2 'tls.test.mode.enable false' is not key=value"
+    broken.write_text("tls.server.keyPassword=\\u00g1\n")
+    with pytest.raises(TlsConfigError, match=r"line 1 .* has a malformed \\uxxxx escape"):
+        load_tls_settings({"tls.config.file": str(broken)})
+
+
 def test_missing_unreadable_and_mismatched_certificates_are_one_line_errors(
     tls_files: TlsFiles, tmp_path: Path
 ) -> None:

@@ -515,8 +515,8 @@ def test_a_corrupted_checkpoint_is_distrusted_and_recovery_scans_everything(tmp_
     store, _report = open_store(root, clock=clock)
     rng = random.Random(3)
     records: list[Record] = []
-    while store.commitlog.max_offset < 3 * SEGMENT_BYTES + 1000:
-        clock.now = START_MS + (store.commitlog.max_offset // SEGMENT_BYTES) * 60_000
+    while store.max_offset < 3 * SEGMENT_BYTES + 1000:
+        clock.now = START_MS + (store.max_offset // SEGMENT_BYTES) * 60_000
         records += write_messages(store, 1, rng, prefix=f"k{len(records)}-")
     store.shutdown()
     for corrupt in (False, True):
@@ -530,7 +530,7 @@ def test_a_corrupted_checkpoint_is_distrusted_and_recovery_scans_everything(tmp_
         reopened, report = open_store(case, clock=clock)
         try:
             assert not report.last_exit_ok
-            assert reopened.checkpoint.trusted is not corrupt
+            assert reopened._checkpoint.trusted is not corrupt
             if corrupt:
                 assert report.scan_start_offset == 0
                 assert any("checkpoint" in note for note in report.notes), report.notes

@@ -125,7 +125,7 @@ def check_consume_queues(store: MessageStore, topics: tuple[str, ...], queue_cou
     units = 0
     for topic in topics:
         for queue_id in range(queue_count):
-            queue = store.find_consume_queue(topic, queue_id)
+            queue = store._consume_queues.find(topic, queue_id)
             if queue is None:
                 continue
             for queue_offset in range(queue.min_offset, queue.max_offset):

@@ -307,7 +307,7 @@ def test_dispatch_skips_damage_it_meets_counts_it_and_logs_it_once(
             after = put_messages(store, 300, rng, "d")
             dispatched += store.dispatch_now()
         assert dispatched == len(middle) - len(lost) + len(after)
-        skipped = store.dispatcher.damaged[lost[0].start]
+        skipped = store._dispatcher.damaged[lost[0].start]
         assert (skipped.start_offset, skipped.end_offset) == (lost[0].start, lost[-1].end)
         assert [r.getMessage() for r in caplog.records if "damage" in r.getMessage()] == [
             f"dispatch skipped damage: {skipped.describe()}"

@@ -105,7 +105,7 @@ def test_a_full_disk_during_dispatch_refuses_writes_logs_twice_and_recovers(
     try:
         for index in range(20):
             assert send(0, b"before-%d" % index) is PutStatus.PUT_OK
-        wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+        wait_until(lambda: store.dispatch_behind_bytes == 0, 5)
         fill(tiny_tmpfs / "filler")
         with caplog.at_level(logging.INFO, logger="shoal.store"):
             # Enough to need the next file: a new queue's first ConsumeQueue file, or a 2nd IndexFile.
@@ -114,7 +114,7 @@ def test_a_full_disk_during_dispatch_refuses_writes_logs_twice_and_recovers(
                 assert send(queue_id, b"full-%d" % index) is PutStatus.PUT_OK
             # Acknowledging would promise what consumers cannot see: puts must be refused shortly.
             wait_until(lambda: send(0, b"probe") is PutStatus.SERVICE_NOT_AVAILABLE, 5)
-            assert store.dispatcher.failing and store.stats()["dispatch_failing"] == 1.0
+            assert store._dispatcher.failing and store.stats()["dispatch_failing"] == 1.0
             refused = store.put_message(MessageToStore(TOPIC, 0, b"refused"))
             assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE, refused
             assert "dispatch cannot write" in refused.remark and "No space left" in refused.remark
@@ -122,12 +122,12 @@ def test_a_full_disk_during_dispatch_refuses_writes_logs_twice_and_recovers(
             while time.monotonic() < deadline:  # producers keep trying; the dispatcher keeps retrying
                 assert send(0, b"refused") is PutStatus.SERVICE_NOT_AVAILABLE
                 time.sleep(0.001)
-            assert store.dispatcher.write_failures_total > 3, "it retries while the disk is full"
+            assert store._dispatcher.write_failures_total > 3, "it retries while the disk is full"
             (tiny_tmpfs / "filler").unlink()
-            wait_until(lambda: not store.dispatcher.failing, 5)
+            wait_until(lambda: not store._dispatcher.failing, 5)
             assert store.stats()["dispatch_failing"] == 0.0
             assert send(0, b"after") is PutStatus.PUT_OK
-            wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+            wait_until(lambda: store.dispatch_behind_bytes == 0, 5)
         lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(lines) == 2, lines
         assert "cannot write" in lines[0] and "No space left" in lines[0]
@@ -172,12 +172,12 @@ def test_the_consume_queue_flusher_outlives_a_full_disk(
         wait_until(checkpoint.exists, 5)
         with caplog.at_level(logging.INFO, logger="shoal.store"):
             fill(tiny_tmpfs / "filler")
-            wait_until(lambda: store.cq_flusher.out_of_space, 5)
+            wait_until(lambda: store._cq_flusher.out_of_space, 5)
             time.sleep(0.1)  # many more rounds fail meanwhile: still one line, thread alive
-            assert store.cq_flusher.failure is None and store.cq_flusher.out_of_space
+            assert store._cq_flusher.failure is None and store._cq_flusher.out_of_space
             (tiny_tmpfs / "filler").unlink()
             written = checkpoint.stat().st_mtime_ns
-            wait_until(lambda: not store.cq_flusher.out_of_space, 5)
+            wait_until(lambda: not store._cq_flusher.out_of_space, 5)
             wait_until(lambda: checkpoint.stat().st_mtime_ns != written, 5)
         lines = [r.getMessage() for r in caplog.records if "ConsumeQueue/checkpoint flush" in r.getMessage()]
         assert len(lines) == 2 and "cannot write" in lines[0] and "writes again" in lines[1], lines

@@ -3,7 +3,7 @@ files; disk pressure forces cleaning and, past 90 %, stops writes; a really full
 without losing what was acknowledged.
 
 Time is injected: the store's clock decides the hour (deleteWhen) and "now", and segment ages are
-set with os.utime. Cleaning rounds are run directly (`store.cleaner.run_round()`), except where
+set with os.utime. Cleaning rounds are run directly (`store._cleaner.run_round()`), except where
 the background service itself is under test.
 """
 
@@ -95,7 +95,7 @@ def open_store(settings: StoreSettings, **kwargs: object) -> MessageStore:
 def fill_segments(store: MessageStore, full_segments: int) -> list[Stored]:
     """1 KiB messages to Ret/0 until `full_segments` segments are full, then settle."""
     stored: list[Stored] = []
-    while store.commitlog.max_offset < full_segments * SEGMENT_BYTES + 1:
+    while store.max_offset < full_segments * SEGMENT_BYTES + 1:
         index = len(stored)
         message = MessageToStore("Ret", 0, b"r" * 1000, encode_properties({"KEYS": f"ret{index}"}))
         result = store.put_message(message)
@@ -106,12 +106,12 @@ def fill_segments(store: MessageStore, full_segments: int) -> list[Stored]:
 
 
 def segments(store: MessageStore) -> list[int]:
-    return [mapped.file_from_offset for mapped in store.commitlog.queue.files]
+    return [mapped.file_from_offset for mapped in store._commitlog.queue.files]
 
 
 def age_segments(store: MessageStore, hours_by_index: dict[int, float]) -> None:
     """Set segment k's mtime to `hours` before the clock's now (the others: one hour old)."""
-    for index, mapped in enumerate(store.commitlog.queue.files):
+    for index, mapped in enumerate(store._commitlog.queue.files):
         hours = hours_by_index.get(index, 1.0)
         stamp_ns = (NOW_MS - int(hours * HOUR_MS)) * 1_000_000
         os.utime(mapped.path, ns=(stamp_ns, stamp_ns))
@@ -135,15 +135,15 @@ def test_expired_segments_go_oldest_first_ten_per_round_never_the_last(store: Me
     before = segments(store)
     assert len(before) == 15
     age_segments(store, expired(15))
-    first = store.cleaner.run_round()
+    first = store._cleaner.run_round()
     assert first.commitlog_files_deleted == 10
     assert segments(store) == before[10:]
-    assert store.commitlog.min_offset == before[10]
+    assert store.min_offset == before[10]
     assert not any((store.settings.commitlog_dir / f"{offset:020d}").exists() for offset in before[:10])
-    second = store.cleaner.run_round()
+    second = store._cleaner.run_round()
     assert second.commitlog_files_deleted == 4
     assert segments(store) == before[14:]
-    assert store.cleaner.run_round().commitlog_files_deleted == 0
+    assert store._cleaner.run_round().commitlog_files_deleted == 0
     assert (store.settings.commitlog_dir / f"{before[14]:020d}").exists()
 
 
@@ -158,7 +158,7 @@ def test_deletions_in_a_round_are_spaced_by_delete_commitlog_files_interval(tmp_
         fill_segments(store, 4)
         age_segments(store, expired(4))
         started = time.monotonic()
-        assert store.cleaner.run_round().commitlog_files_deleted == 4
+        assert store._cleaner.run_round().commitlog_files_deleted == 4
         assert time.monotonic() - started >= 3 * DELETE_INTERVAL_MS / 1000  # at least the pauses between
     finally:
         store.shutdown()
@@ -169,7 +169,7 @@ def test_deletion_stops_at_the_first_unexpired_segment(store: MessageStore) -> N
     fill_segments(store, 6)
     before = segments(store)
     age_segments(store, {**expired(3), 4: RESERVED_HOURS + 5.0})
-    assert store.cleaner.run_round().commitlog_files_deleted == 3
+    assert store._cleaner.run_round().commitlog_files_deleted == 3
     assert segments(store) == before[3:]
 
 
@@ -182,11 +182,11 @@ def test_expired_segments_wait_for_a_delete_when_hour_or_a_manual_request(
         fill_segments(store, 5)
         before = segments(store)
         age_segments(store, expired(2))
-        assert store.cleaner.run_round().commitlog_files_deleted == 0
+        assert store._cleaner.run_round().commitlog_files_deleted == 0
         assert segments(store) == before
-        store.cleaner.request_manual_delete()
+        store._cleaner.request_manual_delete()
         wait_until(lambda: segments(store) == before[2:], 5)
-        assert store.cleaner.run_round().commitlog_files_deleted == 0
+        assert store._cleaner.run_round().commitlog_files_deleted == 0
     finally:
         store.shutdown()
 
@@ -201,7 +201,7 @@ def test_disk_usage_above_max_used_ratio_deletes_expired_segments_at_any_hour(tm
         fill_segments(store, 5)
         before = segments(store)
         age_segments(store, expired(2))
-        assert store.cleaner.run_round().commitlog_files_deleted == 2
+        assert store._cleaner.run_round().commitlog_files_deleted == 2
         assert segments(store) == before[2:]
     finally:
         store.shutdown()
@@ -214,11 +214,11 @@ def test_disk_usage_above_clean_forcibly_ratio_deletes_fresh_segments(tmp_path: 
         fill_segments(store, 12)
         before = segments(store)
         age_segments(store, {})
-        cleaning = store.cleaner.run_round()
+        cleaning = store._cleaner.run_round()
         assert cleaning.forced and not cleaning.disk_full
         assert cleaning.commitlog_files_deleted == 10
         assert segments(store) == before[10:]
-        assert store.cleaner.run_round().commitlog_files_deleted == 2
+        assert store._cleaner.run_round().commitlog_files_deleted == 2
         assert segments(store) == before[12:]
         assert store.put_message(MessageToStore("Ret", 0, b"still writable")).status is PutStatus.PUT_OK
     finally:
@@ -234,9 +234,9 @@ def test_consume_queue_and_index_files_are_cleaned_with_their_segments(store: Me
     index_before = sorted(p.name for p in index_dir.iterdir())
     assert len(cq_before) > 10 and len(index_before) >= 3
     age_segments(store, expired(15))
-    cleaning = store.cleaner.run_round()
+    cleaning = store._cleaner.run_round()
     assert cleaning.commitlog_files_deleted == 10
-    commitlog_min = store.commitlog.min_offset
+    commitlog_min = store.min_offset
     survivors = [s for s in stored if s.commitlog_offset >= commitlog_min]
     cq_after = sorted(p.name for p in cq_dir.iterdir())
     units_per_file = store.settings.consume_queue.units_per_file
@@ -245,10 +245,10 @@ def test_consume_queue_and_index_files_are_cleaned_with_their_segments(store: Me
     assert cq_after == cq_before[first_kept_file:]
     assert store.min_offset_in_queue("Ret", 0) == survivors[0].queue_offset
     assert store.max_offset_in_queue("Ret", 0) == len(stored)
-    assert store.index is not None
-    assert cleaning.index_files_deleted == len(index_before) - len(store.index.files) > 0
+    assert store._index is not None
+    assert cleaning.index_files_deleted == len(index_before) - len(store._index.files) > 0
     assert sorted(p.name for p in index_dir.iterdir()) == index_before[cleaning.index_files_deleted :]
-    assert all(f.end_physical_offset >= commitlog_min for f in store.index.files[:-1])
+    assert all(f.end_physical_offset >= commitlog_min for f in store._index.files[:-1])
     assert store.query_by_key("Ret", "ret0", 4) == []
     last_key = f"ret{len(stored) - 1}"
     assert [h.queue_offset for h, _v in store.query_by_key("Ret", last_key, 4)] == [len(stored) - 1]
@@ -258,7 +258,7 @@ def test_reads_below_the_new_min_offset_are_offset_too_small(store: MessageStore
     """Goal: reads below the new min are OFFSET_TOO_SMALL with next = min. Method: delete 10, read at 0."""
     stored = fill_segments(store, 12)
     age_segments(store, expired(13))
-    assert store.cleaner.run_round().commitlog_files_deleted == 10
+    assert store._cleaner.run_round().commitlog_files_deleted == 10
     minimum = store.min_offset_in_queue("Ret", 0)
     assert minimum > 0
     for offset in (0, minimum - 1):
@@ -268,7 +268,7 @@ def test_reads_below_the_new_min_offset_are_offset_too_small(store: MessageStore
     found = store.get_messages("Ret", 0, minimum, 32)
     assert found.status is GetMessageStatus.FOUND
     assert found.queue_offsets[0] == minimum
-    assert found.commitlog_offsets[0] == stored[minimum].commitlog_offset >= store.commitlog.min_offset
+    assert found.commitlog_offsets[0] == stored[minimum].commitlog_offset >= store.min_offset
     found.release()
     badly = store.get_messages("Ret", 0, len(stored) + 5, 32)
     assert badly.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
@@ -287,12 +287,12 @@ def test_disk_usage_above_the_warning_level_refuses_writes_until_space_returns(
         assert before.status is PutStatus.PUT_OK
         for full in ("consumequeue", "commitlog"):
             usage[full] = 0.95
-            wait_until(lambda: store.cleaner.disk_full, 5)
+            wait_until(lambda: store.disk_full, 5)
             refused = store.put_message(MessageToStore("Full", 0, b"refused"))
             assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
             assert "disk full" in refused.remark
             usage[full] = 0.5
-            wait_until(lambda: not store.cleaner.disk_full, 5)
+            wait_until(lambda: not store.disk_full, 5)
             accepted = store.put_message(MessageToStore("Full", 0, b"accepted"))
             assert accepted.status is PutStatus.PUT_OK
         store.dispatch_now()
@@ -354,7 +354,7 @@ def test_a_really_full_disk_fails_the_put_and_keeps_acknowledged_messages(
         assert len(outage_lines) == 2, outage_lines  # one when it starts, one when it ends
         refused = 1 + REFUSED_WHILE_FULL + len(attempts)  # the put that met the full disk, then the rest
         assert f" {refused} writes were refused" in outage_lines[1], outage_lines
-        wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+        wait_until(lambda: store.dispatch_behind_bytes == 0, 5)
     finally:
         store.shutdown()
     reopened = MessageStore(settings, clock=FakeClock(), disk_usage=lambda _path: 0.10)
@@ -379,16 +379,16 @@ def test_the_retention_horizon_survives_a_restart(tmp_path: Path) -> None:
     try:
         stored = fill_segments(store, 12)
         age_segments(store, expired(13))
-        assert store.cleaner.run_round().commitlog_files_deleted == 10
+        assert store._cleaner.run_round().commitlog_files_deleted == 10
         minimum = store.min_offset_in_queue("Ret", 0)
-        commitlog_min = store.commitlog.min_offset
+        commitlog_min = store.min_offset
     finally:
         store.shutdown()
     reopened = open_store(settings)
     try:
         report = reopened.recovery_report
         assert report is not None and report.last_exit_ok and report.lossless
-        assert reopened.commitlog.min_offset == commitlog_min
+        assert reopened.min_offset == commitlog_min
         assert reopened.min_offset_in_queue("Ret", 0) == minimum
         assert reopened.max_offset_in_queue("Ret", 0) == len(stored)
         small = reopened.get_messages("Ret", 0, 0, 32)

@@ -38,7 +38,7 @@ def process_write_bytes() -> int:
 def settle(store: MessageStore) -> None:
     """Dispatch whatever is readable now, so ConsumeQueues and the index are current."""
     store.dispatch_now()
-    assert store.dispatcher.behind_bytes == 0
+    assert store.dispatch_behind_bytes == 0
 
 
 def body_of(view: memoryview) -> bytes:

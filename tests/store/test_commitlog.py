@@ -22,9 +22,9 @@ def _message(body: bytes, sysflag: int = 0, born_host: bytes = IPV4_BORN_HOST) -
 def _records(store: MessageStore) -> list[tuple[int, int]]:
     """(offset, sysflag) of every record from the CommitLog's start, checked as recovery checks them."""
     found = []
-    offset = store.commitlog.min_offset
-    while offset < store.commitlog.max_offset:
-        check = store.commitlog.check_at(offset, check_crc=True)
+    offset = store.min_offset
+    while offset < store.max_offset:
+        check = store._commitlog.check_at(offset, check_crc=True)
         assert check.kind is RecordKind.MESSAGE, f"record at {offset}: {check.reason}"
         assert check.header is not None
         found.append((offset, check.header.sysflag))
@@ -70,15 +70,15 @@ def test_an_append_that_would_not_decode_is_refused_and_leaves_nothing_visible(
     Method: patch the encoder to write a wrong SYSFLAG; single and batch puts answer UNKNOWN_ERROR,
     the CommitLog end and queue offsets stay, and the next good put lands where the bad one was."""
     assert store.append_message(_message(b"before")).ok
-    end = store.commitlog.max_offset
+    end = store.max_offset
     monkeypatch.setattr(commitlog_module, "encode_record_into", _wrong_sysflag_encoder)
     refused = store.append_message(_message(b"bad"))
     assert refused.status is PutStatus.UNKNOWN_ERROR and "would not decode" in refused.remark
     batch = store.append_batch(_message(b""), [BatchEntry(0, b"x", b""), BatchEntry(0, b"y", b"")])
     assert batch.status is PutStatus.UNKNOWN_ERROR and "batch record 0" in batch.remark
-    assert store.commitlog.queue.max_wrote_offset == end
-    assert not store.commitlog.is_os_page_cache_busy(0.0), "the put lock's busy clock is reset"
-    segment = store.commitlog.queue.last_file(end)
+    assert store.wrote_offset == end
+    assert not store._commitlog.is_os_page_cache_busy(0.0), "the put lock's busy clock is reset"
+    segment = store._commitlog.queue.last_file(end)
     position = end - segment.file_from_offset
     cleared = check_record(segment.target, position, segment.file_size, check_crc=False)
     assert cleared.kind is RecordKind.INVALID, "the refused bytes never read as a record"

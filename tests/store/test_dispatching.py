@@ -73,15 +73,15 @@ def test_dispatch_that_must_not_wait_leaves_a_slow_consume_queue_file_to_the_all
         monkeypatch.setattr(durability, "fdatasync", gated_fdatasync)
         put(store, "SlowFile", 0, b"first")
         started = time.monotonic()
-        assert store.dispatcher.dispatch_available(file_wait_s=0.02) == 0
-        assert store.dispatcher.dispatch_available(file_wait_s=0.02) == 0  # no second wait either
+        assert store._dispatcher.dispatch_available(file_wait_s=0.02) == 0
+        assert store._dispatcher.dispatch_available(file_wait_s=0.02) == 0  # no second wait either
         assert time.monotonic() - started < ALLOCATION_BLOCKED_MAX_S
         assert store.max_offset_in_queue("SlowFile", 0) == 0
         released.set()
         put(store, "SlowFile", 0, b"second")
         deadline = time.monotonic() + 10
-        while store.dispatcher.behind_bytes and time.monotonic() < deadline:
-            store.dispatcher.dispatch_available(file_wait_s=0.02)
+        while store.dispatch_behind_bytes and time.monotonic() < deadline:
+            store._dispatcher.dispatch_available(file_wait_s=0.02)
         assert store.max_offset_in_queue("SlowFile", 0) == 2
         got = store.get_messages("SlowFile", 0, 0, 8)
         assert [body_of(view) for view in got.messages] == [b"first", b"second"]

@@ -44,7 +44,7 @@ def test_sync_flush_put_returns_only_once_its_record_is_flushed(sync_store: Mess
             if result.status is not PutStatus.PUT_OK or result.append is None:
                 failures.append(f"status {result.status}")
                 continue
-            flushed = sync_store.flusher.flushed_offset
+            flushed = sync_store._flusher.flushed_offset
             if flushed < result.append.next_offset:
                 failures.append(f"flushed {flushed} < record end {result.append.next_offset}")
 
@@ -61,7 +61,7 @@ def test_sync_flush_put_returns_only_once_its_record_is_flushed(sync_store: Mess
 def gated_flush(sync_store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Hold every CommitLog flush of `sync_store` until the returned event is set."""
     gate = threading.Event()
-    queue = sync_store.commitlog.queue
+    queue = sync_store._commitlog.queue
     original = queue.flush
 
     def held_flush(least_pages: int) -> bool:
@@ -81,10 +81,10 @@ def test_sync_flush_with_wait_false_returns_before_the_flush(
     result = sync_store.put_message(MessageToStore("NoWait", 0, b"quick", wait_store_msg_ok=False))
     assert result.status is PutStatus.PUT_OK and result.append is not None
     assert time.monotonic() - started < 5
-    assert sync_store.flusher.flushed_offset < result.append.next_offset
+    assert sync_store._flusher.flushed_offset < result.append.next_offset
     gated_flush.set()
     end = result.append.next_offset
-    wait_until(lambda: sync_store.flusher.flushed_offset >= end, 5)
+    wait_until(lambda: sync_store._flusher.flushed_offset >= end, 5)
 
 
 def test_sync_flush_answers_flush_disk_timeout_when_the_disk_is_slow(
@@ -94,20 +94,20 @@ def test_sync_flush_answers_flush_disk_timeout_when_the_disk_is_slow(
     settings = small_settings(tmp_path / "store", flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=200)
     store = open_store(settings)
     gate = threading.Event()
-    original = store.commitlog.queue.flush
+    original = store._commitlog.queue.flush
 
     def held_flush(least_pages: int) -> bool:
         gate.wait(10)
         return original(least_pages)
 
-    monkeypatch.setattr(store.commitlog.queue, "flush", held_flush)
+    monkeypatch.setattr(store._commitlog.queue, "flush", held_flush)
     try:
         result = store.put_message(MessageToStore("Slow", 0, b"late"))
         assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert result.status.stored and result.append is not None
         gate.set()
         end = result.append.next_offset
-        wait_until(lambda: store.flusher.flushed_offset >= end, 5)
+        wait_until(lambda: store._flusher.flushed_offset >= end, 5)
         settle(store)
         got = store.get_messages("Slow", 0, 0, 1)
         assert got.status is GetMessageStatus.FOUND
@@ -120,7 +120,7 @@ def test_sync_flush_answers_flush_disk_timeout_when_the_disk_is_slow(
 def test_put_message_async_group_commits_many_concurrent_puts(sync_store: MessageStore) -> None:
     """Goal: 400 concurrent asyncio puts are PUT_OK after few fdatasyncs. Method: gather put_message_async."""
     count = 400
-    flushes_before = sync_store.flusher.flush_count
+    flushes_before = sync_store._flusher.flush_count
 
     async def main() -> list[PutResult]:
         return await asyncio.gather(
@@ -131,8 +131,8 @@ def test_put_message_async_group_commits_many_concurrent_puts(sync_store: Messag
     assert all(r.status is PutStatus.PUT_OK for r in results)
     ends = [r.append.next_offset for r in results if r.append is not None]
     assert len(ends) == count
-    assert sync_store.flusher.flushed_offset >= max(ends)
-    flushes = sync_store.flusher.flush_count - flushes_before
+    assert sync_store._flusher.flushed_offset >= max(ends)
+    flushes = sync_store._flusher.flush_count - flushes_before
     assert 1 <= flushes <= count // 10
     settle(sync_store)
     assert sum(sync_store.max_offset_in_queue("Async", q) for q in range(4)) == count
@@ -151,7 +151,7 @@ def test_store_keeps_accepting_writes_after_an_asyncio_loop_that_used_it_closes(
         result = sync_store.put_message(MessageToStore("Loops", 0, b"after-%d" % i))
         assert result.status is PutStatus.PUT_OK, result.remark
     assert asyncio.run(one()).status is PutStatus.PUT_OK
-    assert sync_store.flusher.failure is None
+    assert sync_store.flush_failure is None
 
 
 def test_async_flush_service_flushes_within_its_interval(
@@ -161,13 +161,13 @@ def test_async_flush_service_flushes_within_its_interval(
     settings = small_settings(tmp_path / "store", flush_interval_ms=20, flush_least_pages=0)
     store = open_store(settings)
     try:
-        flush_count = store.flusher.flush_count
+        flush_count = store._flusher.flush_count
         result = put(store, "AsyncFlush", 0, b"z" * 100)
         started = time.monotonic()
-        wait_until(lambda: store.flusher.flushed_offset >= result.append.next_offset, 2)  # type: ignore[union-attr]
+        wait_until(lambda: store._flusher.flushed_offset >= result.append.next_offset, 2)  # type: ignore[union-attr]
         assert time.monotonic() - started < 2
-        assert store.flusher.flush_count > flush_count
-        assert store.checkpoint.physic_msg_timestamp == result.append.store_timestamp  # type: ignore[union-attr]
+        assert store._flusher.flush_count > flush_count
+        assert store._checkpoint.physic_msg_timestamp == result.append.store_timestamp  # type: ignore[union-attr]
     finally:
         store.shutdown()
 
@@ -181,25 +181,25 @@ def test_transient_store_pool_data_is_readable_after_commit_and_survives_reopen(
     )
     store = open_store(settings)
     gate = threading.Event()
-    original_commit = store.commitlog.queue.commit
+    original_commit = store._commitlog.queue.commit
 
     def held_commit(least_pages: int) -> bool:
         gate.wait(10)
         return original_commit(least_pages)
 
-    monkeypatch.setattr(store.commitlog.queue, "commit", held_commit)
+    monkeypatch.setattr(store._commitlog.queue, "commit", held_commit)
     bodies = [os.urandom(900 + i) for i in range(8 * 64)]  # ~8 segments; the pool holds 5
     try:
-        assert store.pool is not None and store.committer is not None
+        assert store._pool is not None and store._committer is not None
         first = put(store, "Pool", 0, bodies[0], KEYS="pool0")
-        assert store.commitlog.max_offset == 0  # written to the buffer, not yet committed
+        assert store.max_offset == 0  # written to the buffer, not yet committed
         assert store.message_at(first.append.wrote_offset) is None  # type: ignore[union-attr]
         gate.set()
         wait_until(lambda: store.message_at(first.append.wrote_offset) is not None, 5)  # type: ignore[union-attr]
         for index, body in enumerate(bodies[1:], start=1):
             put(store, "Pool", index % 2, body, KEYS=f"pool{index}")
-        wait_until(lambda: store.commitlog.max_offset == store.commitlog.queue.max_wrote_offset, 5)
-        wait_until(lambda: store.dispatcher.behind_bytes == 0, 5)
+        wait_until(lambda: store.max_offset == store.wrote_offset, 5)
+        wait_until(lambda: store.dispatch_behind_bytes == 0, 5)
         assert _bodies_in(store, "Pool", 2) == bodies
     finally:
         gate.set()
@@ -252,21 +252,21 @@ def test_sync_flush_slower_than_the_timeout_answers_flush_disk_timeout(tmp_path:
     store = MessageStore(settings)
     store.open()
     store.start()
-    real_flush = store.flusher.flush_to_end
+    real_flush = store._flusher.flush_to_end
 
     def slow_flush(least_pages: int) -> bool:
         time_module.sleep(0.05)  # a disk that takes 50 ms to sync
         return real_flush(least_pages)
 
-    store.flusher.flush_to_end = slow_flush  # type: ignore[method-assign]
+    store._flusher.flush_to_end = slow_flush  # type: ignore[method-assign]
     try:
         result = asyncio.run(store.put_message_async(MessageToStore("SlowTopic", 0, b"late but durable")))
         assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert result.append is not None
         next_offset = result.append.next_offset
-        wait_until(lambda: store.commitlog.queue.flushed_where >= next_offset, 10.0)
+        wait_until(lambda: store.flushed_offset >= next_offset, 10.0)
     finally:
-        store.flusher.flush_to_end = real_flush  # type: ignore[method-assign]
+        store._flusher.flush_to_end = real_flush  # type: ignore[method-assign]
         store.shutdown()
 
 
@@ -326,17 +326,17 @@ def test_the_checkpoint_time_never_runs_ahead_of_what_a_flush_covered(
     store.open()
     try:
         segment_times: list[int] = []
-        while len(store.commitlog.queue.files) < 3 or store.commitlog.queue.last.wrote_position < 4096:  # type: ignore[union-attr]
-            segments = len(store.commitlog.queue.files)
+        while len(store._commitlog.queue.files) < 3 or store._commitlog.queue.last.wrote_position < 4096:  # type: ignore[union-attr]
+            segments = len(store._commitlog.queue.files)
             clock.now = 1_700_000_000_000 + segments * 1000
             put(store, "Backlog", 0, b"b" * 1000)
-            if len(store.commitlog.queue.files) > len(segment_times):
+            if len(store._commitlog.queue.files) > len(segment_times):
                 segment_times.append(clock.now)
-        assert store.flusher.flush_to_end(0)
-        flushed = store.commitlog.queue.flushed_where
-        newest = store.commitlog.queue.last
+        assert store._flusher.flush_to_end(0)
+        flushed = store.flushed_offset
+        newest = store._commitlog.queue.last
         assert newest is not None and flushed <= newest.file_from_offset, "one round flushed two segments"
-        assert store.checkpoint.physic_msg_timestamp < newest.last_store_timestamp
-        assert store.checkpoint.physic_msg_timestamp <= segment_times[1] + 1000
+        assert store._checkpoint.physic_msg_timestamp < newest.last_store_timestamp
+        assert store._checkpoint.physic_msg_timestamp <= segment_times[1] + 1000
     finally:
         store.shutdown()

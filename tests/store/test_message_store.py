@@ -130,12 +130,12 @@ def test_batch_put_gets_consecutive_offsets_one_segment_and_a_message_id_per_rec
 
 def test_batch_put_refuses_empty_and_transactional_batches(store: MessageStore) -> None:
     """Goal: empty and transactional batches are MESSAGE_ILLEGAL and write nothing. Method: put both."""
-    before = store.commitlog.max_offset
+    before = store.max_offset
     assert store.put_batch(MessageToStore("Batch", 0, b""), []).status is PutStatus.MESSAGE_ILLEGAL
     prepared = MessageToStore("Batch", 0, b"", sysflag=int(TransactionType.PREPARED_TYPE))
     entries = [BatchEntry(0, b"x", b"")]
     assert store.put_batch(prepared, entries).status is PutStatus.MESSAGE_ILLEGAL
-    assert store.commitlog.max_offset == before
+    assert store.max_offset == before
 
 
 # --- get_messages statuses ---
@@ -211,7 +211,7 @@ def test_get_messages_below_the_min_offset_is_offset_too_small(tmp_path: Path, s
             put(store, "Old", 0, b"o" * 1000, KEYS=f"old{i}")
         settle(store)
         usage[0] = 0.87  # above diskSpaceCleanForciblyRatio: delete regardless of age
-        assert store.cleaner.run_round().commitlog_files_deleted > 0
+        assert store._cleaner.run_round().commitlog_files_deleted > 0
         minimum = store.min_offset_in_queue("Old", 0)
         assert minimum > 0
         small = store.get_messages("Old", 0, 0, 32)
@@ -222,7 +222,7 @@ def test_get_messages_below_the_min_offset_is_offset_too_small(tmp_path: Path, s
         assert badly.next_begin_offset == 200
         found = store.get_messages("Old", 0, minimum, 1)
         assert found.status is GetMessageStatus.FOUND
-        assert found.commitlog_offsets[0] >= store.commitlog.min_offset
+        assert found.commitlog_offsets[0] >= store.min_offset
         found.release()
     finally:
         store.shutdown()
@@ -255,7 +255,7 @@ def test_get_messages_returns_zero_copy_views_of_the_mapped_segment(store: Messa
     view = got.messages[0]
     assert isinstance(view, memoryview)
     assert isinstance(view.obj, mmap.mmap)
-    segment = store.commitlog.queue.find_by_offset(got.commitlog_offsets[0])
+    segment = store._commitlog.queue.find_by_offset(got.commitlog_offsets[0])
     assert segment is not None
     assert view.obj is segment.mm
     assert bytes(view) == bytes(segment.view[0 : len(view)])
@@ -354,7 +354,7 @@ def test_message_at_returns_the_record_named_by_its_offset_message_id(store: Mes
         assert bytes(view[header.body_position : header.body_position + header.body_length]) == (b"body-%d" % index)
         view.release()
     assert store.message_at(results[1].append.wrote_offset + 1) is None  # type: ignore[union-attr]
-    assert store.message_at(store.commitlog.max_offset) is None
+    assert store.message_at(store.max_offset) is None
     assert store.message_at(10 * store.settings.commitlog.segment_size_bytes) is None
 
 
@@ -371,8 +371,8 @@ def test_query_by_key_finds_keys_and_uniq_key_and_filters_hash_collisions(store:
         return [header.physical_offset for header, _view in store.query_by_key("Keyed", key, 32)]
 
     assert java_string_hash("Keyed#Aa") == java_string_hash("Keyed#BB")
-    assert store.index is not None
-    raw = store.index.query("Keyed", "Aa", 32, 0, 2**62)
+    assert store._index is not None
+    raw = store._index.query("Keyed", "Aa", 32, 0, 2**62)
     assert sorted(raw) == sorted([first_offset, second_offset])  # the collision is real
     assert offsets("Aa") == [first_offset]
     assert offsets("BB") == [second_offset]
@@ -402,12 +402,12 @@ def test_illegal_messages_are_refused_and_the_store_keeps_working(store: Message
     ]
     expected_offset = 0
     for bad, status in cases:
-        end_before = store.commitlog.max_offset
+        end_before = store.max_offset
         refused = store.put_message(bad)
         assert refused.status is status
         assert not refused.status.stored
         assert refused.append is None and refused.remark
-        assert store.commitlog.max_offset == end_before
+        assert store.max_offset == end_before
         good = put(store, "Legal", 0, b"ok-%d" % expected_offset)
         assert good.append.queue_offset == expected_offset  # type: ignore[union-attr]
         expected_offset += 1

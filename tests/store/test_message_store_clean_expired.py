@@ -22,22 +22,22 @@ def test_queues_wholly_below_the_commitlog_go_and_live_ones_stay(
         for _ in range(150):
             put(store, "Live", 1, b"l" * 1000)
         settle(store)
-        store.consume_queues.find_or_create("Empty", 0)
+        store._consume_queues.find_or_create("Empty", 0)
         usage[0] = 0.87  # above diskSpaceCleanForciblyRatio: delete all but the newest segment
-        while store.cleaner.run_round().commitlog_files_deleted:
+        while store._cleaner.run_round().commitlog_files_deleted:
             pass
-        old_end = store.find_consume_queue("Old", 0).max_physical_offset  # type: ignore[union-attr]
-        assert old_end < store.commitlog.min_offset
+        old_end = store._consume_queues.find("Old", 0).max_physical_offset  # type: ignore[union-attr]
+        assert old_end < store.min_offset
         assert (store.settings.consume_queue_dir / "Old" / "0").exists()  # retention keeps a queue's last file
 
         removed = store.clean_expired_consume_queues(frozenset({"Kept"}))
 
         assert removed == [("Old", 0)]
         assert not (store.settings.consume_queue_dir / "Old").exists()
-        assert store.find_consume_queue("Old", 0) is None
-        assert ("Old", 0) not in store.commitlog.topic_queue_table
+        assert store._consume_queues.find("Old", 0) is None
+        assert ("Old", 0) not in store._commitlog.topic_queue_table
         for topic, queue_id in (("Kept", 0), ("Live", 1), ("Empty", 0)):
-            assert store.find_consume_queue(topic, queue_id) is not None, topic
+            assert store._consume_queues.find(topic, queue_id) is not None, topic
         assert store.max_offset_in_queue("Live", 1) == 150
         assert put(store, "Old", 0, b"again").append.queue_offset == 0  # type: ignore[union-attr]
         settle(store)

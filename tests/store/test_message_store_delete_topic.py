@@ -22,19 +22,19 @@ def test_a_deleted_topic_comes_back_at_queue_offset_zero_without_its_old_units(
         settle(store)
         for index in range(2):
             put(store, "Gone", 0, b"pending-%d" % index)  # not dispatched yet
-        assert store.dispatcher.behind_bytes > 0
+        assert store.dispatch_behind_bytes > 0
 
         assert store.delete_topic("Gone") == 1
 
         assert not (store.settings.consume_queue_dir / "Gone").exists()
-        assert store.find_consume_queue("Gone", 0) is None
+        assert store._consume_queues.find("Gone", 0) is None
         assert put(store, "Gone", 0, b"new").append.queue_offset == 0  # type: ignore[union-attr]
         settle(store)
         assert store.max_offset_in_queue("Gone", 0) == 1
-        queue = store.find_consume_queue("Gone", 0)
+        queue = store._consume_queues.find("Gone", 0)
         assert queue is not None
         unit = queue.last_unit()
-        assert unit is not None and unit.physical_offset == store.commitlog.max_offset - unit.size
+        assert unit is not None and unit.physical_offset == store.max_offset - unit.size
         assert store.max_offset_in_queue("Stays", 0) == 3
         assert store.delete_topic("Never") == 0
     finally:

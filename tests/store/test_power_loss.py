@@ -148,8 +148,8 @@ def run_workload(root: Path, flush: FlushDiskType, puts: int) -> tuple[DiskRecor
             recorder.facts["sent"] = len(sent)
             recorder.crash_point(f"appended #{number}")
             if flush is FlushDiskType.SYNC_FLUSH or number % 9 == 8:
-                store.flusher.flush_to_end(0 if flush is FlushDiskType.SYNC_FLUSH or number % 27 == 26 else 4)
-            flushed = store.commitlog.queue.flushed_where
+                store._flusher.flush_to_end(0 if flush is FlushDiskType.SYNC_FLUSH or number % 27 == 26 else 4)
+            flushed = store.flushed_offset
             if flush is FlushDiskType.SYNC_FLUSH:
                 assert flushed >= append.next_offset
                 recorder.facts["acked"] = len(sent)  # put_message would return PUT_OK now
@@ -157,7 +157,7 @@ def run_workload(root: Path, flush: FlushDiskType, puts: int) -> tuple[DiskRecor
             if number % 5 == 4:
                 store.dispatch_now()
             if number % 17 == 16:
-                store.cq_flusher.flush_all(0)  # ConsumeQueues, index, checkpoint
+                store._cq_flusher.flush_all(0)  # ConsumeQueues, index, checkpoint
             if number % 23 == 22:
                 for queue_id in range(QUEUES):
                     offsets.commit(GROUP, topic, queue_id, number + queue_id)
@@ -166,10 +166,10 @@ def run_workload(root: Path, flush: FlushDiskType, puts: int) -> tuple[DiskRecor
                 topics.put(TopicConfig("PowerLate", read_queue_nums=1, write_queue_nums=1))
                 persist("topics", topics, sorted(topics.all()))
         recorder.crash_point("end of workload")
-        store.commitlog.queue.close()
-        store.consume_queues.close()
-        if store.index is not None:
-            store.index.close()
+        store._commitlog.queue.close()
+        store._consume_queues.close()
+        if store._index is not None:
+            store._index.close()
         store._lock.release()
     assert not recorder.unmodelled, recorder.unmodelled[:5]
     return recorder, sent

@@ -24,7 +24,7 @@ def test_reopen_after_clean_shutdown_is_lossless_and_continues_offsets(
     assert settings.abort_path.exists()
     for i in range(150):
         put(store, "Reopen", i % 3, b"r" * 500, KEYS=f"r{i}")
-    end = store.commitlog.max_offset
+    end = store.max_offset
     store.shutdown()
     assert not settings.abort_path.exists()
     reopened = MessageStore(settings)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from shoal.broker.processors.send import stored_properties
 from shoal.client.message import decode_messages
 from shoal.formats.batch import encode_batch_body
 from shoal.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSION_TYPE_MASK, STOREHOSTADDRESS_V6_FLAG
@@ -178,3 +179,20 @@ def test_a_send_that_creates_its_topic_is_answered_once_the_namesrv_routes_it(cl
         return time.monotonic() - started
 
     assert asyncio.run(without_namesrv()) < 5.0
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored", "wait"),
+    [
+        (None, b"CLUSTER\x01DefaultCluster", True),
+        ("TAGS\x01a", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
+        ("TAGS\x01a\x02", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
+        ("WAIT\x01true\x02TAGS\x01a", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
+        ("TAGS\x01a\x02WAIT\x01FALSE\x02", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", False),
+        ("CLUSTER\x01other\x02TAGS\x01a", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
+    ],
+)
+def test_stored_properties_drop_wait_and_carry_the_cluster(sent: str | None, stored: bytes, wait: bool) -> None:
+    """Goal: WAIT is honoured, not stored; CLUSTER names this broker's cluster, once. Method: the
+    pure string edit on the shapes clients send."""
+    assert stored_properties(sent, "DefaultCluster") == (stored, wait)

@@ -42,7 +42,7 @@ def test_a_connected_slave_counts_before_its_first_report_as_rocketmq_does(
         hooks = MasterHooks(
             lambda: True, lambda: MasterState(0, 0, 0, ()), lambda _offset: None, lambda *_: None, lambda: None
         )
-        server = HAServer(store.commitlog, _settings(), hooks)
+        server = HAServer(store, _settings(), hooks)
         port = await server.start("127.0.0.1", 0)
         try:
             assert not server.slave_ok(10, 0)  # nobody connected: SLAVE_NOT_AVAILABLE
@@ -82,7 +82,7 @@ def test_a_slave_that_does_not_ack_sent_data_is_dropped_within_the_answer_timeou
             lambda *_: None,
             lambda: lost.append(len(server.links)),
         )
-        server = HAServer(store.commitlog, _settings(), hooks)
+        server = HAServer(store, _settings(), hooks)
         port = await server.start("127.0.0.1", 0)
         try:
             _reader, writer = await asyncio.open_connection("127.0.0.1", port)

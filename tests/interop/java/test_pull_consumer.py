@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from shoal.broker.config import parse_properties
+from shoal.remoting.settings import parse_properties
 
 BLOCK_TIMEOUT_S = 30.0
 

@@ -10,6 +10,8 @@ import org.apache.rocketmq.common.message.Message;
  * Arguments: namesrv, group, topic. Emits "started" (clientId, msgId), "stopped".
  */
 public final class ProducerHold {
+    private static final int SEND_TIMEOUT_MS = 30_000;
+
     private ProducerHold() {
     }
 
@@ -18,6 +20,8 @@ public final class ProducerHold {
         DefaultMQProducer producer = new DefaultMQProducer(Out.need(args, "group"));
         producer.setNamesrvAddr(Out.need(args, "namesrv"));
         producer.setInstanceName("hold-" + ProcessHandle.current().pid());
+        // The first send also fetches the route; 3 s (the default) is too little on a loaded CI machine.
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
         producer.start();
         SendResult sent = producer.send(new Message(Out.need(args, "topic"), "hold".getBytes(StandardCharsets.UTF_8)));
         // heartbeats go to the brokers of known routes: one now, not in up to 30 s

@@ -1,0 +1,91 @@
+"""The metrics/health port's bearer token (`metricsTokenFile`): /metrics needs it, /healthz stays
+open for kubelet probes; a missing token file is a one-line startup error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from shoal.broker.metrics_endpoint import bearer_matches, load_metrics_token
+from shoal.remoting.settings import ConfigError
+from tests.conftest import Cluster, free_broker_port
+
+TOKEN = "s3cr3t-token_value"
+
+
+def get(port: int, path: str, token: str | None = None) -> tuple[int, str, dict[str, str]]:
+    """Status, body and headers of GET http://127.0.0.1:port/path (with a bearer token when given)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), dict(error.headers)
+
+
+@pytest.mark.slow
+def test_metrics_need_the_bearer_token_and_health_stays_open(
+    cluster_factory: Callable[[dict[str, str]], Cluster], tmp_path: Path
+) -> None:
+    """Goal: with metricsTokenFile, /metrics answers 401 (with a Bearer challenge) without the token
+    or with a wrong one, 200 with it; /healthz answers without any. Method: HTTP requests to a real
+    broker's metrics port."""
+    token_file = tmp_path / "metrics-token"
+    token_file.write_text(TOKEN + "\n")  # a trailing newline, as `kubectl create secret --from-file` keeps it
+    cluster = cluster_factory({"metricsTokenFile": str(token_file)})
+    status, body, headers = get(cluster.metrics_port, "/metrics")
+    assert status == 401 and "Bearer" in headers["WWW-Authenticate"] and "Authorization: Bearer" in body
+    assert get(cluster.metrics_port, "/metrics", "wrong")[0] == 401
+    status, body, _ = get(cluster.metrics_port, "/metrics", TOKEN)
+    assert status == 200 and "shoal_store_commitlog_max_offset" in body
+    assert get(cluster.metrics_port, "/healthz")[0] == 200
+    assert "bearer token required" in cluster.log("broker")
+
+
+def test_missing_token_file_is_a_one_line_startup_error(tmp_path: Path) -> None:
+    """Goal: a metricsTokenFile that does not exist stops the broker at start with one line, before
+    the store is created. Method: run `shoal broker` with it; check exit code, stderr, store dir."""
+    store = tmp_path / "store"
+    conf = tmp_path / "broker.conf"
+    missing = tmp_path / "no-token"
+    conf.write_text(
+        f"listenHost=127.0.0.1\nlistenPort={free_broker_port()}\nstorePathRootDir={store}\nmetricsTokenFile={missing}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "shoal.cli.main", "broker", "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"Error: metricsTokenFile={missing}: cannot read it: No such file or directory"
+    ]
+    assert not store.exists()
+
+
+def test_token_file_content_and_header_matching(tmp_path: Path) -> None:
+    """Goal: the token is the file's one word; the header must be `Bearer <token>` exactly (scheme
+    case-insensitive). Method: load good and bad files; match header variants."""
+    path = tmp_path / "token"
+    path.write_text(f"  {TOKEN}\n")
+    assert load_metrics_token(str(path)) == TOKEN
+    assert load_metrics_token("") is None
+    for bad in ("", "two words", "x" * 5000):
+        path.write_text(bad)
+        with pytest.raises(ConfigError, match="metricsTokenFile="):
+            load_metrics_token(str(path))
+    head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization: bearer " + TOKEN.encode() + b"\r\n\r\n"
+    assert bearer_matches(head, TOKEN)
+    assert not bearer_matches(head.replace(b"bearer", b"Basic"), TOKEN)
+    assert not bearer_matches(head.replace(TOKEN.encode(), TOKEN.encode()[:-1]), TOKEN)
+    assert not bearer_matches(b"GET /metrics HTTP/1.1\r\n\r\n", TOKEN)
