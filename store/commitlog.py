@@ -94,7 +94,7 @@ class CommitLog:
         cached = self._topic_bytes.get(topic)
         if cached is None:
             cached = topic.encode("utf-8")
-            if len(self._topic_bytes) < 100_000:
+            if len(self._topic_bytes) < limits.TOPIC_NAMES_CACHED_MAX_COUNT:
                 self._topic_bytes[topic] = cached
         return cached
 

@@ -63,7 +63,6 @@ from shoal.store.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
-IDLE_POLL_S = 0.001  # RocketMQ's reput polls every 1 ms
 _DISPATCHED_PROPERTIES = (TAGS.encode(), KEYS.encode(), UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode())
 """What each record's ConsumeQueue unit and index entries need, read without decoding the map."""
 
@@ -143,7 +142,7 @@ class Dispatcher:
         already appended, so no unit of a queue being removed is still on its way to it."""
         with self._lock:
             if caught_up and self.write_failure is None:
-                self._dispatch_locked(1 << 62)
+                self._dispatch_locked(limits.COUNT_UNBOUNDED)
             yield
 
     def note_damage(self, ranges: list[DamagedRange]) -> None:
@@ -152,7 +151,7 @@ class Dispatcher:
             for damaged in ranges:
                 self._record_damage_locked(damaged)
 
-    def dispatch_available(self, count_max: int = 1 << 62, *, file_wait_s: float | None = None) -> int:
+    def dispatch_available(self, count_max: int = limits.COUNT_UNBOUNDED, *, file_wait_s: float | None = None) -> int:
         """Dispatch every readable record not yet dispatched (at most `count_max`); returns how many.
         After a write error it retries only once the backoff has passed. `file_wait_s`: a new
         ConsumeQueue file is created by the allocation thread and waited for at most this long;
@@ -466,7 +465,6 @@ class Dispatcher:
         return code
 
 
-_TOPIC_CACHE_MAX = 100_000
 _CONSUME_QUEUE_TYPES = frozenset({int(TransactionType.NOT_TYPE), int(TransactionType.COMMIT_TYPE)})
 
 
@@ -496,7 +494,7 @@ def _fast_fields(
     topic = topics.get(raw_topic)
     if topic is None:
         topic = raw_topic.decode("utf-8", errors="replace")
-        if len(topics) < _TOPIC_CACHE_MAX:
+        if len(topics) < limits.TOPIC_NAMES_CACHED_MAX_COUNT:
             topics[raw_topic] = topic
     return (
         total,
@@ -520,8 +518,8 @@ class DispatchService(ServiceThread):
         self.dispatcher = dispatcher
 
     def run_once(self) -> None:
-        if self.dispatcher.dispatch_available(4096) == 0:
-            self.wait_for_running(IDLE_POLL_S)
+        if self.dispatcher.dispatch_available(limits.DISPATCH_BATCH_MAX_COUNT) == 0:
+            self.wait_for_running(limits.DISPATCH_IDLE_POLL_S)
 
 
 class LoopDispatchDriver:
@@ -531,8 +529,8 @@ class LoopDispatchDriver:
     replication). Dispatching in the loop's own thread avoids GIL hand-offs between a busy
     dispatch thread and the network, which cost up to one switch interval per system call."""
 
-    BATCH_MAX_COUNT = 4096  # records per callback, so a large backlog never blocks the loop for long
-    TICK_S = 0.005
+    BATCH_MAX_COUNT = limits.DISPATCH_BATCH_MAX_COUNT
+    TICK_S = limits.DISPATCH_TICK_S
 
     def __init__(self, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
         self.dispatcher = dispatcher

@@ -78,3 +78,21 @@ it to the allocation thread and serving other requests. It waits once per file, 
 costs the loop this once per new queue, and a message to a new queue is readable as soon as its
 send is answered unless the disk is slower than this (clients must not count on that: RocketMQ's
 dispatch is asynchronous too)."""
+
+# --- dispatch (shoal.store.dispatching) ---
+DISPATCH_IDLE_POLL_S = 0.001  # RocketMQ's reput polls every 1 ms (the thread driver, when idle)
+DISPATCH_BATCH_MAX_COUNT = 4096  # records per call, so a large backlog never holds the loop (or a lock) for long
+DISPATCH_TICK_S = 0.005  # the loop driver looks for appends nobody announced (replication, recovery) this often
+COUNT_UNBOUNDED = 1 << 62  # "as many as there are": a count bound that never binds
+TOPIC_NAMES_CACHED_MAX_COUNT = 100_000  # topic name <-> bytes entries kept by the CommitLog and the Dispatcher
+
+# --- reads and the page cache (shoal.store.message_store) ---
+OS_PAGE_CACHE_BUSY_TIMEOUT_S = 1.0  # osPageCacheBusyTimeOutMills: a put holding the lock longer means a busy cache
+PHYSICAL_MEMORY_FALLBACK_BYTES = 8 * 1024**3  # assumed when the system does not say (the in-memory budget)
+GET_MESSAGES_SCAN_MIN_COUNT = 16_000  # units a pull scans at least, so a filter matching nothing cannot stall it
+TIMESTAMP_UNBOUNDED_MS = 2**62  # the end of a time range that has none
+
+# --- warming new segments (shoal.store.mapped_file) ---
+WARM_SYNC_STEP_BYTES = 16 * 1024 * 1024  # paced warming syncs in steps this big (a short disk burst each)
+
+assert DISPATCH_BATCH_MAX_COUNT < COUNT_UNBOUNDED

@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 _ZERO_CHUNK = bytes(limits.RECOVERY_ZERO_CHUNK_BYTES)
 _ZERO_VIEW = memoryview(_ZERO_CHUNK)
 TEMP_SUFFIX = ".tmp"
-WARM_SYNC_EVERY_BYTES = 16 * 1024 * 1024  # paced warming syncs in steps this big (a short disk burst each)
 
 
 class MappedFile:
@@ -286,7 +285,7 @@ def _zero_fill(fd: int, start: int, end: int, rate_bytes_per_s: int = 0, through
             through[at : at + size] = _ZERO_VIEW[:size]
             at += size
         if rate_bytes_per_s > 0:
-            if at - synced >= WARM_SYNC_EVERY_BYTES:
+            if at - synced >= limits.WARM_SYNC_STEP_BYTES:
                 durability.fdatasync(fd)
                 synced = at
             ahead_s = (at - start) / rate_bytes_per_s - (time.monotonic() - began)

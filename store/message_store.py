@@ -76,7 +76,6 @@ from shoal.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
-OS_PAGE_CACHE_BUSY_TIMEOUT_S = 1.0  # osPageCacheBusyTimeOutMills
 TagFilter = Callable[[int], bool]
 
 
@@ -84,7 +83,7 @@ def _physical_memory_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
-        return 8 * 1024**3
+        return limits.PHYSICAL_MEMORY_FALLBACK_BYTES
 
 
 class MessageStore:
@@ -335,7 +334,7 @@ class MessageStore:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE, remark=f"message store flush failed: {self._flusher.failure}"
             )
-        if self._commitlog.is_os_page_cache_busy(OS_PAGE_CACHE_BUSY_TIMEOUT_S):
+        if self._commitlog.is_os_page_cache_busy(limits.OS_PAGE_CACHE_BUSY_TIMEOUT_S):
             return PutResult(PutStatus.OS_PAGECACHE_BUSY, remark="[PC_SYNCHRONIZED]broker busy")
         return None
 
@@ -447,7 +446,7 @@ class MessageStore:
     def _sync_timeout_s(self) -> float:
         return self.settings.flush.sync_flush_timeout_ms / 1000
 
-    def dispatch_now(self, count_max: int = 1 << 62) -> int:
+    def dispatch_now(self, count_max: int = limits.COUNT_UNBOUNDED) -> int:
         """Dispatch what is readable now, up to `count_max` records (the background service does
         this every millisecond)."""
         return self._dispatcher.dispatch_available(count_max)
@@ -714,7 +713,7 @@ class MessageStore:
         last_physical = 0
         unit_count = len(units) // UNIT.size
         # Units scanned per call are bounded too, so a filter that matches nothing cannot stall a pull.
-        scan_max = max(max_count, 16_000)
+        scan_max = max(max_count, limits.GET_MESSAGES_SCAN_MIN_COUNT)
         removed = False
         for index in range(min(unit_count, scan_max)):
             physical, size, tags = UNIT.unpack_from(units, index * UNIT.size)
@@ -789,7 +788,7 @@ class MessageStore:
         return IndexAnswer(offsets, stamp, physical)
 
     def query_by_key(
-        self, topic: str, key: str, count_max: int, begin_ms: int = 0, end_ms: int = 2**62
+        self, topic: str, key: str, count_max: int, begin_ms: int = 0, end_ms: int = limits.TIMESTAMP_UNBOUNDED_MS
     ) -> list[tuple[RecordHeader, memoryview]]:
         """Messages whose KEYS or UNIQ_KEY equal `key` (index lookup, then key comparison)."""
         if self._index is None:
