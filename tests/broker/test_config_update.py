@@ -56,8 +56,11 @@ def test_only_hot_keys_pass_and_each_refusal_names_its_key() -> None:
 def test_checked_update_checks_values_and_relations_as_at_load(tmp_path: Path) -> None:
     """Goal: a bad value or relation is a ConfigError naming it. Method: three updates."""
     loaded = settings(tmp_path, mappedFileSizeCommitLog=str(2 * 1024 * 1024), maxMessageSize=str(1024 * 1024))
-    broker, store = checked_update(loaded.broker, loaded.store, {"maxMessageSize": "1024", "deleteWhen": "01;13"})
-    assert store.commitlog.message_body_size_max_bytes == 1024 and store.retention.delete_hours == {1, 13}
+    broker, store_settings = checked_update(
+        loaded.broker, loaded.store, {"maxMessageSize": "1024", "deleteWhen": "01;13"}
+    )
+    assert store_settings.commitlog.message_body_size_max_bytes == 1024
+    assert store_settings.retention.delete_hours == {1, 13}
     assert broker == loaded.broker
     with pytest.raises(ConfigError, match="maxMessageSize=-5 is not allowed"):
         checked_update(loaded.broker, loaded.store, {"maxMessageSize": "-5"})

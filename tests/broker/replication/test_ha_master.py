@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from shoal.broker.replication.codec import MasterState, encode_ack
+from shoal.broker.replication.codec import TRANSFER_HEADER, MasterState, encode_ack
 from shoal.broker.replication.ha_master import HAServer, MasterHooks
 from shoal.broker.replication.limits import ANSWER_TIMEOUT_S
 from shoal.broker.replication.settings import HASettings
@@ -94,6 +94,63 @@ def test_a_slave_that_does_not_ack_sent_data_is_dropped_within_the_answer_timeou
             dropped_after_s = time.monotonic() - reported_s
             assert ANSWER_TIMEOUT_S - 0.5 < dropped_after_s < ANSWER_TIMEOUT_S + 2.0, dropped_after_s
             assert lost == [0] and server.dead_links_total == 1
+            writer.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())
+
+
+class _FakeSource:
+    """A `ReplicaSource` that is not a store: one segment holding `data` from offset `start`."""
+
+    def __init__(self, start: int, data: bytes, segment_size: int) -> None:
+        self.start, self.data, self.segment_size = start, data, segment_size
+
+    @property
+    def min_offset(self) -> int:
+        return self.start
+
+    @property
+    def max_offset(self) -> int:
+        return self.start + len(self.data)
+
+    def data_from(self, physical_offset: int) -> tuple[memoryview, int] | None:
+        if not self.start <= physical_offset < self.max_offset:
+            return None
+        return memoryview(self.data)[physical_offset - self.start :], self.start
+
+
+def test_the_master_serves_whatever_replica_source_it_is_given(
+    async_wait_until: Callable[..., Awaitable[None]],
+) -> None:
+    """Goal: replication reads the store through one seam (`store_seam.ReplicaSource`), so it runs
+    without a store. Method: an HAServer over a fake source; a raw slave that reports offset 0 (an
+    empty slave: the master starts at its last segment) gets the source's bytes as transfer frames."""
+    segment = 4096
+    data = bytes(range(256)) * 3
+
+    async def scenario() -> None:
+        hooks = MasterHooks(
+            lambda: True, lambda: MasterState(0, 0, 0, ()), lambda _offset: None, lambda *_: None, lambda: None
+        )
+        server = HAServer(_FakeSource(2 * segment, data, segment), _settings(), hooks)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(encode_ack(0))
+            await writer.drain()
+            received = b""
+            first_offset = -1
+            while len(received) < len(data):
+                header = await asyncio.wait_for(reader.readexactly(TRANSFER_HEADER.size), 10)
+                offset, size = TRANSFER_HEADER.unpack(header)
+                body = await asyncio.wait_for(reader.readexactly(size), 10)
+                if size:
+                    first_offset = offset if first_offset < 0 else first_offset
+                    assert offset == 2 * segment + len(received)
+                    received += body
+            assert first_offset == 2 * segment and received == data
             writer.close()
         finally:
             await server.stop()
