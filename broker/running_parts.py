@@ -62,8 +62,9 @@ async def open_running_parts(
 ) -> RunningParts:
     """Open and recover the store, load metadata, build and start the services that use them.
 
-    After the store is open nothing here awaits, so a registration scheduled by a topic change
-    (`register_soon`) runs only once the parts are in place."""
+    After the store is open only its first segment is awaited (recovery has dispatched everything,
+    so the dispatch tick that already runs finds nothing); a registration scheduled by a topic
+    change (`register_soon`) runs only once the parts are in place."""
     config = settings.broker
     store = MessageStore(
         settings.store, store_host=store_host, tags_code=schedule_tags_code_rule(config.delay_levels_ms)

@@ -1,9 +1,11 @@
-"""shoal.remoting: remoting connections over asyncio, shared by the broker and the client.
+"""shoal.remoting: remoting over asyncio, shared by the two servers and the client.
 
-Above `shoal.protocol` (the sans-I/O codec), below `shoal.broker` and `shoal.client`. `connection`
-holds what both ends of a connection do (frames in through one FrameDecoder, responses matched to
-requests by opaque, bounded waits); `client` opens connections by address (`RemotingClient`); the
-broker's server side (`shoal.remoting.server`) builds on `Connection`. Errors: `errors`.
+Above `shoal.protocol` (the sans-I/O codec), below `shoal.acl`, `shoal.broker`, `shoal.namesrv`
+and `shoal.client`. `connection` holds what both ends of a connection do (frames in through one
+FrameDecoder, responses matched to requests by opaque, bounded waits); `client` opens connections
+by address (`RemotingClient`); `server` is the servers' side (`RemotingServer`, built on
+`Connection`) and `tls_listener` its TLS ports; `tls` the TLS settings and contexts; `settings`
+the config machinery broker.conf and namesrv.conf share. Errors: `errors`.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from shoal.formats.java_hash import tags_code
+from shoal.formats.limits import TOPIC_LENGTH_MAX_BYTES
 from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, find_properties
 from shoal.formats.record import (
     BODY_OFFSET_OF_HOST_FLAGS,
@@ -489,7 +490,7 @@ def _fast_fields(
     raw_topic = bytes(view[topic_at + 1 : topic_at + 1 + topic_len])
     props_at = topic_at + 1 + topic_len
     props_len = SHORT.unpack_from(view, props_at)[0]
-    if props_len < 0 or props_at + 2 + props_len - position != total or topic_len > 127:
+    if props_len < 0 or props_at + 2 + props_len - position != total or topic_len > TOPIC_LENGTH_MAX_BYTES:
         return None
     topic = topics.get(raw_topic)
     if topic is None:
@@ -536,18 +537,21 @@ class LoopDispatchDriver:
         self.dispatcher = dispatcher
         self.loop = loop
         self._scheduled = False
+        self._stopped = False
         self._tick: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         self._tick = self.loop.call_later(self.TICK_S, self._on_tick)
 
     def schedule(self) -> None:
-        if not self._scheduled:
+        if not self._scheduled and not self._stopped:
             self._scheduled = True
             self.loop.call_soon(self._run)
 
     def _run(self) -> None:
         self._scheduled = False
+        if self._stopped:
+            return
         dispatched = self.dispatcher.dispatch_available(
             self.BATCH_MAX_COUNT, file_wait_s=limits.SEGMENT_ALLOCATION_WAIT_MS / 1000
         )
@@ -555,11 +559,19 @@ class LoopDispatchDriver:
             self.schedule()  # more to do: continue after other callbacks had their turn
 
     def _on_tick(self) -> None:
+        if self._stopped:
+            return
         if self.dispatcher.behind_bytes:
             self.schedule()
         self._tick = self.loop.call_later(self.TICK_S, self._on_tick)
 
+    def halt(self) -> None:
+        """From any thread: no run or tick dispatches from now on (one already running finishes)."""
+        self._stopped = True
+
     def stop(self) -> None:
+        """On the loop: halt, and cancel the tick."""
+        self._stopped = True
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None

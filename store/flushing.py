@@ -163,13 +163,17 @@ class CommitRealTimeService(ServiceThread):
         self.settings = settings
         self.clock = clock
         self._last_thorough_s = clock.monotonic_s()
+        self._commit_lock = threading.Lock()
+        """One committer at a time: this thread, and `MessageStore.flush_to_end` callers (a commit
+        hands its write buffer back to the pool, which another commit must not still be reading)."""
 
     def commit_to_end(self, least_pages: int) -> bool:
-        before = self.queue.committed_where
-        for _ in range(2):
-            if self.queue.commit(least_pages):
-                break
-        return self.queue.committed_where != before
+        with self._commit_lock:
+            before = self.queue.committed_where
+            for _ in range(2):
+                if self.queue.commit(least_pages):
+                    break
+            return self.queue.committed_where != before
 
     def run_once(self) -> None:
         least_pages = self.settings.commit_least_pages

@@ -270,6 +270,8 @@ class MessageStore:
         self.shutting_down = True
         was_running = self.running
         self.running = False
+        if self._loop_dispatch is not None:
+            self._loop_dispatch.halt()  # its loop may still run a tick: it must not dispatch now
         self._cleaner.stop()
         for waiter in self._async_waiters.values():
             waiter.close()
@@ -295,9 +297,11 @@ class MessageStore:
 
     async def shutdown_from_loop(self) -> None:
         """`shutdown` for a store started with `dispatch_loop`, called on that loop: dispatch stops
-        there first, so no tick runs while the shutdown thread dispatches the rest."""
+        there, what is left is dispatched there (listeners keep running on the loop only), then the
+        rest of the shutdown runs in a thread."""
         if self._loop_dispatch is not None:
             self._loop_dispatch.stop()
+            self._dispatcher.dispatch_available()
         await asyncio.to_thread(self.shutdown)
 
     def _close_files(self) -> None:

@@ -6,7 +6,8 @@ It wires the parts and owns the role:
             ReplicaWaiter (replica_waiter.py) holds SYNC_MASTER sends until a slave has them.
     slave   HAClient (ha_slave.py) follows the master's CommitLog; MetadataSync (slave_sync.py)
             copies topics, offsets, delay offsets and groups every 10 s.
-    both    the epoch (epoch.py), promotion and fencing (promotion.py), truncation (truncation.py).
+    both    the epoch (epoch.py), promotion and fencing (promotion.py); a fenced master cuts its
+            CommitLog with `MessageStore.truncate_to`.
 
 The HA port listens in every role (a slave refuses connections while it is one), so a promotion
 needs no new socket. Role changes are serialized by one lock and persisted in config/epoch.json
@@ -54,6 +55,7 @@ from shoal.remoting import RemotingClient
 from shoal.remoting.tls import TlsConfigError, TlsSettings
 from shoal.remoting.tls_listener import PLAIN_TLS, ServerTls
 from shoal.store import DispatchRequest, MessageStore, PutResult, PutStatus, TruncationReport
+from shoal.store import limits as store_limits
 
 if TYPE_CHECKING:
     from shoal.broker.group_manager import SubscriptionGroupManager
@@ -391,7 +393,7 @@ class ReplicationService:
             )
         await self._stop_following()
         for _ in range(DISPATCH_ROUNDS_MAX_COUNT):
-            if store.dispatch_now(4096) == 0:
+            if store.dispatch_now(store_limits.DISPATCH_BATCH_MAX_COUNT) == 0:
                 break
         store.rebuild_queue_offsets()
         self.epochs.begin(epoch, end)

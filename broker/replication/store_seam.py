@@ -1,5 +1,7 @@
-"""The one seam between replication and the store: what the HA master reads and the HA slave
-writes. `MessageStore` satisfies it; a test can hand replication anything else that does."""
+"""The seam between the HA transfer and the store: what the HA master (`HAServer`) reads and the
+HA slave (`HAClient`) writes. `MessageStore` satisfies both Protocols; a test can hand the HA
+server or client anything else that does. The replication service around them (promotion,
+fencing, truncation) uses the store's face, `MessageStore`, directly."""
 
 from __future__ import annotations
 

@@ -340,3 +340,62 @@ def test_the_checkpoint_time_never_runs_ahead_of_what_a_flush_covered(
         assert store._checkpoint.physic_msg_timestamp <= segment_times[1] + 1000
     finally:
         store.shutdown()
+
+
+def test_flush_to_end_never_commits_beside_the_commit_thread(
+    tmp_path: Path, small_settings: SettingsFactory, wait_until: WaitUntil, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: `MessageStore.flush_to_end` (the schedule service and truncation call it from other
+    threads) and the CommitRealTimeService never commit at once: a commit hands its write buffer
+    back to the pool. Method: a pool store whose queue commit records how many run at once, slowed
+    so they would overlap; the commit thread every ms and three threads calling flush_to_end while
+    a writer appends across segments; every record readable afterwards."""
+    settings = small_settings(
+        tmp_path / "store", transient_store_pool_enable=True, commit_interval_ms=1, commit_least_pages=0
+    )
+    store = open_store(settings)
+    original_commit = store._commitlog.queue.commit
+    running = [0]
+    most = [0]
+    count_lock = threading.Lock()
+
+    def counted_commit(least_pages: int) -> bool:
+        with count_lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.0005)
+            return original_commit(least_pages)
+        finally:
+            with count_lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(store._commitlog.queue, "commit", counted_commit)
+    bodies = [os.urandom(700 + i % 300) for i in range(400)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        while not stop.is_set():
+            try:
+                store.flush_to_end()
+            except BaseException as error:
+                errors.append(error)
+                return
+
+    threads = [threading.Thread(target=flusher) for _ in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        for index, body in enumerate(bodies):
+            put(store, "Pool", index % 2, body)
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        store.flush_to_end()
+        wait_until(lambda: store.dispatch_behind_bytes == 0, 5)
+        assert errors == [] and most[0] == 1, (errors, most[0])
+        assert _bodies_in(store, "Pool", 2) == bodies
+    finally:
+        stop.set()
+        store.shutdown()
