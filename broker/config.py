@@ -28,7 +28,6 @@ from shoal.broker import limits
 from shoal.remoting import limits as remoting_limits
 from shoal.remoting.settings import (
     BOOLEAN,
-    CONNECTIONS,
     FILE_OR_EMPTY,
     FILE_PATH_OR_EMPTY,
     HOST,
@@ -36,7 +35,6 @@ from shoal.remoting.settings import (
     INTERVAL_MS,
     INTERVAL_OR_ZERO_MS,
     PORT_OR_ANY,
-    TIMEOUT_S,
     Allowed,
     ConfigError,
     between,
@@ -44,9 +42,12 @@ from shoal.remoting.settings import (
     is_address,
     java_split,
     load_tls_config,
+    max_connections_field,
+    max_idle_field,
     one_of,
     parse_properties,
     parse_settings,
+    partial_frame_timeout_field,
 )
 from shoal.remoting.tls import TlsSettings, is_tls_key
 from shoal.store import FlushDiskType, StoreSettings
@@ -206,15 +207,9 @@ class BrokerConfig:
     channel_expired_timeout_ms: int = field(
         default=120_000, metadata={"java": "channelExpiredTimeout", "allowed": INTERVAL_MS}
     )
-    server_channel_max_idle_time_s: int = field(
-        default=remoting_limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
-        metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
-    )
+    server_channel_max_idle_time_s: int = max_idle_field()
     """A client connection with no read or write this long is closed (RocketMQ: 120 s)."""
-    server_channel_partial_frame_timeout_s: int = field(
-        default=remoting_limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
-        metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
-    )
+    server_channel_partial_frame_timeout_s: int = partial_frame_timeout_field()
     """Shoal: a connection whose request frame is still incomplete this long after it began is closed."""
     metrics_port: int = field(default=0, metadata={"java": "metricsPort", "allowed": PORT_METRICS})
     """Shoal: HTTP port for /metrics and /healthz (0: listenPort + 100; -1: off)."""
@@ -224,10 +219,7 @@ class BrokerConfig:
     metrics_token_file: str = field(default="", metadata={"java": "metricsTokenFile", "allowed": FILE_OR_EMPTY})
     """Shoal: a file holding a bearer token that /metrics then requires (`Authorization: Bearer ...`);
     /healthz stays open for probes. Empty: /metrics is open."""
-    max_connections: int = field(
-        default=remoting_limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
-        metadata={"java": "maxConnections", "allowed": CONNECTIONS},
-    )
+    max_connections: int = max_connections_field()
     """Shoal: connections beyond this are closed at once (bounded resources)."""
     # --- replication (spec §9; shoal.broker.replication) ---
     ha_listen_port: int = field(default=-1, metadata={"java": "haListenPort", "allowed": PORT_HA})

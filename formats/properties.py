@@ -2,8 +2,8 @@
 
 Encoded as `name \\x01 value \\x02 ...` without the final `\\x02`, UTF-8, at most 32767 bytes.
 Decoding drops segments that are too short, have an empty key or an empty value, as Java does.
-Hot paths read (`find_property`, `find_properties`) and edit (`pop_property`, `set_property`,
-`join_properties`) the encoded string itself, never through a decoded map.
+Hot paths read (`find_properties`) and edit (`pop_property`, `set_property`, `join_properties`)
+the encoded string itself, never through a decoded map.
 """
 
 from __future__ import annotations

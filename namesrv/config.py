@@ -7,17 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shoal.namesrv import limits
-from shoal.remoting import limits as remoting_limits
 from shoal.remoting.settings import (
     ANY_TEXT,
     BOOLEAN,
-    CONNECTIONS,
     FILE_PATH_OR_EMPTY,
     HOST,
     INTERVAL_MS,
     PORT_OR_ANY,
-    TIMEOUT_S,
     build_settings,
+    max_connections_field,
+    max_idle_field,
+    partial_frame_timeout_field,
 )
 from shoal.remoting.tls import is_tls_key
 
@@ -34,18 +34,9 @@ class NamesrvConfig:
         default=10_000, metadata={"java": "scanNotActiveBrokerInterval", "allowed": INTERVAL_MS}
     )
     kv_config_path: str = field(default="", metadata={"java": "kvConfigPath", "allowed": ANY_TEXT})
-    server_channel_max_idle_time_s: int = field(
-        default=remoting_limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
-        metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
-    )
-    server_channel_partial_frame_timeout_s: int = field(
-        default=remoting_limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
-        metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
-    )
-    max_connections: int = field(
-        default=remoting_limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
-        metadata={"java": "maxConnections", "allowed": CONNECTIONS},
-    )
+    server_channel_max_idle_time_s: int = max_idle_field()
+    server_channel_partial_frame_timeout_s: int = partial_frame_timeout_field()
+    max_connections: int = max_connections_field()
     """The three connection settings mean what the broker's do."""
     acl_enable: bool = field(default=False, metadata={"java": "aclEnable", "allowed": BOOLEAN})
     """Shoal: REGISTER_BROKER and the other codes that change routes or this NameServer's config need

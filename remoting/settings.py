@@ -15,7 +15,7 @@ import ipaddress
 import re
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from shoal.formats.java_properties import parse_java_properties
@@ -109,6 +109,32 @@ FILE_PATH_OR_EMPTY = Allowed(
 FILE_OR_EMPTY = Allowed(
     "a file path without control characters, or nothing", lambda value: isinstance(value, str) and value.isprintable()
 )
+
+
+def max_idle_field() -> Any:
+    """serverChannelMaxIdleTimeSeconds, as both servers take it: a client connection with no read
+    or write this long is closed (RocketMQ: 120 s)."""
+    return field(
+        default=limits.SERVER_CHANNEL_MAX_IDLE_DEFAULT_S,
+        metadata={"java": "serverChannelMaxIdleTimeSeconds", "allowed": TIMEOUT_S},
+    )
+
+
+def partial_frame_timeout_field() -> Any:
+    """serverChannelPartialFrameTimeoutSeconds (Shoal): a connection whose request frame is still
+    incomplete this long after it began is closed."""
+    return field(
+        default=limits.PARTIAL_FRAME_TIMEOUT_DEFAULT_S,
+        metadata={"java": "serverChannelPartialFrameTimeoutSeconds", "allowed": TIMEOUT_S},
+    )
+
+
+def max_connections_field() -> Any:
+    """maxConnections (Shoal): connections beyond this are closed at once (bounded resources)."""
+    return field(
+        default=limits.SERVER_CONNECTIONS_DEFAULT_MAX_COUNT,
+        metadata={"java": "maxConnections", "allowed": CONNECTIONS},
+    )
 
 
 def parse_properties(text: str) -> dict[str, str]:
