@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client operator spark cli
 # Strict editable installs link files one by one, so a new module needs a reinstall:
 # the stamps depend on every package file.
-PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.c' \) 2>/dev/null) pyproject.toml setup.py
+PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.pyi' -o -name '*.c' \) 2>/dev/null) pyproject.toml setup.py
 DATA_DIR ?= data
 
 .PHONY: run test lint typecheck imports unit bench bench-vs-rocketmq clean help

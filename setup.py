@@ -1,6 +1,12 @@
-"""The optional compiled ACL signature (protocol/_acl_speedups.c, docs/security.md "Cost"); all other
-metadata is in pyproject.toml. Optional: without a compiler or OpenSSL's headers the install still
-succeeds, and shoal.protocol.acl_signature computes the same signature in Python."""
+"""The optional compiled modules; all other metadata is in pyproject.toml. Each is optional: without a
+compiler (or, for the ACL signature, OpenSSL's headers) the install still succeeds and the Python
+twin of each function runs instead (shoal.formats.compiled; docs/dependencies.md, "Build tools").
+
+* shoal.protocol._acl_speedups: the ACL signature (protocol/_acl_speedups.c, docs/security.md "Cost").
+* shoal.protocol._wire_speedups: the remoting JSON header reader (protocol/_wire_speedups.c).
+* shoal.formats._record_speedups: the CommitLog record's encoder, dispatch reader and Java string
+  hash (formats/_record_speedups.c, docs/performance.md).
+"""
 
 from setuptools import Extension, setup
 
@@ -11,6 +17,18 @@ setup(
             sources=["protocol/_acl_speedups.c"],
             libraries=["crypto"],
             optional=True,
-        )
+        ),
+        Extension(
+            "shoal.protocol._wire_speedups",
+            sources=["protocol/_wire_speedups.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
+        Extension(
+            "shoal.formats._record_speedups",
+            sources=["formats/_record_speedups.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
     ]
 )

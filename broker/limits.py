@@ -11,6 +11,7 @@ QUERY_MESSAGES_MAX_COUNT = 64  # maxMsgsNumBatch
 BROKER_REGISTER_TIMEOUT_S = 6.0  # registerBrokerTimeoutMills
 REPLY_PUSH_TIMEOUT_S = 10.0  # Broker2Client.callClient: how long a reply's push to its requester may take
 BORN_HOSTS_CACHED_MAX_COUNT = 100_000  # encoded client addresses the send processor keeps (cleared beyond)
+VALID_TOPIC_NAMES_CACHED_MAX_COUNT = 100_000  # topic names the send processor has validated (cleared beyond)
 REGISTER_PERIOD_MIN_MS = 10_000  # registerNameServerPeriod is clamped to 10 s ..
 REGISTER_PERIOD_MAX_MS = 60_000  # .. 60 s, as RocketMQ does
 STATS_ITEMS_MAX_COUNT = 100_000  # (statsName, statsKey) windows kept for VIEW_BROKER_STATS_DATA (~2 KB each)

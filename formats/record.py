@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from shoal.formats import limits
+from shoal.formats.compiled import compiled_module
 from shoal.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
@@ -129,7 +130,7 @@ def with_host_flags(sysflag: int, born_host: bytes, store_host: bytes) -> int:
     return sysflag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG) | host_flags(born_host, store_host)
 
 
-def encode_record_into(
+def python_encode_record_into(
     buffer: bytearray | memoryview,
     position: int,
     body: bytes | memoryview,
@@ -148,7 +149,8 @@ def encode_record_into(
     prepared_transaction_offset: int,
     crc: int,
 ) -> int:
-    """Write one V1 record at `position`; returns its length. Limits are checked by the caller."""
+    """Write one V1 record at `position`; returns its length. Limits are checked by the caller.
+    The reference for the compiled `encode_record_into` (`_record_speedups.c`)."""
     body_len = len(body)
     topic_len = len(topic)
     properties_len = len(properties)
@@ -219,6 +221,62 @@ def encoded_record_problem(
 _unpack_prefix = PREFIX.unpack_from
 _unpack_int = INT.unpack_from
 _unpack_short = SHORT.unpack_from
+
+
+DispatchFields = tuple[int, int, int, int, int, int, bytes, bytes]
+"""TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, TOPIC, PROPERTIES."""
+
+
+def python_dispatch_fields(
+    view: bytes | bytearray | memoryview, position: int, limit: int, expected_offset: int
+) -> DispatchFields | None:
+    """The fields dispatch needs from a well-formed V1 record at `position` (ending by `limit`,
+    its PHYSICALOFFSET `expected_offset`), or None for anything else: then `check_record` names
+    the problem. The reference for the compiled `dispatch_fields` (`_record_speedups.c`)."""
+    if limit - position < FIXED_LENGTH_V4:
+        return None
+    total, magic, _crc, queue_id, _flag, queue_offset, physical, sysflag = _unpack_prefix(view, position)
+    if magic != MESSAGE_MAGIC_CODE or physical != expected_offset or total > limit - position:
+        return None
+    born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
+    body_at = position + BODY_OFFSET_OF_HOST_FLAGS[sysflag & HOST_V6_FLAGS]
+    end = position + total
+    if body_at + 3 > end:
+        return None
+    store_timestamp = TIMESTAMP.unpack_from(view, position + BORN_HOST_OFFSET + born_len)[0]
+    body_len = _unpack_int(view, body_at - 4)[0]
+    topic_at = body_at + body_len
+    if body_len < 0 or topic_at + 3 > end:
+        return None
+    topic_len = view[topic_at]
+    props_at = topic_at + 1 + topic_len
+    if topic_len > limits.TOPIC_LENGTH_MAX_BYTES or props_at + 2 > end:
+        return None
+    props_len = _unpack_short(view, props_at)[0]
+    if props_len < 0 or props_at + 2 + props_len != end:
+        return None
+    return (
+        total,
+        queue_id,
+        queue_offset,
+        physical,
+        sysflag,
+        store_timestamp,
+        bytes(view[topic_at + 1 : props_at]),
+        bytes(view[props_at + 2 : end]),
+    )
+
+
+_compiled = compiled_module("shoal.formats._record_speedups")
+COMPILED = _compiled is not None
+"""Whether `encode_record_into` and `dispatch_fields` (and java_hash's `java_string_hash`) are compiled."""
+encode_record_into = python_encode_record_into
+"""Write one V1 record at a position of a writable buffer; returns its length (compiled when built)."""
+dispatch_fields = python_dispatch_fields
+"""The dispatch fields of a well-formed V1 record, or None (compiled when built)."""
+if _compiled is not None:
+    encode_record_into = _compiled.encode_record_into
+    dispatch_fields = _compiled.dispatch_fields
 
 
 def encode_blank_into(buffer: bytearray | memoryview, position: int, remaining_bytes: int) -> None:

@@ -38,6 +38,7 @@ import struct
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 
+from shoal.formats.compiled import compiled_module
 from shoal.formats.json_compat import JsonKey, JsonValue, parse_decimal
 from shoal.protocol.codes import LanguageCode, SerializeType
 from shoal.protocol.command import RemotingCommand
@@ -78,6 +79,9 @@ _SHORT = struct.Struct(">h")
 _BINARY_HEADER_MIN_BYTES = _BINARY_FIXED.size + _INT.size  # fixed part + extFieldsLength
 _EXT_ENTRY_MIN_BYTES = _SHORT.size + _INT.size
 
+_compiled = compiled_module("shoal.protocol._wire_speedups")
+COMPILED = _compiled is not None
+"""Whether JSON headers in their usual form are read by the compiled reader."""
 _LANGUAGES = tuple(LanguageCode)
 _LANGUAGE_OF_NAME = {member.name: member for member in LanguageCode}
 _LANGUAGE_NAMES = {member: member.name for member in LanguageCode}
@@ -125,7 +129,31 @@ def encode_json_header(command: RemotingCommand) -> bytes:
 
 
 def decode_json_header(header: memoryview | bytes) -> RemotingCommand:
-    """A command (without body) from a JSON header; tolerant of numbers where strings belong."""
+    """A command (without body) from a JSON header; tolerant of numbers where strings belong.
+    The compiled reader (`_wire_speedups.c`) takes the usual form; the rest goes to
+    `python_decode_json_header`, the reference, which decides and names what is wrong."""
+    if _compiled is not None:
+        fields = _compiled.decode_json_header(header)
+        if fields is not None:
+            code, language, version, opaque, flag, remark, ext_fields = fields
+            if remark is not None and len(remark) > REMARK_SIZE_MAX_BYTES // 4:
+                _check_remark_size(len(remark.encode("utf-8")))
+            return RemotingCommand(
+                code,
+                LanguageCode.JAVA if language is None else _LANGUAGE_OF_NAME.get(language, LanguageCode.OTHER),
+                version,
+                opaque,
+                flag,
+                remark,
+                ext_fields,
+                None,
+                SerializeType.JSON,
+            )
+    return python_decode_json_header(header)
+
+
+def python_decode_json_header(header: memoryview | bytes) -> RemotingCommand:
+    """`decode_json_header` in Python: every header, fastjson's quirks included."""
     try:
         fields = loads(header)
     except BodyFormatError as error:

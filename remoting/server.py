@@ -4,7 +4,8 @@ Each connection is a `shoal.remoting.Connection` (frames decoded and responses m
 as on the client side) that hands requests to the processor registered for their code.
 Processors are plain functions that return the response (the fast path: no task per request) or
 an awaitable of it (sends that wait for a group commit, parked pulls), which then runs as a task,
-so responses may leave out of order as RocketMQ's do.
+so responses may leave out of order as RocketMQ's do. A response is a `RemotingCommand`, or the
+whole frame already encoded (`bytes`: the send path's answers, `shoal.protocol.send_frames`).
 
 Large responses (pulls) are written with `socket.sendmsg` straight from the CommitLog's
 memoryviews when the transport has nothing buffered, so record bytes are never copied.
@@ -36,7 +37,8 @@ from shoal.remoting.tls_listener import PLAIN_TLS, ServerTls, TlsListener
 
 log = logging.getLogger(__name__)
 
-Response = RemotingCommand | None
+Response = RemotingCommand | bytes | None
+"""A command, an encoded frame, or None (no answer)."""
 Processor = Callable[["ServerConnection", RemotingCommand], Response | Awaitable[Response]]
 ConnectionListener = Callable[["ServerConnection"], None]
 Gate = Callable[[str, RemotingCommand], RemotingCommand | None]
@@ -186,9 +188,15 @@ class ServerConnection(Connection):
             remark = f"invalid request header: {error}"
         self.reply(make_response(command, code, remark), command)
 
-    def reply(self, response: RemotingCommand, request: RemotingCommand) -> None:
-        """Send `response` unless the request was oneway."""
+    def reply(self, response: RemotingCommand | bytes, request: RemotingCommand) -> None:
+        """Send `response` (a command or its encoded frame) unless the request was oneway."""
         if request.is_oneway:
+            return
+        if isinstance(response, bytes):
+            transport = self.transport
+            if transport is not None and not transport.is_closing():
+                self.write_parts((response,))
+                self.last_active_s = time.monotonic()
             return
         self.send(response)
 

@@ -28,26 +28,21 @@ import time
 from collections.abc import Callable, Iterator
 
 from shoal.formats.java_hash import tags_code
-from shoal.formats.limits import TOPIC_LENGTH_MAX_BYTES
 from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, find_properties
 from shoal.formats.record import (
     BODY_OFFSET_OF_HOST_FLAGS,
-    BODY_OFFSET_WITHOUT_HOSTS,
-    BORN_HOST_OFFSET,
     FIXED_LENGTH_V4,
     HOST_V6_FLAGS,
     INT,
     MESSAGE_MAGIC_CODE,
     PREFIX,
     SHORT,
-    TIMESTAMP,
     RecordCheck,
     RecordKind,
     check_record,
+    dispatch_fields,
 )
 from shoal.formats.sysflag import (
-    BORNHOST_V6_FLAG,
-    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_TYPE_MASK,
     TransactionType,
 )
@@ -261,8 +256,20 @@ class Dispatcher:
                     position += size
                     count += 1
                     continue
-            fields = _fast_fields(view, position, limit, base + position, topics)
-            if fields is None:
+            fast = dispatch_fields(view, position, limit, base + position)
+            if fast is not None:
+                total, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_topic, raw_properties = fast
+                fields = (
+                    total,
+                    queue_id,
+                    queue_offset,
+                    physical,
+                    sysflag,
+                    store_timestamp,
+                    topics.get(raw_topic) or _topic_name(raw_topic, topics),
+                    raw_properties,
+                )
+            else:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)
                 if check.kind is RecordKind.END_OF_FILE:
                     return self.commitlog.rolled_offset(base + position) - base, count, False
@@ -469,44 +476,14 @@ class Dispatcher:
 _CONSUME_QUEUE_TYPES = frozenset({int(TransactionType.NOT_TYPE), int(TransactionType.COMMIT_TYPE)})
 
 
-def _fast_fields(
-    view: memoryview, position: int, limit: int, expected_offset: int, topics: dict[bytes, str]
-) -> tuple[int, int, int, int, int, int, str, bytes] | None:
-    """The dispatch fields of a well-formed V1 message at `position`, or None for anything else."""
-    if limit - position < FIXED_LENGTH_V4:
-        return None
-    total, magic, _crc, queue_id, _flag, queue_offset, physical, sysflag = PREFIX.unpack_from(view, position)
-    if magic != MESSAGE_MAGIC_CODE or physical != expected_offset or total > limit - position:
-        return None
-    born_len = 20 if sysflag & BORNHOST_V6_FLAG else 8
-    store_len = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
-    store_timestamp = TIMESTAMP.unpack_from(view, position + BORN_HOST_OFFSET + born_len)[0]
-    body_at = position + BODY_OFFSET_WITHOUT_HOSTS + born_len + store_len
-    body_len = INT.unpack_from(view, body_at - 4)[0]
-    topic_at = body_at + body_len
-    if body_len < 0 or topic_at + 3 > position + total:
-        return None
-    topic_len = view[topic_at]
-    raw_topic = bytes(view[topic_at + 1 : topic_at + 1 + topic_len])
-    props_at = topic_at + 1 + topic_len
-    props_len = SHORT.unpack_from(view, props_at)[0]
-    if props_len < 0 or props_at + 2 + props_len - position != total or topic_len > TOPIC_LENGTH_MAX_BYTES:
-        return None
+def _topic_name(raw_topic: bytes, topics: dict[bytes, str]) -> str:
+    """A record's topic as text, from the pass's cache of raw topic -> str."""
     topic = topics.get(raw_topic)
     if topic is None:
         topic = raw_topic.decode("utf-8", errors="replace")
         if len(topics) < limits.TOPIC_NAMES_CACHED_MAX_COUNT:
             topics[raw_topic] = topic
-    return (
-        total,
-        queue_id,
-        queue_offset,
-        physical,
-        sysflag,
-        store_timestamp,
-        topic,
-        bytes(view[props_at + 2 : props_at + 2 + props_len]),
-    )
+    return topic
 
 
 class DispatchService(ServiceThread):

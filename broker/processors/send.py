@@ -21,6 +21,7 @@ from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
 from shoal.formats.batch import decode_batch_body, inflate_batch_body
 from shoal.formats.errors import BatchBodyError
+from shoal.formats.message_id import offset_msg_id
 from shoal.formats.properties import (
     CLUSTER,
     WAIT_STORE_MSG_OK,
@@ -45,7 +46,8 @@ from shoal.formats.topics import (
     validate_topic_name,
 )
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
-from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, send_message_request_header_of
+from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from shoal.protocol.send_frames import quote_region, send_header_of, send_ok_frame
 from shoal.remoting.server import ServerConnection
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store import limits as store_limits
@@ -64,6 +66,9 @@ if TYPE_CHECKING:
     from shoal.store.metadata import TopicConfig
 
 log = logging.getLogger(__name__)
+
+Answer = RemotingCommand | bytes
+"""A send's answer: a command, or (a success) its whole encoded frame."""
 
 SEND_BACK_MIN_VERSION = 121  # MQVersion V3_4_9: maxReconsumeTimes in the header is honoured from here
 PRODUCER_SYSFLAG_BITS = COMPRESSED_FLAG | COMPRESSION_TYPE_MASK
@@ -131,11 +136,12 @@ class SendProcessor:
         self.wait_replicated = wait_replicated
         self.pending_registration = pending_registration
         self._born_hosts: dict[tuple[str, int], bytes] = {}
+        self._valid_topics: set[str] = set()
+        """Topic names `validate_topic_name` passed (bounded): checked once, not on every send."""
+        self._region = (config.region_id, quote_region(config.region_id))
 
-    def __call__(
-        self, connection: ServerConnection, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        header = send_message_request_header_of(request.code, request.ext_fields)
+    def __call__(self, connection: ServerConnection, request: RemotingCommand) -> Answer | Awaitable[Answer]:
+        header = send_header_of(request.code, request.ext_fields)
         refusal = self._check(request, header)
         if refusal is not None:
             return refusal
@@ -149,9 +155,7 @@ class SendProcessor:
         return self._after_registration(registration, response)
 
     @staticmethod
-    async def _after_registration(
-        registration: asyncio.Future[None], response: RemotingCommand | Awaitable[RemotingCommand]
-    ) -> RemotingCommand:
+    async def _after_registration(registration: asyncio.Future[None], response: Answer | Awaitable[Answer]) -> Answer:
         """Answer a send that auto-created its topic once the NameServers have the topic, as RocketMQ
         registers before answering (TopicConfigManager.createTopicInSendMessageMethod): a client
         that starts a consumer right after its first SEND_OK finds the route. A NameServer that
@@ -160,7 +164,7 @@ class SendProcessor:
             await asyncio.wait_for(asyncio.shield(registration), limits.BROKER_REGISTER_TIMEOUT_S)
         except TimeoutError:
             log.warning("answering a send to a new topic before its registration round ended")
-        return response if isinstance(response, RemotingCommand) else await response
+        return response if isinstance(response, RemotingCommand | bytes) else await response
 
     def _send(
         self,
@@ -168,7 +172,7 @@ class SendProcessor:
         request: RemotingCommand,
         header: SendMessageRequestHeader,
         topic_config: TopicConfig | None,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> Answer | Awaitable[Answer]:
         """The send to `topic_config` (None: the topic is unknown and may be auto-created here)."""
         if topic_config is None:
             topic_config = self.topics.create_from_default(
@@ -259,10 +263,15 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_name}] sending message is forbidden",
             )
-        problem = validate_topic_name(header.topic)
-        if problem is not None:  # RocketMQ's msgCheck: TopicValidator.validateTopic answers SYSTEM_ERROR
-            return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
-        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+        topic = header.topic
+        if topic not in self._valid_topics:
+            problem = validate_topic_name(topic)
+            if problem is not None:  # RocketMQ's msgCheck: TopicValidator.validateTopic answers SYSTEM_ERROR
+                return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
+            if len(self._valid_topics) >= limits.VALID_TOPIC_NAMES_CACHED_MAX_COUNT:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
             return make_response(
                 request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."
             )
@@ -346,9 +355,7 @@ class SendProcessor:
             entries.append(BatchEntry(item.flag, item.body, join_properties(item.properties, shared)))
         return self.store.append_batch(message, entries)
 
-    async def _respond_when_durable(
-        self, request: RemotingCommand, result: PutResult, queue_id: int
-    ) -> RemotingCommand:
+    async def _respond_when_durable(self, request: RemotingCommand, result: PutResult, queue_id: int) -> Answer:
         replica = self.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now
         durable = await self.store.await_durable(result)
         if replica is not None:
@@ -357,12 +364,23 @@ class SendProcessor:
                 durable.status = status
         return self.response(request, durable, queue_id)
 
-    def response(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    def response(self, request: RemotingCommand, result: PutResult, queue_id: int) -> Answer:
+        """The answer to a send: a success as its encoded frame (`send_frames.send_ok_frame`)."""
         code = RESPONSE_CODE_OF_STATUS[result.status]
         append = result.append
         if append is None or not result.status.stored:
             remark = result.remark or result.status.value
             return make_response(request, code, remark)
+        if code == ResponseCode.SUCCESS:
+            msg_id = (
+                offset_msg_id(append.store_host, append.wrote_offset)
+                if result.record_sizes is None
+                else ",".join(result.message_ids())
+            )
+            region = self.config.region_id
+            if region != self._region[0]:  # changed by UPDATE_BROKER_CONFIG
+                self._region = (region, quote_region(region))
+            return send_ok_frame(request, msg_id, queue_id, append.queue_offset, self._region[1], self.config.trace_on)
         header = SendMessageResponseHeader(
             msg_id=",".join(result.message_ids()),
             queue_id=queue_id,

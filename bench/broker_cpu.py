@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Broker CPU per pipelined single send: Shoal beside `python_ceiling.py`'s server, in one run.
+
+Issue 27's per-request target: Shoal's broker process must spend at most 3x the CPU per
+pipelined single send that the minimal ceiling broker spends. Both servers get the same load:
+BENCH_N 1 KiB messages, one per request, WINDOW requests in flight on one connection, from a
+raw-socket client whose frames are encoded before the clock starts (so the client is never what
+limits the rate, and each server is measured on the bytes a real client sends: for Shoal, the
+SEND_MESSAGE_V2 frame with the JSON header the Java client writes).
+
+CPU is read from /proc/<pid>/stat (utime + stime, every thread of the server process) before and
+after the timed phase, and per thread for Shoal (the event-loop thread and the rest). A warm-up
+of WARM sends runs first on both.
+
+  .venv/bin/python bench/broker_cpu.py                     # 60,000 sends, ASYNC_FLUSH, 2 runs
+  .venv/bin/python bench/broker_cpu.py --n 100000 --runs 1 --flush SYNC_FLUSH
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from shoal.client import Admin, MQClientError
+from shoal.protocol import RemotingCommand, RequestCode, encode_frame_bytes
+from shoal.protocol.headers import SendMessageRequestHeaderV2
+
+HERE = Path(__file__).resolve().parent
+CEILING = Path(os.environ.get("SHOAL_CEILING", HERE.parent.parent / "shared" / "bench" / "python_ceiling.py"))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+TOPIC = "CpuBenchTopic"
+QUEUES = 8
+SIZE = 1024
+_LENGTH = struct.Struct(">i")
+CEILING_FRAME = struct.Struct("<IBI")  # python_ceiling.py: frame_len, op, count
+CEILING_ACK_BYTES = 17  # python_ceiling.py's ACK struct "<IBqI"
+
+
+def cpu_s(pid: int, tid: int | None = None) -> float:
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds per thread of `pid`, keyed by 'tid name'."""
+    result: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            result[f"{task.name} {name}"] = cpu_s(pid, int(task.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def pump(sock: socket.socket, frames: list[bytes], window: int, response_size: int | None) -> int:
+    """Send `frames` keeping at most `window` unanswered; return the answered count. Responses are
+    counted by their length prefix (`response_size` None) or as fixed-size records."""
+    sent = answered = 0
+    buffer = bytearray()
+    total = len(frames)
+    chunk = max(1, window // 8)
+    while answered < total:
+        if sent < total and sent - answered + chunk <= window:
+            end = min(total, sent + chunk)
+            sock.sendall(b"".join(frames[sent:end]))
+            sent = end
+            continue
+        data = sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        buffer += data
+        position = 0
+        while True:
+            if response_size is not None:
+                if len(buffer) - position < response_size:
+                    break
+                position += response_size
+            else:
+                if len(buffer) - position < 4:
+                    break
+                (length,) = _LENGTH.unpack_from(buffer, position)
+                if len(buffer) - position - 4 < length:
+                    break
+                position += 4 + length
+            answered += 1
+        del buffer[:position]
+    return answered
+
+
+@dataclass
+class Measurement:
+    sends: int
+    wall_s: float
+    cpu_s: float
+    threads: dict[str, float]
+
+    @property
+    def us_per_send(self) -> float:
+        return self.cpu_s / self.sends * 1e6
+
+
+def run_ceiling(n: int, warm: int, window: int, work: Path) -> Measurement:
+    port_file = work / "port"
+    store_bytes = (n + warm) * (SIZE + 200) + (64 << 20)
+    server = subprocess.Popen(
+        [sys.executable, str(CEILING), "--serve", str(work), "async", str(port_file), str(store_bytes)],
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        payload = os.urandom(SIZE)
+        frame = CEILING_FRAME.pack(CEILING_FRAME.size - 4 + 4 + SIZE, 1, 1) + struct.pack("<I", SIZE) + payload
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pump(sock, [frame] * warm, window, CEILING_ACK_BYTES)
+            before, started = cpu_s(server.pid), time.perf_counter()
+            answered = pump(sock, [frame] * n, window, CEILING_ACK_BYTES)
+            wall, after = time.perf_counter() - started, cpu_s(server.pid)
+        return Measurement(answered, wall, after - before, {})
+    finally:
+        stop(server)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def send_frames(count: int, first_opaque: int) -> list[bytes]:
+    """SEND_MESSAGE_V2 frames as the Java client writes them (JSON header, letters a..n)."""
+    payload = os.urandom(SIZE)
+    frames = []
+    for index in range(count):
+        unique = uuid.uuid4().hex.upper()
+        header = SendMessageRequestHeaderV2(
+            producer_group="PID_cpu_bench",
+            topic=TOPIC,
+            default_topic="TBW102",
+            default_topic_queue_nums=4,
+            queue_id=index % QUEUES,
+            sys_flag=0,
+            born_timestamp_ms=int(time.time() * 1000),
+            flag=0,
+            properties=f"UNIQ_KEY\x01{unique}\x02WAIT\x01true\x02",
+            reconsume_times=0,
+            unit_mode=False,
+            batch=False,
+        )
+        command = RemotingCommand(
+            code=RequestCode.SEND_MESSAGE_V2,
+            opaque=first_opaque + index,
+            ext_fields=header.to_ext_fields(),
+            body=payload,
+        )
+        frames.append(encode_frame_bytes(command))
+    return frames
+
+
+async def create_topic(namesrv: str) -> None:
+    admin = Admin(namesrv)
+    await admin.start()
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                await admin.create_topic(
+                    TOPIC, cluster="DefaultCluster", read_queue_nums=QUEUES, write_queue_nums=QUEUES
+                )
+                return
+            except MQClientError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+    finally:
+        await admin.shutdown()
+
+
+def settle(pid: int, timeout_s: float = 30.0) -> None:
+    """Wait until the broker is idle after the warm-up: the next CommitLog segment's background
+    warming (zero-filling 1 GiB, about 0.3 s of CPU once per GiB appended) would otherwise land in a
+    timed phase of 70 MB and count as 5 us per send, against 0.35 us amortised over the segment."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu_s(pid)
+        time.sleep(0.5)
+        if cpu_s(pid) - before < 0.03:
+            return
+
+
+def start_profiler(pid: int, profile: str) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling the broker during the timed phase (`--profile`: collapsed stacks to a file)."""
+    if not profile:
+        return None
+    profiler = subprocess.Popen(
+        ["py-spy", "record", "-p", str(pid), "-r", "400", "-f", "raw", "-o", profile, "--threads"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # py-spy attaches before the clock starts
+    return profiler
+
+
+def run_shoal(
+    n: int, warm: int, window: int, flush: str, work: Path, extra_conf: str, profile: str = ""
+) -> Measurement:
+    namesrv_port, broker_port = free_port(), free_port()
+    conf = work / "broker.conf"
+    conf.write_text(
+        f"brokerIP1=127.0.0.1\nlistenPort={broker_port}\nmetricsPort=-1\nnamesrvAddr=127.0.0.1:{namesrv_port}\n"
+        f"storePathRootDir={work / 'store'}\nflushDiskType={flush}\n" + extra_conf.replace(";", "\n") + "\n"
+    )
+    log = (work / "servers.log").open("ab")
+    python = [sys.executable, "-m", "shoal.cli.main", "--log-level", "WARNING"]
+    processes = [subprocess.Popen([*python, "namesrv", "--port", str(namesrv_port)], stdout=log, stderr=log)]
+    try:
+        wait_port(namesrv_port, 30)
+        broker = subprocess.Popen([*python, "broker", "-c", str(conf)], stdout=log, stderr=log)
+        processes.append(broker)
+        if not wait_port(broker_port, 60):
+            raise SystemExit(f"broker did not start: {(work / 'servers.log').read_text()[-2000:]}")
+        asyncio.run(create_topic(f"127.0.0.1:{namesrv_port}"))
+        warm_frames = send_frames(warm, 1)
+        frames = send_frames(n, warm + 1)
+        with socket.create_connection(("127.0.0.1", broker_port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pump(sock, warm_frames, window, None)
+            settle(broker.pid)
+            profiler = start_profiler(broker.pid, profile)
+            threads_before = thread_cpu_s(broker.pid)
+            before, started = cpu_s(broker.pid), time.perf_counter()
+            answered = pump(sock, frames, window, None)
+            wall, after = time.perf_counter() - started, cpu_s(broker.pid)
+            threads_after = thread_cpu_s(broker.pid)
+            if profiler is not None:
+                profiler.send_signal(2)
+                profiler.wait(60)
+        threads = {
+            name: threads_after[name] - threads_before.get(name, 0.0)
+            for name in threads_after
+            if threads_after[name] - threads_before.get(name, 0.0) > 0
+        }
+        return Measurement(answered, wall, after - before, threads)
+    finally:
+        for process in reversed(processes):
+            stop(process)
+        log.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=60_000, help="timed sends per server (default 60,000)")
+    parser.add_argument("--warm", type=int, default=5_000, help="untimed sends first (default 5,000)")
+    parser.add_argument("--window", type=int, default=256, help="requests in flight (default 256)")
+    parser.add_argument("--runs", type=int, default=2, help="runs, each measuring both servers (default 2)")
+    parser.add_argument("--flush", default="ASYNC_FLUSH", help="Shoal's flushDiskType (default ASYNC_FLUSH)")
+    parser.add_argument("--conf", default="", help="extra broker.conf lines for Shoal, ';'-separated")
+    parser.add_argument("--profile", default="", help="py-spy collapsed stacks of Shoal's timed phase to this file")
+    parser.add_argument("--shoal-only", action="store_true", help="skip the ceiling server")
+    args = parser.parse_args()
+    if not CEILING.exists():
+        raise SystemExit(f"no {CEILING}: set SHOAL_CEILING to python_ceiling.py")
+    for run in range(1, args.runs + 1):
+        load = os.getloadavg()[0]
+        if args.shoal_only:
+            ceiling = Measurement(1, 1.0, 1e-6, {})
+        else:
+            with tempfile.TemporaryDirectory(prefix="shoal-cpu-") as tmp:
+                ceiling = run_ceiling(args.n, args.warm, args.window, Path(tmp))
+        with tempfile.TemporaryDirectory(prefix="shoal-cpu-") as tmp:
+            shoal = run_shoal(args.n, args.warm, args.window, args.flush, Path(tmp), args.conf, args.profile)
+        ratio = shoal.us_per_send / ceiling.us_per_send
+        print(
+            f"RUN {run} load={load:.2f} window={args.window} n={args.n} | ceiling {ceiling.us_per_send:.1f} us/send "
+            f"({ceiling.sends / ceiling.wall_s:,.0f}/s) | shoal {args.flush} {shoal.us_per_send:.1f} us/send "
+            f"({shoal.sends / shoal.wall_s:,.0f}/s) | ratio {ratio:.2f}x (target <= 3.00x)",
+            flush=True,
+        )
+        busiest = sorted(shoal.threads.items(), key=lambda item: -item[1])[:4]
+        print(
+            "  shoal threads: "
+            + ", ".join(f"{name} {seconds / shoal.sends * 1e6:.1f} us/send" for name, seconds in busiest),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

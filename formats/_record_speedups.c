@@ -1,0 +1,298 @@
+/* The CommitLog record's hot steps in C (optional; shoal.formats.record and shoal.formats.java_hash
+ * hold the Python reference, which the same tests run against: tests/formats/test_record_speedups.py).
+ *
+ * Why C: these run once or more per message on the broker's event-loop thread (the append, the
+ * dispatch that reads the record back, the index key hash), where each Python call is a few
+ * struct calls and slice copies plus the interpreter's dispatch between them.
+ *
+ * java_string_hash(text: str) -> int
+ *     Java's String.hashCode() (h = 31*h + c over UTF-16 code units, 32-bit wrap), signed. Code
+ *     points above U+FFFF count as their surrogate pair, as in Java.
+ * encode_record_into(buffer, position, body, topic, properties, queue_id, flag, queue_offset,
+ *                    physical_offset, sysflag, born_timestamp, born_host, store_timestamp,
+ *                    store_host, reconsume_times, prepared_transaction_offset, crc) -> int
+ *     formats.record.encode_record_into: one V1 record at `position` of a writable buffer; returns
+ *     its length. ValueError (nothing written) when a field does not fit its width or the record
+ *     does not fit the buffer.
+ * dispatch_fields(buffer, position, limit, expected_offset)
+ *         -> (total, queue_id, queue_offset, physical, sysflag, store_timestamp, topic: bytes,
+ *             properties: bytes) | None
+ *     The fields dispatch needs from a well-formed V1 record at `position` whose record ends by
+ *     `limit` and whose PHYSICALOFFSET is `expected_offset`; None for anything else (the caller's
+ *     full check then names the problem). Every length is checked against `limit`.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MESSAGE_MAGIC_CODE ((int32_t)0xDAA320A7)
+#define BORNHOST_V6_FLAG 0x10
+#define STOREHOSTADDRESS_V6_FLAG 0x20
+#define HEADER_WITHOUT_HOSTS_BYTES 72  /* TOTALSIZE .. BODYLENGTH without the two hosts */
+#define FIXED_LENGTH_V4_BYTES 91        /* a V1 IPv4/IPv4 record without body, topic, properties */
+#define BORN_HOST_AT 48
+#define TOPIC_LENGTH_MAX 127            /* a V1 TOPICLENGTH is a signed byte */
+#define PROPERTIES_LENGTH_MAX 32767     /* PROPERTIESLENGTH is a signed short */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+static int32_t get32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static int64_t get64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)get32(p) << 32) | (uint64_t)(uint32_t)get32(p + 4));
+}
+
+static PyObject *
+java_string_hash(PyObject *module, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "java_string_hash takes a str");
+        return NULL;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(arg);
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    uint32_t h = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *chars = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < length; i++) {
+            h = 31 * h + chars[i];
+        }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *chars = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < length; i++) {
+            h = 31 * h + chars[i];
+        }
+    } else {
+        const Py_UCS4 *chars = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = 0; i < length; i++) {
+            Py_UCS4 c = chars[i];
+            if (c > 0xFFFF) {
+                c -= 0x10000;
+                h = 31 * h + (0xD800 + (c >> 10));
+                h = 31 * h + (0xDC00 + (c & 0x3FF));
+            } else {
+                h = 31 * h + c;
+            }
+        }
+    }
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* An int argument within [low, high]; -1 with ValueError set otherwise. */
+static int
+ranged(PyObject *value, long long low, long long high, const char *name, long long *out)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow || v < low || v > high) {
+        PyErr_Format(PyExc_ValueError, "%s does not fit its field", name);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+#define INT32_LOW (-2147483647LL - 1)
+#define INT32_HIGH 2147483647LL
+
+static PyObject *
+encode_record_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "encode_record_into takes 17 arguments");
+        return NULL;
+    }
+    long long position, queue_id, flag, queue_offset, physical, sysflag, born_ts, store_ts, reconsume, prepared, crc;
+    if (ranged(args[1], 0, PY_SSIZE_T_MAX, "position", &position) < 0
+        || ranged(args[5], INT32_LOW, INT32_HIGH, "queue_id", &queue_id) < 0
+        || ranged(args[6], INT32_LOW, INT32_HIGH, "flag", &flag) < 0
+        || ranged(args[7], INT64_MIN, INT64_MAX, "queue_offset", &queue_offset) < 0
+        || ranged(args[8], INT64_MIN, INT64_MAX, "physical_offset", &physical) < 0
+        || ranged(args[9], INT32_LOW, INT32_HIGH, "sysflag", &sysflag) < 0
+        || ranged(args[10], INT64_MIN, INT64_MAX, "born_timestamp", &born_ts) < 0
+        || ranged(args[12], INT64_MIN, INT64_MAX, "store_timestamp", &store_ts) < 0
+        || ranged(args[14], INT32_LOW, INT32_HIGH, "reconsume_times", &reconsume) < 0
+        || ranged(args[15], INT64_MIN, INT64_MAX, "prepared_transaction_offset", &prepared) < 0
+        || ranged(args[16], INT32_LOW, INT32_HIGH, "crc", &crc) < 0) {
+        return NULL;
+    }
+    Py_buffer out = {0}, body = {0}, topic = {0}, properties = {0}, born = {0}, store = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &body, PyBUF_SIMPLE) < 0 || PyObject_GetBuffer(args[3], &topic, PyBUF_SIMPLE) < 0
+        || PyObject_GetBuffer(args[4], &properties, PyBUF_SIMPLE) < 0
+        || PyObject_GetBuffer(args[11], &born, PyBUF_SIMPLE) < 0
+        || PyObject_GetBuffer(args[13], &store, PyBUF_SIMPLE) < 0) {
+        goto done;
+    }
+    if ((born.len != 8 && born.len != 20) || (store.len != 8 && store.len != 20)) {
+        PyErr_SetString(PyExc_ValueError, "a host is 8 (IPv4) or 20 (IPv6) bytes");
+        goto done;
+    }
+    if (topic.len > 255 || properties.len > PROPERTIES_LENGTH_MAX || body.len > INT32_HIGH) {
+        PyErr_SetString(PyExc_ValueError, "topic, properties or body longer than its length field");
+        goto done;
+    }
+    long long header = HEADER_WITHOUT_HOSTS_BYTES + born.len + store.len;
+    long long total = header + body.len + 1 + topic.len + 2 + properties.len;
+    if (total > INT32_HIGH || position > out.len || total > out.len - position) {
+        PyErr_SetString(PyExc_ValueError, "the record does not fit the buffer");
+        goto done;
+    }
+    unsigned char *p = (unsigned char *)out.buf + position;
+    put32(p, (uint32_t)total);
+    put32(p + 4, (uint32_t)MESSAGE_MAGIC_CODE);
+    put32(p + 8, (uint32_t)crc);
+    put32(p + 12, (uint32_t)queue_id);
+    put32(p + 16, (uint32_t)flag);
+    put64(p + 20, (uint64_t)queue_offset);
+    put64(p + 28, (uint64_t)physical);
+    put32(p + 36, (uint32_t)sysflag);
+    put64(p + 40, (uint64_t)born_ts);
+    unsigned char *at = p + BORN_HOST_AT;
+    memcpy(at, born.buf, (size_t)born.len);
+    at += born.len;
+    put64(at, (uint64_t)store_ts);
+    at += 8;
+    memcpy(at, store.buf, (size_t)store.len);
+    at += store.len;
+    put32(at, (uint32_t)reconsume);
+    put64(at + 4, (uint64_t)prepared);
+    put32(at + 12, (uint32_t)body.len);
+    at += 16;
+    memcpy(at, body.buf, (size_t)body.len);
+    at += body.len;
+    *at++ = (unsigned char)topic.len;
+    memcpy(at, topic.buf, (size_t)topic.len);
+    at += topic.len;
+    at[0] = (unsigned char)(properties.len >> 8);
+    at[1] = (unsigned char)properties.len;
+    memcpy(at + 2, properties.buf, (size_t)properties.len);
+    result = PyLong_FromLongLong(total);
+done:
+    PyBuffer_Release(&out);
+    if (body.obj) PyBuffer_Release(&body);
+    if (topic.obj) PyBuffer_Release(&topic);
+    if (properties.obj) PyBuffer_Release(&properties);
+    if (born.obj) PyBuffer_Release(&born);
+    if (store.obj) PyBuffer_Release(&store);
+    return result;
+}
+
+static PyObject *
+dispatch_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_fields takes 4 arguments");
+        return NULL;
+    }
+    Py_ssize_t position = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    long long expected = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (limit > view.len) {
+        limit = view.len;
+    }
+    if (position < 0 || limit - position < FIXED_LENGTH_V4_BYTES) {
+        goto none;
+    }
+    const unsigned char *p = (const unsigned char *)view.buf + position;
+    Py_ssize_t room = limit - position;
+    int32_t total = get32(p);
+    int32_t sysflag = get32(p + 36);
+    if (get32(p + 4) != MESSAGE_MAGIC_CODE || get64(p + 28) != expected || total < FIXED_LENGTH_V4_BYTES
+        || total > room) {
+        goto none;
+    }
+    Py_ssize_t born_len = (sysflag & BORNHOST_V6_FLAG) ? 20 : 8;
+    Py_ssize_t store_len = (sysflag & STOREHOSTADDRESS_V6_FLAG) ? 20 : 8;
+    Py_ssize_t body_at = HEADER_WITHOUT_HOSTS_BYTES + born_len + store_len;
+    if (body_at + 3 > total) {
+        goto none;
+    }
+    int64_t store_ts = get64(p + BORN_HOST_AT + born_len);
+    int32_t body_len = get32(p + body_at - 4);
+    if (body_len < 0 || body_at + (Py_ssize_t)body_len + 3 > total) {
+        goto none;
+    }
+    Py_ssize_t topic_at = body_at + body_len;
+    Py_ssize_t topic_len = p[topic_at];
+    Py_ssize_t props_at = topic_at + 1 + topic_len;
+    if (topic_len > TOPIC_LENGTH_MAX || props_at + 2 > total) {
+        goto none;
+    }
+    Py_ssize_t props_len = (Py_ssize_t)(int16_t)(((uint16_t)p[props_at] << 8) | p[props_at + 1]);
+    if (props_len < 0 || props_at + 2 + props_len != total) {
+        goto none;
+    }
+    result = Py_BuildValue(
+        "(iiLLiLy#y#)",
+        total,
+        get32(p + 12),
+        (long long)get64(p + 20),
+        (long long)get64(p + 28),
+        sysflag,
+        (long long)store_ts,
+        (const char *)p + topic_at + 1,
+        topic_len,
+        (const char *)p + props_at + 2,
+        props_len);
+    PyBuffer_Release(&view);
+    return result;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"java_string_hash", java_string_hash, METH_O, "Java's String.hashCode() of a str, signed."},
+    {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
+     "Write one V1 CommitLog record into a writable buffer; returns its length."},
+    {"dispatch_fields", (PyCFunction)(void (*)(void))dispatch_fields, METH_FASTCALL,
+     "The dispatch fields of a well-formed V1 record, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_record_speedups",
+    .m_doc = "The CommitLog record's hot steps in C.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__record_speedups(void)
+{
+    return PyModule_Create(&module);
+}

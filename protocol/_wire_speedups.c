@@ -1,0 +1,405 @@
+/* The remoting JSON header read in C (optional; shoal.protocol.framing keeps the Python reader,
+ * the reference, which takes every header this one declines; tests/protocol/test_wire_speedups.py
+ * holds the two to the same answers).
+ *
+ * decode_json_header(header) -> (code, language, version, opaque, flag, remark, ext_fields) | None
+ *     The fields of a header in the form clients write: a JSON object with the bean's keys,
+ *     integers for code/version/opaque/flag, a string (or null) for language and remark, and an
+ *     extFields object of strings (integers and booleans kept as their text, nulls dropped).
+ *     language is the name as sent (str) or None. Anything else (a number where a string belongs
+ *     or the reverse, a float, a nested value, fastjson's quirks, a lone surrogate escape, text
+ *     that is not UTF-8, a number out of range, too many fields) answers None, and the Python
+ *     reader then decides, with its precise error where there is one.
+ *
+ * Why C: the header is parsed for every request; json.loads plus the field checks around it were
+ * a sixth of the broker's event-loop time per send. Every read below is bounds-checked against
+ * the end of the buffer.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define EXT_FIELDS_MAX_COUNT 1024 /* protocol/limits.py */
+#define INT_DIGITS_MAX 10
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Reader;
+
+static void skip_ws(Reader *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')) {
+        r->p++;
+    }
+}
+
+static int hex4(const unsigned char *p, unsigned int *out)
+{
+    unsigned int v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned int)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned int)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned int)(c - 'A' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A JSON string at r->p (the opening quote) as a new str; NULL without an exception set when it
+ * is not one this reader takes (the caller answers None); NULL with one set on memory errors. */
+static PyObject *read_string(Reader *r)
+{
+    if (r->p >= r->end || *r->p != '"') return NULL;
+    const unsigned char *start = ++r->p;
+    const unsigned char *q = start;
+    int escaped = 0;
+    while (q < r->end && *q != '"') {
+        if (*q < 0x20) return NULL;
+        if (*q == '\\') {
+            escaped = 1;
+            if (q + 1 >= r->end) return NULL;
+            q += 2;
+            continue;
+        }
+        q++;
+    }
+    if (q >= r->end) return NULL;
+    r->p = q + 1;
+    Py_ssize_t raw_len = q - start;
+    PyObject *text;
+    if (!escaped) {
+        text = PyUnicode_DecodeUTF8((const char *)start, raw_len, "strict");
+    } else {
+        /* Unescaped into UTF-8 (never longer than the escaped form), then decoded once. */
+        unsigned char *buf = PyMem_Malloc((size_t)raw_len + 1);
+        if (buf == NULL) return PyErr_NoMemory();
+        unsigned char *o = buf;
+        const unsigned char *s = start;
+        while (s < q) {
+            if (*s != '\\') {
+                *o++ = *s++;
+                continue;
+            }
+            unsigned char c = s[1];
+            s += 2;
+            switch (c) {
+            case '"': *o++ = '"'; break;
+            case '\\': *o++ = '\\'; break;
+            case '/': *o++ = '/'; break;
+            case 'b': *o++ = '\b'; break;
+            case 'f': *o++ = '\f'; break;
+            case 'n': *o++ = '\n'; break;
+            case 'r': *o++ = '\r'; break;
+            case 't': *o++ = '\t'; break;
+            case 'u': {
+                unsigned int cp;
+                if (q - s < 4 || hex4(s, &cp) < 0) goto refuse;
+                s += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    unsigned int low;
+                    if (q - s < 6 || s[0] != '\\' || s[1] != 'u' || hex4(s + 2, &low) < 0 || low < 0xDC00
+                        || low > 0xDFFF) {
+                        goto refuse; /* a lone high surrogate */
+                    }
+                    s += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    goto refuse; /* a lone low surrogate */
+                }
+                if (cp < 0x80) {
+                    *o++ = (unsigned char)cp;
+                } else if (cp < 0x800) {
+                    *o++ = (unsigned char)(0xC0 | (cp >> 6));
+                    *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+                } else if (cp < 0x10000) {
+                    *o++ = (unsigned char)(0xE0 | (cp >> 12));
+                    *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                    *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+                } else {
+                    *o++ = (unsigned char)(0xF0 | (cp >> 18));
+                    *o++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                    *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                    *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+                }
+                break;
+            }
+            default:
+                goto refuse;
+            }
+        }
+        text = PyUnicode_DecodeUTF8((const char *)buf, o - buf, "strict");
+        PyMem_Free(buf);
+        goto decoded;
+    refuse:
+        PyMem_Free(buf);
+        return NULL;
+    }
+decoded:
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear(); /* not UTF-8: the Python reader names it */
+    }
+    return text;
+}
+
+/* A JSON integer literal's extent at r->p: 1 and its bounds when it is one of at most
+ * INT_DIGITS_MAX digits (optional minus, no leading zero, no fraction or exponent), else 0. */
+static int scan_int(Reader *r, const unsigned char **from, Py_ssize_t *len)
+{
+    const unsigned char *s = r->p, *q = r->p;
+    if (q < r->end && *q == '-') q++;
+    const unsigned char *digits = q;
+    while (q < r->end && *q >= '0' && *q <= '9') q++;
+    Py_ssize_t count = q - digits;
+    if (count == 0 || count > INT_DIGITS_MAX || (count > 1 && *digits == '0')) return 0;
+    if (q < r->end && (*q == '.' || *q == 'e' || *q == 'E')) return 0;
+    *from = s;
+    *len = q - s;
+    r->p = q;
+    return 1;
+}
+
+/* A Java int field: an integer literal in int range, or null (0, Java's bean default). */
+static int read_int_field(Reader *r, long *out)
+{
+    if (r->end - r->p >= 4 && memcmp(r->p, "null", 4) == 0) {
+        r->p += 4;
+        *out = 0;
+        return 1;
+    }
+    const unsigned char *from;
+    Py_ssize_t len;
+    if (!scan_int(r, &from, &len)) return 0;
+    long long v = 0;
+    int negative = *from == '-';
+    for (const unsigned char *d = from + negative; d < from + len; d++) v = v * 10 + (*d - '0');
+    if (negative) v = -v;
+    if (v < -2147483648LL || v > 2147483647LL) return 0;
+    *out = (long)v;
+    return 1;
+}
+
+static int literal(Reader *r, const char *word)
+{
+    size_t n = strlen(word);
+    if ((size_t)(r->end - r->p) >= n && memcmp(r->p, word, n) == 0) {
+        r->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+/* Skip a scalar (string, integer, true, false, null) of a key this reader does not use. */
+static int skip_scalar(Reader *r)
+{
+    if (r->p >= r->end) return 0;
+    if (*r->p == '"') {
+        PyObject *s = read_string(r);
+        if (s == NULL) return 0;
+        Py_DECREF(s);
+        return 1;
+    }
+    const unsigned char *from;
+    Py_ssize_t len;
+    return literal(r, "true") || literal(r, "false") || literal(r, "null") || scan_int(r, &from, &len);
+}
+
+/* extFields: an object of strings; integers and booleans become their text, nulls are dropped.
+ * Returns 1 with *out set (a new dict), 0 to refuse, -1 on an exception. */
+static int read_ext_fields(Reader *r, PyObject **out)
+{
+    if (literal(r, "null")) {
+        *out = PyDict_New();
+        return *out ? 1 : -1;
+    }
+    if (r->p >= r->end || *r->p != '{') return 0;
+    r->p++;
+    PyObject *fields = PyDict_New();
+    if (fields == NULL) return -1;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        *out = fields;
+        return 1;
+    }
+    for (;;) {
+        skip_ws(r);
+        PyObject *key = read_string(r);
+        if (key == NULL) goto fail;
+        skip_ws(r);
+        if (r->p >= r->end || *r->p != ':') {
+            Py_DECREF(key);
+            goto refuse;
+        }
+        r->p++;
+        skip_ws(r);
+        PyObject *value = NULL;
+        if (r->p < r->end && *r->p == '"') {
+            value = read_string(r);
+        } else if (literal(r, "true")) {
+            value = PyUnicode_FromString("true");
+        } else if (literal(r, "false")) {
+            value = PyUnicode_FromString("false");
+        } else if (literal(r, "null")) {
+            value = Py_None;
+            Py_INCREF(value);
+        } else {
+            const unsigned char *from;
+            Py_ssize_t len;
+            if (scan_int(r, &from, &len) && !(len == 2 && from[0] == '-' && from[1] == '0')) {
+                value = PyUnicode_DecodeASCII((const char *)from, len, "strict");
+            }
+        }
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        int status = 0;
+        if (value == Py_None) {
+            status = PyDict_DelItem(fields, key) < 0 ? (PyErr_Clear(), 0) : 0; /* a later null drops it too */
+        } else {
+            status = PyDict_SetItem(fields, key, value);
+        }
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (status < 0) goto error;
+        if (PyDict_GET_SIZE(fields) > EXT_FIELDS_MAX_COUNT) goto refuse;
+        skip_ws(r);
+        if (r->p < r->end && *r->p == ',') {
+            r->p++;
+            continue;
+        }
+        if (r->p < r->end && *r->p == '}') {
+            r->p++;
+            *out = fields;
+            return 1;
+        }
+        goto refuse;
+    }
+fail:
+    if (PyErr_Occurred()) goto error;
+refuse:
+    Py_DECREF(fields);
+    return 0;
+error:
+    Py_DECREF(fields);
+    return -1;
+}
+
+static PyObject *
+decode_json_header(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    long code = 0, version = 0, opaque = 0, flag = 0;
+    int has_code = 0;
+    PyObject *language = NULL, *remark = NULL, *ext_fields = NULL, *result = NULL;
+
+    skip_ws(&r);
+    if (r.p >= r.end || *r.p != '{') goto refuse;
+    r.p++;
+    skip_ws(&r);
+    if (r.p < r.end && *r.p == '}') {
+        r.p++;
+    } else {
+        for (;;) {
+            skip_ws(&r);
+            if (r.p >= r.end || *r.p != '"') goto refuse;
+            /* The bean's keys are plain ASCII: compare them in place. */
+            const unsigned char *key = r.p + 1, *q = key;
+            while (q < r.end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+            if (q >= r.end || *q != '"') goto refuse;
+            size_t key_len = (size_t)(q - key);
+            r.p = q + 1;
+            skip_ws(&r);
+            if (r.p >= r.end || *r.p != ':') goto refuse;
+            r.p++;
+            skip_ws(&r);
+#define KEY_IS(name) (key_len == sizeof(name) - 1 && memcmp(key, name, key_len) == 0)
+            if (KEY_IS("code")) {
+                if (!read_int_field(&r, &code)) goto refuse;
+                has_code = 1;
+            } else if (KEY_IS("version")) {
+                if (!read_int_field(&r, &version)) goto refuse;
+            } else if (KEY_IS("opaque")) {
+                if (!read_int_field(&r, &opaque)) goto refuse;
+            } else if (KEY_IS("flag")) {
+                if (!read_int_field(&r, &flag)) goto refuse;
+            } else if (KEY_IS("language") || KEY_IS("remark")) {
+                PyObject **slot = KEY_IS("language") ? &language : &remark;
+                PyObject *value;
+                if (literal(&r, "null")) {
+                    value = NULL;
+                } else {
+                    value = read_string(&r);
+                    if (value == NULL) goto fail;
+                }
+                Py_XSETREF(*slot, value);
+            } else if (KEY_IS("extFields")) {
+                PyObject *fields = NULL;
+                int status = read_ext_fields(&r, &fields);
+                if (status < 0) goto error;
+                if (status == 0) goto refuse;
+                Py_XSETREF(ext_fields, fields);
+            } else {
+                if (!skip_scalar(&r)) goto fail;
+            }
+#undef KEY_IS
+            skip_ws(&r);
+            if (r.p < r.end && *r.p == ',') {
+                r.p++;
+                continue;
+            }
+            if (r.p < r.end && *r.p == '}') {
+                r.p++;
+                break;
+            }
+            goto refuse;
+        }
+    }
+    skip_ws(&r);
+    if (r.p != r.end || !has_code) goto refuse;
+    if (ext_fields == NULL && (ext_fields = PyDict_New()) == NULL) goto error;
+    result = Py_BuildValue(
+        "(lOlllOO)", code, language ? language : Py_None, version, opaque, flag, remark ? remark : Py_None, ext_fields);
+    goto done;
+fail:
+    if (PyErr_Occurred()) goto error;
+refuse:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext_fields);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_json_header", decode_json_header, METH_O,
+     "The fields of a remoting JSON header in its usual form, or None (then the Python reader decides)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_wire_speedups",
+    .m_doc = "The remoting JSON header read in C.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__wire_speedups(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,137 @@
+"""The send path's frames without the general machinery: the hot request of a broker, read and
+answered in a few steps instead of through typed headers and `RemotingCommand`s.
+
+* `send_header_of` reads a send request's extFields straight into `SendMessageRequestHeader`:
+  the V2 letters (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE) written out field by field, falling back to
+  the general reader (`shoal.protocol.headers`) for anything it does not take at a glance, so its
+  answers and errors are the general reader's.
+* `send_ok_frame` writes a successful send's whole response frame (prefix and JSON header) from a
+  template: the bytes `encode_frame(make_response(...))` would write, at a fraction of the cost.
+
+`tests/protocol/test_send_frames.py` holds both to the general path byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from json.encoder import encode_basestring
+
+from shoal.protocol.codes import CURRENT_VERSION, RequestCode, SerializeType
+from shoal.protocol.command import DEFAULT_LANGUAGE, RemotingCommand, make_response
+from shoal.protocol.framing import encode_frame_bytes
+from shoal.protocol.headers import (
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    send_message_request_header_of,
+)
+from shoal.protocol.limits import HEADER_LENGTH_FIELD_SIZE_BYTES, INT_MAX, INT_MIN
+
+_PREFIX = struct.Struct(">iI")
+_INT_DIGITS_MAX_COUNT = 9  # unsigned decimals this short always fit a Java int
+_LONG_DIGITS_MAX_COUNT = 18  # ... a Java long
+_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+_JSON_WORD = int(SerializeType.JSON) << 24
+# The JSON header of a send's success (fastjson's bean order, as framing.encode_json_header writes
+# it); msgId is hex and the numbers are ints, so only the region needs quoting (done once).
+_OK_TEMPLATE = (
+    '{"code":0,"extFields":{"msgId":"%s","queueId":"%d","queueOffset":"%d","MSG_REGION":%s,"TRACE_ON":"%s"},'
+    '"flag":1,"language":"'
+    + DEFAULT_LANGUAGE.name
+    + '","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":'
+    + str(int(CURRENT_VERSION))
+    + "}"
+)
+
+
+def send_header_of(code: int, ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
+    """`headers.send_message_request_header_of`, quicker for the V2 letters a client sends."""
+    if code not in _V2_CODES:
+        return send_message_request_header_of(code, ext_fields)
+    get = ext_fields.get
+    group, topic, default_topic, born = get("a"), get("b"), get("c"), get("g")
+    queue_nums, queue_id, sys_flag, flag = _int(get("d")), _int(get("e")), _int(get("f")), _int(get("h"))
+    reconsume_text, max_reconsume_text = get("j"), get("l")
+    reconsume, max_reconsume = _int(reconsume_text), _int(max_reconsume_text)
+    if (
+        group is None
+        or topic is None
+        or default_topic is None
+        or queue_nums is None
+        or queue_id is None
+        or sys_flag is None
+        or flag is None
+        or born is None
+        or not (born.isdigit() and born.isascii() and len(born) <= _LONG_DIGITS_MAX_COUNT)
+        or (reconsume is None and reconsume_text is not None)
+        or (max_reconsume is None and max_reconsume_text is not None)
+    ):
+        return send_message_request_header_of(code, ext_fields)  # errors and unusual numbers
+    unit_mode, batch = get("k"), get("m")
+    return SendMessageRequestHeader(
+        producer_group=group,
+        topic=topic,
+        default_topic=default_topic,
+        default_topic_queue_nums=queue_nums,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp_ms=int(born),
+        flag=flag,
+        properties=get("i"),
+        reconsume_times=reconsume,
+        unit_mode=unit_mode is not None and _is_true(unit_mode),
+        max_reconsume_times=max_reconsume,
+        batch=batch is not None and _is_true(batch),
+        bname=get("n"),
+    )
+
+
+def _int(text: str | None) -> int | None:
+    """`text` as an int when it is a plain decimal that certainly fits a Java int, else None (then
+    the general reader decides: a missing field, a sign, an overflow)."""
+    if text is not None and text.isdigit() and text.isascii() and len(text) <= _INT_DIGITS_MAX_COUNT:
+        return int(text)
+    return None
+
+
+def _is_true(text: str) -> bool:
+    return text == "true" or text.lower() in ("true", "1")
+
+
+def quote_region(region: str) -> str:
+    """The MSG_REGION value as a JSON string literal, for `send_ok_frame` (computed once)."""
+    return encode_basestring(region)
+
+
+def send_ok_frame(
+    request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int, region_json: str, trace_on: bool
+) -> bytes:
+    """The whole frame answering `request` with SUCCESS and the send response header, for a JSON
+    request (`region_json` from `quote_region`); any other serialize type goes the general way."""
+    opaque = request.opaque
+    if (
+        request.serialize_type is not SerializeType.JSON
+        or not INT_MIN <= queue_id <= INT_MAX
+        or not 0 <= len(msg_id) <= 64
+        or not msg_id.isalnum()
+    ):
+        return _general_ok_frame(request, msg_id, queue_id, queue_offset, region_json, trace_on)
+    header = (
+        _OK_TEMPLATE % (msg_id, queue_id, queue_offset, region_json, "true" if trace_on else "false", opaque)
+    ).encode()
+    size = len(header)
+    return _PREFIX.pack(HEADER_LENGTH_FIELD_SIZE_BYTES + size, _JSON_WORD | size) + header
+
+
+def _general_ok_frame(
+    request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int, region_json: str, trace_on: bool
+) -> bytes:
+    header = SendMessageResponseHeader(
+        msg_id=msg_id,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        msg_region=json.loads(region_json),
+        trace_on=trace_on,
+    )
+    return encode_frame_bytes(make_response(request, 0, None, ext_fields=header.to_ext_fields()))

@@ -1,0 +1,214 @@
+"""The compiled record helpers (formats/_record_speedups.c) against their Python twins: same bytes,
+same answers, same refusals, on well-formed and hostile input."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.formats import java_hash, record
+from shoal.formats.compiled import pure_python
+from shoal.formats.record import (
+    body_crc,
+    check_record,
+    encode_host,
+    python_dispatch_fields,
+    python_encode_record_into,
+    record_length,
+)
+from shoal.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+
+try:  # directly, not through compiled_module: these tests hold even under SHOAL_PURE_PYTHON
+    from shoal.formats import _record_speedups as COMPILED  # noqa: N812
+except ImportError:
+    COMPILED = None  # type: ignore[assignment]
+if COMPILED is None:
+    pytestmark = pytest.mark.skipif(
+        not os.environ.get("CI"),
+        reason="shoal.formats._record_speedups was not built (no C compiler at install) and this is not CI; "
+        "in CI this module's tests fail instead",
+    )
+
+V4 = encode_host("10.0.0.1", 10911)
+V6 = encode_host("::1", 10911)
+
+
+def test_the_compiled_module_is_built_and_chosen() -> None:
+    """Where a compiler was present at install (always in CI and the broker image), the hot
+    functions are the compiled ones, unless SHOAL_PURE_PYTHON asked for the Python path."""
+    assert COMPILED is not None, "no _record_speedups: was the install made without a C compiler?"
+    if not pure_python():
+        assert record.encode_record_into is COMPILED.encode_record_into
+        assert record.dispatch_fields is COMPILED.dispatch_fields
+        assert java_hash.java_string_hash is COMPILED.java_string_hash
+    else:
+        assert record.encode_record_into is python_encode_record_into
+        assert record.dispatch_fields is python_dispatch_fields
+        assert java_hash.java_string_hash is java_hash.python_java_string_hash
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_java_string_hash_matches_the_python_twin(text: str) -> None:
+    assert COMPILED is not None
+    assert COMPILED.java_string_hash(text) == java_hash.python_java_string_hash(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", 0), ("a", 97), ("hello", 99162322), ("polygenelubricants", -2147483648), ("😀", 31 * 0xD83D + 0xDE00)],
+)
+def test_java_string_hash_known_values(text: str, expected: int) -> None:
+    """Values Java's String.hashCode() gives (the emoji counts as its surrogate pair)."""
+    assert COMPILED is not None
+    assert COMPILED.java_string_hash(text) == expected
+
+
+def _arguments(draw_random: random.Random, buffer: bytearray, position: int) -> list[Any]:
+    born = draw_random.choice([V4, V6])
+    store = draw_random.choice([V4, V6])
+    body = draw_random.randbytes(draw_random.randrange(0, 300))
+    topic = "".join(draw_random.choices("abcXYZ_%-09", k=draw_random.randrange(0, 128))).encode()
+    properties = draw_random.randbytes(draw_random.randrange(0, 400))
+    sysflag = (BORNHOST_V6_FLAG if born is V6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store is V6 else 0)
+    return [
+        buffer,
+        position,
+        body,
+        topic,
+        properties,
+        draw_random.randrange(-(2**31), 2**31),
+        draw_random.randrange(-(2**31), 2**31),
+        draw_random.randrange(-(2**63), 2**63),
+        draw_random.randrange(-(2**63), 2**63),
+        sysflag,
+        draw_random.randrange(-(2**63), 2**63),
+        born,
+        draw_random.randrange(-(2**63), 2**63),
+        store,
+        draw_random.randrange(-(2**31), 2**31),
+        draw_random.randrange(-(2**63), 2**63),
+        body_crc(body),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=0, max_value=64))
+def test_encode_record_into_writes_the_same_bytes(seed: int, position: int) -> None:
+    assert COMPILED is not None
+    rng = random.Random(seed)
+    arguments = _arguments(rng, bytearray(), position)
+    size = record_length(
+        len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
+    )
+    compiled_buffer, python_buffer = bytearray(position + size + 5), bytearray(position + size + 5)
+    arguments[0] = compiled_buffer
+    assert COMPILED.encode_record_into(*arguments) == size
+    arguments[0] = python_buffer
+    assert python_encode_record_into(*arguments) == size
+    assert compiled_buffer == python_buffer
+
+
+@pytest.mark.parametrize(
+    ("index", "value"),
+    [
+        (5, 2**31),  # queue id beyond a Java int
+        (6, -(2**31) - 1),  # flag
+        (7, 2**63),  # queue offset beyond a Java long
+        (16, 2**31),  # crc
+        (11, b"\x00" * 9),  # a host neither 8 nor 20 bytes
+        (3, b"t" * 256),  # a topic longer than TOPICLENGTH holds
+        (4, b"p" * 32768),  # properties longer than PROPERTIESLENGTH holds
+        (1, -1),  # a negative position
+    ],
+)
+def test_encode_record_into_refuses_what_does_not_fit_and_writes_nothing(index: int, value: object) -> None:
+    assert COMPILED is not None
+    arguments = _arguments(random.Random(index), bytearray(70_000), 0)
+    arguments[index] = value
+    buffer = arguments[0]
+    assert isinstance(buffer, bytearray)
+    with pytest.raises((ValueError, OverflowError, struct.error, KeyError)):
+        python_encode_record_into(*arguments)
+    buffer[:] = bytes(len(buffer))
+    with pytest.raises(ValueError):
+        COMPILED.encode_record_into(*arguments)
+    assert buffer == bytes(len(buffer))
+
+
+def test_encode_record_into_refuses_a_record_past_the_buffer_end() -> None:
+    assert COMPILED is not None
+    arguments = _arguments(random.Random(7), bytearray(100), 50)
+    before = bytes(arguments[0])
+    with pytest.raises(ValueError):
+        COMPILED.encode_record_into(*arguments)
+    assert bytes(arguments[0]) == before
+
+
+def _encoded(seed: int) -> tuple[bytearray, int]:
+    rng = random.Random(seed)
+    position = rng.randrange(0, 40)
+    arguments = _arguments(rng, bytearray(), position)
+    size = record_length(
+        len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
+    )
+    buffer = bytearray(rng.randbytes(position)) + bytearray(size + rng.randrange(0, 30))
+    arguments[0] = buffer
+    python_encode_record_into(*arguments)
+    return buffer, position
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_dispatch_fields_of_a_record_match_the_python_twin_and_the_full_decoder(seed: int) -> None:
+    assert COMPILED is not None
+    buffer, position = _encoded(seed)
+    expected_offset = struct.unpack_from(">q", buffer, position + 28)[0]
+    fields = COMPILED.dispatch_fields(buffer, position, len(buffer), expected_offset)
+    assert fields == python_dispatch_fields(buffer, position, len(buffer), expected_offset)
+    check = check_record(buffer, position, len(buffer), check_crc=True, expected_physical_offset=expected_offset)
+    header = check.header
+    assert fields is not None and header is not None
+    assert fields[:6] == (
+        header.total_size,
+        header.queue_id,
+        header.queue_offset,
+        header.physical_offset,
+        header.sysflag,
+        header.store_timestamp,
+    )
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=0, max_value=400),
+    st.binary(min_size=1, max_size=8),
+)
+def test_dispatch_fields_of_damaged_bytes_match_the_python_twin(seed: int, at: int, garbage: bytes) -> None:
+    """Any byte run over a record (lengths, magic, offset, flags): both answer alike, never crash."""
+    assert COMPILED is not None
+    buffer, position = _encoded(seed)
+    expected_offset = struct.unpack_from(">q", buffer, position + 28)[0]
+    at = min(at, len(buffer) - 1)
+    buffer[at : at + len(garbage)] = garbage
+    for limit in (len(buffer), max(0, len(buffer) - 7)):
+        assert COMPILED.dispatch_fields(buffer, position, limit, expected_offset) == python_dispatch_fields(
+            buffer, position, limit, expected_offset
+        )
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300), st.integers(min_value=0, max_value=300), st.integers(min_value=-5, max_value=5))
+def test_dispatch_fields_of_random_bytes_is_none_like_the_python_twin(data: bytes, position: int, offset: int) -> None:
+    assert COMPILED is not None
+    position = min(position, len(data))
+    assert COMPILED.dispatch_fields(data, position, len(data), offset) == python_dispatch_fields(
+        data, position, len(data), offset
+    )

@@ -1,0 +1,179 @@
+"""The compiled JSON header reader (protocol/_wire_speedups.c) against the Python reader: where the
+compiled one answers, it answers what the Python one does; where the Python one refuses a header,
+the compiled one declines it (None), so the Python error reaches the peer."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.protocol import RemotingCommand, framing
+from shoal.protocol.codes import LanguageCode
+from shoal.protocol.errors import ProtocolError
+from shoal.protocol.framing import encode_json_header, python_decode_json_header
+
+try:  # directly, not through compiled_module: these tests hold even under SHOAL_PURE_PYTHON
+    from shoal.protocol import _wire_speedups as COMPILED  # noqa: N812
+except ImportError:
+    COMPILED = None  # type: ignore[assignment]
+if COMPILED is None:
+    pytestmark = pytest.mark.skipif(
+        not os.environ.get("CI"),
+        reason="shoal.protocol._wire_speedups was not built (no C compiler at install) and this is not CI; "
+        "in CI this module's tests fail instead",
+    )
+
+
+def _python(header: bytes) -> RemotingCommand | ProtocolError:
+    try:
+        return python_decode_json_header(header)
+    except ProtocolError as error:
+        return error
+
+
+def _compiled(header: bytes) -> RemotingCommand | None:
+    """What `decode_json_header` makes of the compiled reader's answer (None: it declined)."""
+    assert COMPILED is not None
+    fields = COMPILED.decode_json_header(header)
+    if fields is None:
+        return None
+    saved = framing._compiled
+    framing._compiled = COMPILED
+    try:
+        return framing.decode_json_header(header)
+    finally:
+        framing._compiled = saved
+
+
+def _agree(header: bytes) -> RemotingCommand | None:
+    compiled = _compiled(header)
+    python = _python(header)
+    if compiled is None:
+        return None
+    assert not isinstance(python, ProtocolError), f"compiled took {header!r}, which Python refuses: {python}"
+    assert compiled == python
+    assert type(compiled.language) is type(python.language)
+    return compiled
+
+
+texts = st.text(max_size=40)
+java_ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    java_ints,
+    java_ints,
+    java_ints,
+    java_ints,
+    st.none() | texts,
+    st.dictionaries(texts, texts, max_size=12),
+    st.sampled_from(list(LanguageCode)),
+)
+def test_headers_as_written_are_read_alike(
+    code: int,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    ext_fields: dict[str, str],
+    language: LanguageCode,
+) -> None:
+    command = RemotingCommand(
+        code=code, language=language, version=version, opaque=opaque, flag=flag, remark=remark, ext_fields=ext_fields
+    )
+    try:
+        header = encode_json_header(command)
+    except ProtocolError:
+        return  # a lone surrogate in the text: not encodable, never sent
+    decoded = _agree(header)
+    if "\ud800" not in repr(ext_fields):
+        assert decoded is not None, f"the compiled reader declined a header Shoal writes: {header!r}"
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["code", "opaque", "flag", "version", "language", "remark", "extFields", "other", "x"]),
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**40), max_value=2**40)
+        | st.floats(allow_nan=False)
+        | texts
+        | st.dictionaries(texts, st.none() | st.booleans() | st.integers() | texts | st.floats(allow_nan=False))
+        | st.lists(st.integers(), max_size=3),
+    ),
+    st.booleans(),
+)
+def test_json_of_any_shape_is_read_alike_or_declined(fields: dict[str, object], ascii_only: bool) -> None:
+    """Numbers where strings belong (the C++ client), nulls, floats, nested values, unknown keys."""
+    _agree(json.dumps(fields, ensure_ascii=ascii_only).encode())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_are_declined_or_read_alike(data: bytes) -> None:
+    _agree(data)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.integers(min_value=0, max_value=300), st.binary(min_size=1, max_size=4))
+def test_a_damaged_header_is_declined_or_read_alike(at: int, garbage: bytes) -> None:
+    header = bytearray(
+        encode_json_header(
+            RemotingCommand(code=310, opaque=7, ext_fields={"a": "PID", "b": "Topic\u00e9", "i": "K\x01V\x02"})
+        )
+    )
+    at = min(at, len(header))
+    header[at : at + len(garbage)] = garbage
+    _agree(bytes(header))
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"code":10,"extFields":{"queueId":3,"unitMode":false,"a":null,"n":-7},"language":"CPP","opaque":1}',
+        b'{"code":10,"extFields":null,"flag":0}',
+        b'  {"code" : 10 , "version":null, "language":null, "remark":null}  ',
+        b'{"code":10,"extFields":{"k":"v","k":null}}',
+        b'{"code":10,"code":11}',
+        b'{"code":10,"serializeTypeCurrentRPC":"JSON","other":true,"x":null,"y":-3}',
+        b'{"code":10,"remark":"\\u00e9\\ud83d\\ude00\\n\\"\\\\\\/\\b\\f\\r\\t"}',
+        b'{"code":10,"language":"NOT_A_LANGUAGE"}',
+        b'{"code":-2147483648,"opaque":2147483647}',
+    ],
+)
+def test_forms_clients_send_are_read_by_the_compiled_reader(header: bytes) -> None:
+    assert _agree(header) is not None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"code":2147483648}',  # beyond a Java int
+        b'{"code":1.0}',
+        b'{"code":"10"}',  # fastjson reads it; the Python reader does
+        b'{"code":10,"extFields":{"a":1.5}}',
+        b'{"code":10,"extFields":{"a":-0}}',  # Python's text is "0"
+        b'{"code":10,"extFields":{"a":[1]}}',
+        b'{"code":10,"remark":"\\ud800"}',  # a lone surrogate
+        b'{"code":10,"remark":"\x01"}',  # a raw control character
+        b'{"code":10,"remark":"\xff"}',  # not UTF-8
+        b'\xef\xbb\xbf{"code":10}',  # a BOM
+        b'{"code":10} x',
+        b'{"code":10,}',
+        b'{"opaque":1}',  # no code
+        b'{"code":01}',
+        b"[]",
+        b"",
+        b'{"code":10,"extFields":{' + b",".join(b'"k%d":"v"' % i for i in range(1025)) + b"}}",
+    ],
+)
+def test_forms_it_does_not_take_are_left_to_the_python_reader(header: bytes) -> None:
+    assert COMPILED is not None
+    assert COMPILED.decode_json_header(header) is None
+    _agree(header)
