@@ -69,16 +69,22 @@ $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/
 # 35 min on 2 cores instead of 60. Their report is printed after the rest's (and kept in $(JAVA_LOG)).
 # `make unit PYTEST_ARGS=...` runs one pytest.
 JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
+# The codecs, the store and the send path again with SHOAL_PURE_PYTHON=1 (the compiled modules off:
+# formats/compiled.py), after the JVM suite in the same stream: the Python twins pass the same tests.
+PURE_PYTHON_SUITE := tests/formats tests/protocol tests/store tests/broker/processors/test_send.py \
+	tests/broker/test_robustness.py tests/remoting/test_server.py
 JAVA_LOG := $(VENV)/pytest-interop-java.log
 unit: $(VENV)/.installed-dev $(VENV)/bin/helm $(VENV)/.rocketmq-jars $(VENV)/.k8s-binaries
 ifeq ($(strip $(PYTEST_ARGS)),)
 	@echo "$(JAVA_SUITE) run beside the rest; their report follows theirs (log: $(JAVA_LOG))"
-	@$(VENV)/bin/pytest $(JAVA_SUITE) > $(JAVA_LOG) 2>&1 & java=$$!; \
+	@{ $(VENV)/bin/pytest $(JAVA_SUITE); jvm=$$?; SHOAL_PURE_PYTHON=1 $(VENV)/bin/pytest $(PURE_PYTHON_SUITE); \
+	  pure=$$?; test $$jvm -eq 0 -a $$pure -eq 0; } > $(JAVA_LOG) 2>&1 & java=$$!; \
 	trap 'kill $$java 2>/dev/null' INT TERM; \
 	$(VENV)/bin/pytest $(addprefix --ignore=,$(JAVA_SUITE)); rest=$$?; \
 	wait $$java; java_rc=$$?; \
-	echo "===== $(JAVA_SUITE) (exit $$java_rc) ====="; cat $(JAVA_LOG); \
-	echo "rest of the suite: exit $$rest; $(JAVA_SUITE): exit $$java_rc"; \
+	echo "===== $(JAVA_SUITE), then SHOAL_PURE_PYTHON=1 $(PURE_PYTHON_SUITE) (exit $$java_rc) ====="; \
+	cat $(JAVA_LOG); \
+	echo "rest of the suite: exit $$rest; $(JAVA_SUITE) and the pure-Python suite: exit $$java_rc"; \
 	test $$rest -eq 0 && test $$java_rc -eq 0
 else
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

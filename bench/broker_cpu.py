@@ -30,6 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from shoal.client import Admin, MQClientError
 from shoal.protocol import RemotingCommand, RequestCode, encode_frame_bytes
@@ -237,50 +238,132 @@ def start_profiler(pid: int, profile: str) -> subprocess.Popen[bytes] | None:
     return profiler
 
 
+def start_brokers(
+    count: int, flush: str, work: Path, extra_conf: str, log: IO[bytes]
+) -> tuple[list[subprocess.Popen[bytes]], list[int], str]:
+    """A NameServer and `count` brokers (broker groups broker-0, broker-1, ...), each with its
+    own store and port; returns the processes (NameServer first), the broker ports, the NameServer."""
+    namesrv_port = free_port()
+    python = [sys.executable, "-m", "shoal.cli.main", "--log-level", "WARNING"]
+    processes = [subprocess.Popen([*python, "namesrv", "--port", str(namesrv_port)], stdout=log, stderr=log)]
+    wait_port(namesrv_port, 30)
+    ports = []
+    for index in range(count):
+        port = free_port()
+        conf = work / f"broker-{index}.conf"
+        conf.write_text(
+            f"brokerName=broker-{index}\nbrokerIP1=127.0.0.1\nlistenPort={port}\nmetricsPort=-1\n"
+            f"namesrvAddr=127.0.0.1:{namesrv_port}\nstorePathRootDir={work / f'store-{index}'}\n"
+            f"flushDiskType={flush}\n" + extra_conf.replace(";", "\n") + "\n"
+        )
+        processes.append(subprocess.Popen([*python, "broker", "-c", str(conf)], stdout=log, stderr=log))
+        ports.append(port)
+    for port in ports:
+        if not wait_port(port, 60):
+            raise SystemExit(f"a broker did not start: {(work / 'servers.log').read_text()[-2000:]}")
+    return processes, ports, f"127.0.0.1:{namesrv_port}"
+
+
 def run_shoal(
     n: int, warm: int, window: int, flush: str, work: Path, extra_conf: str, profile: str = ""
 ) -> Measurement:
-    namesrv_port, broker_port = free_port(), free_port()
-    conf = work / "broker.conf"
-    conf.write_text(
-        f"brokerIP1=127.0.0.1\nlistenPort={broker_port}\nmetricsPort=-1\nnamesrvAddr=127.0.0.1:{namesrv_port}\n"
-        f"storePathRootDir={work / 'store'}\nflushDiskType={flush}\n" + extra_conf.replace(";", "\n") + "\n"
-    )
-    log = (work / "servers.log").open("ab")
-    python = [sys.executable, "-m", "shoal.cli.main", "--log-level", "WARNING"]
-    processes = [subprocess.Popen([*python, "namesrv", "--port", str(namesrv_port)], stdout=log, stderr=log)]
-    try:
-        wait_port(namesrv_port, 30)
-        broker = subprocess.Popen([*python, "broker", "-c", str(conf)], stdout=log, stderr=log)
-        processes.append(broker)
-        if not wait_port(broker_port, 60):
-            raise SystemExit(f"broker did not start: {(work / 'servers.log').read_text()[-2000:]}")
-        asyncio.run(create_topic(f"127.0.0.1:{namesrv_port}"))
-        warm_frames = send_frames(warm, 1)
-        frames = send_frames(n, warm + 1)
-        with socket.create_connection(("127.0.0.1", broker_port)) as sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            pump(sock, warm_frames, window, None)
-            settle(broker.pid)
-            profiler = start_profiler(broker.pid, profile)
-            threads_before = thread_cpu_s(broker.pid)
-            before, started = cpu_s(broker.pid), time.perf_counter()
-            answered = pump(sock, frames, window, None)
-            wall, after = time.perf_counter() - started, cpu_s(broker.pid)
-            threads_after = thread_cpu_s(broker.pid)
-            if profiler is not None:
-                profiler.send_signal(2)
-                profiler.wait(60)
-        threads = {
-            name: threads_after[name] - threads_before.get(name, 0.0)
-            for name in threads_after
-            if threads_after[name] - threads_before.get(name, 0.0) > 0
-        }
-        return Measurement(answered, wall, after - before, threads)
-    finally:
-        for process in reversed(processes):
-            stop(process)
-        log.close()
+    with (work / "servers.log").open("ab") as log:
+        processes, (broker_port,), namesrv = start_brokers(1, flush, work, extra_conf, log)
+        broker = processes[1]
+        try:
+            asyncio.run(create_topic(namesrv))
+            warm_frames = send_frames(warm, 1)
+            frames = send_frames(n, warm + 1)
+            with socket.create_connection(("127.0.0.1", broker_port)) as sock:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                pump(sock, warm_frames, window, None)
+                settle(broker.pid)
+                profiler = start_profiler(broker.pid, profile)
+                threads_before = thread_cpu_s(broker.pid)
+                before, started = cpu_s(broker.pid), time.perf_counter()
+                answered = pump(sock, frames, window, None)
+                wall, after = time.perf_counter() - started, cpu_s(broker.pid)
+                threads_after = thread_cpu_s(broker.pid)
+                if profiler is not None:
+                    profiler.send_signal(2)
+                    profiler.wait(60)
+        finally:
+            for process in reversed(processes):
+                stop(process)
+    threads = {
+        name: threads_after[name] - threads_before.get(name, 0.0)
+        for name in threads_after
+        if threads_after[name] - threads_before.get(name, 0.0) > 0
+    }
+    return Measurement(answered, wall, after - before, threads)
+
+
+def drive(port: int, n: int, warm: int, window: int) -> None:
+    """`--drive`: one client process against one broker; prints 'DRIVEN <sends> <start> <end>'
+    (wall clock, so a parent can tell how long several drivers ran together)."""
+    warm_frames = send_frames(warm, 1)
+    frames = send_frames(n, warm + 1)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pump(sock, warm_frames, window, None)
+        print("WARM", flush=True)
+        sys.stdin.readline()  # the parent starts every driver's timed phase at once
+        started = time.time()
+        answered = pump(sock, frames, window, None)
+        print(f"DRIVEN {answered} {started} {time.time()}", flush=True)
+
+
+def run_scale(count: int, n: int, warm: int, window: int, flush: str, work: Path, extra_conf: str) -> float:
+    """Sends per second of `count` broker processes together, each driven by its own client
+    process with n sends (the brokers share the machine's cores)."""
+    with (work / "servers.log").open("ab") as log:
+        processes, ports, namesrv = start_brokers(count, flush, work, extra_conf, log)
+        drivers: list[subprocess.Popen[str]] = []
+        try:
+            asyncio.run(create_topic(namesrv))
+            for port in ports:
+                drivers.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--drive",
+                            str(port),
+                            "--n",
+                            str(n),
+                            "--warm",
+                            str(warm),
+                            "--window",
+                            str(window),
+                        ],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
+                )
+            for driver in drivers:
+                assert driver.stdout is not None and driver.stdout.readline().strip() == "WARM"
+            for process in processes[1:]:
+                settle(process.pid)
+            for driver in drivers:
+                assert driver.stdin is not None
+                driver.stdin.write("go\n")
+                driver.stdin.flush()
+            results = []
+            for driver in drivers:
+                assert driver.stdout is not None
+                _, sent, began, ended = driver.stdout.readline().split()
+                results.append((int(sent), float(began), float(ended)))
+                driver.wait(60)
+        finally:
+            for driver in drivers:
+                if driver.poll() is None:
+                    driver.kill()
+                    driver.wait(10)
+            for process in reversed(processes):
+                stop(process)
+    total = sum(sent for sent, _, _ in results)
+    return total / (max(ended for _, _, ended in results) - min(began for _, began, _ in results))
 
 
 def main() -> None:
@@ -293,7 +376,29 @@ def main() -> None:
     parser.add_argument("--conf", default="", help="extra broker.conf lines for Shoal, ';'-separated")
     parser.add_argument("--profile", default="", help="py-spy collapsed stacks of Shoal's timed phase to this file")
     parser.add_argument("--shoal-only", action="store_true", help="skip the ceiling server")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="instead: sends/s of one broker process, then of two side by side (two broker groups on this "
+        "machine, each driven by its own client process): what a second core gives",
+    )
+    parser.add_argument("--drive", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.drive:
+        drive(args.drive, args.n, args.warm, args.window)
+        return
+    if args.scale:
+        for run in range(1, args.runs + 1):
+            rates = []
+            for count in (1, 2):
+                with tempfile.TemporaryDirectory(prefix="shoal-cpu-") as tmp:
+                    rates.append(run_scale(count, args.n, args.warm, args.window, args.flush, Path(tmp), args.conf))
+            print(
+                f"SCALE {run} load={os.getloadavg()[0]:.2f} | one broker {rates[0]:,.0f} sends/s | two brokers "
+                f"{rates[1]:,.0f} sends/s | {rates[1] / rates[0]:.2f}x",
+                flush=True,
+            )
+        return
     if not CEILING.exists():
         raise SystemExit(f"no {CEILING}: set SHOAL_CEILING to python_ceiling.py")
     for run in range(1, args.runs + 1):

@@ -336,6 +336,8 @@ class BrokerController:
         }
         for code, processor in table.items():
             self.server.register(code, processor)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            self.server.register_run(code, send, send.run)  # pipelined sends: one pass per read
 
     async def stop(self) -> None:
         """Graceful shutdown: stop accepting, unregister, persist, flush, checkpoint, remove abort."""

@@ -12,14 +12,19 @@
  *                    physical_offset, sysflag, born_timestamp, born_host, store_timestamp,
  *                    store_host, reconsume_times, prepared_transaction_offset, crc) -> int
  *     formats.record.encode_record_into: one V1 record at `position` of a writable buffer; returns
- *     its length. ValueError (nothing written) when a field does not fit its width or the record
- *     does not fit the buffer.
+ *     its length. ValueError (nothing written) when a field does not fit its width, the SYSFLAG
+ *     host bits do not match the hosts' lengths, or the record does not fit the buffer: what it
+ *     writes always frames as a record of the returned length.
  * dispatch_fields(buffer, position, limit, expected_offset)
  *         -> (total, queue_id, queue_offset, physical, sysflag, store_timestamp, topic: bytes,
  *             properties: bytes) | None
  *     The fields dispatch needs from a well-formed V1 record at `position` whose record ends by
  *     `limit` and whose PHYSICALOFFSET is `expected_offset`; None for anything else (the caller's
  *     full check then names the problem). Every length is checked against `limit`.
+ * index_put(buffer, hash_slots, index_count, key: str, physical_offset, time_diff) -> int
+ *     formats.index_entry.python_index_put: entry `index_count` of an IndexFile for `key`, and its
+ *     slot pointed at it; returns the bucket's previous newest entry (0: none). ValueError when the
+ *     entry or slot would fall outside the buffer (nothing written).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -59,6 +64,8 @@ static int64_t get64(const unsigned char *p)
     return (int64_t)(((uint64_t)(uint32_t)get32(p) << 32) | (uint64_t)(uint32_t)get32(p + 4));
 }
 
+static uint32_t java_hash_of(PyObject *text);
+
 static PyObject *
 java_string_hash(PyObject *module, PyObject *arg)
 {
@@ -66,34 +73,7 @@ java_string_hash(PyObject *module, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "java_string_hash takes a str");
         return NULL;
     }
-    Py_ssize_t length = PyUnicode_GET_LENGTH(arg);
-    int kind = PyUnicode_KIND(arg);
-    const void *data = PyUnicode_DATA(arg);
-    uint32_t h = 0;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *chars = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < length; i++) {
-            h = 31 * h + chars[i];
-        }
-    } else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *chars = (const Py_UCS2 *)data;
-        for (Py_ssize_t i = 0; i < length; i++) {
-            h = 31 * h + chars[i];
-        }
-    } else {
-        const Py_UCS4 *chars = (const Py_UCS4 *)data;
-        for (Py_ssize_t i = 0; i < length; i++) {
-            Py_UCS4 c = chars[i];
-            if (c > 0xFFFF) {
-                c -= 0x10000;
-                h = 31 * h + (0xD800 + (c >> 10));
-                h = 31 * h + (0xDC00 + (c & 0x3FF));
-            } else {
-                h = 31 * h + c;
-            }
-        }
-    }
-    return PyLong_FromLong((long)(int32_t)h);
+    return PyLong_FromLong((long)(int32_t)java_hash_of(arg));
 }
 
 /* An int argument within [low, high]; -1 with ValueError set otherwise. */
@@ -150,6 +130,12 @@ encode_record_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if ((born.len != 8 && born.len != 20) || (store.len != 8 && store.len != 20)) {
         PyErr_SetString(PyExc_ValueError, "a host is 8 (IPv4) or 20 (IPv6) bytes");
+        goto done;
+    }
+    if (((sysflag & BORNHOST_V6_FLAG) != 0) != (born.len == 20)
+        || ((sysflag & STOREHOSTADDRESS_V6_FLAG) != 0) != (store.len == 20)) {
+        /* A decoder places every field after the hosts by these bits: the record would not decode. */
+        PyErr_SetString(PyExc_ValueError, "the SYSFLAG host bits do not match the hosts' lengths");
         goto done;
     }
     if (topic.len > 255 || properties.len > PROPERTIES_LENGTH_MAX || body.len > INT32_HIGH) {
@@ -274,12 +260,86 @@ none:
     Py_RETURN_NONE;
 }
 
+#define INDEX_HEADER_BYTES 40
+#define INDEX_SLOT_BYTES 4
+#define INDEX_ENTRY_BYTES 20
+
+/* h = 31*h + c over the UTF-16 code units of `text` (a str), 32-bit wrap. */
+static uint32_t
+java_hash_of(PyObject *text)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return h;
+}
+
+static PyObject *
+index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "index_put takes 6 arguments");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "index_put's key is a str");
+        return NULL;
+    }
+    long long hash_slots, index_count, physical, time_diff;
+    if (ranged(args[1], 1, INT32_HIGH, "hash_slots", &hash_slots) < 0
+        || ranged(args[2], 0, INT32_HIGH, "index_count", &index_count) < 0
+        || ranged(args[4], INT64_MIN, INT64_MAX, "physical_offset", &physical) < 0
+        || ranged(args[5], INT32_LOW, INT32_HIGH, "time_diff", &time_diff) < 0) {
+        return NULL;
+    }
+    /* IndexFile's keyHash: Math.abs(hashCode), Integer.MIN_VALUE read as 0 (formats.java_hash). */
+    int32_t signed_hash = (int32_t)java_hash_of(args[3]);
+    int32_t key_hash = signed_hash == INT32_MIN ? 0 : (signed_hash < 0 ? -signed_hash : signed_hash);
+    long long slot_position = INDEX_HEADER_BYTES + (key_hash % hash_slots) * INDEX_SLOT_BYTES;
+    long long entry_position = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES + index_count * INDEX_ENTRY_BYTES;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    if (slot_position + INDEX_SLOT_BYTES > view.len || entry_position + INDEX_ENTRY_BYTES > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "the index entry or slot is outside the buffer");
+        return NULL;
+    }
+    unsigned char *base = (unsigned char *)view.buf;
+    int32_t previous = get32(base + slot_position);
+    if (previous <= 0 || previous > index_count) {
+        previous = 0;
+    }
+    unsigned char *entry = base + entry_position;
+    put32(entry, (uint32_t)key_hash);
+    put64(entry + 4, (uint64_t)physical);
+    put32(entry + 12, (uint32_t)time_diff);
+    put32(entry + 16, (uint32_t)previous);
+    put32(base + slot_position, (uint32_t)index_count);
+    PyBuffer_Release(&view);
+    return PyLong_FromLong(previous);
+}
+
 static PyMethodDef methods[] = {
     {"java_string_hash", java_string_hash, METH_O, "Java's String.hashCode() of a str, signed."},
     {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
      "Write one V1 CommitLog record into a writable buffer; returns its length."},
     {"dispatch_fields", (PyCFunction)(void (*)(void))dispatch_fields, METH_FASTCALL,
      "The dispatch fields of a well-formed V1 record, or None."},
+    {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
+     "Write one IndexFile entry for a key and point its slot at it; returns the previous entry number."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,3 +25,6 @@ def encode_record_into(
 def dispatch_fields(
     buffer: bytes | bytearray | memoryview, position: int, limit: int, expected_offset: int, /
 ) -> DispatchFields | None: ...
+def index_put(
+    buffer: bytearray | memoryview, hash_slots: int, index_count: int, key: str, physical_offset: int, time_diff: int, /
+) -> int: ...

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 
 from shoal.formats import limits
+from shoal.formats.compiled import compiled_module
+from shoal.formats.java_hash import index_key_hash
 
 HEADER = struct.Struct(">qqqqii")
 assert HEADER.size == limits.INDEX_HEADER_SIZE_BYTES
@@ -35,6 +38,31 @@ SLOT = struct.Struct(">i")
 assert SLOT.size == limits.INDEX_HASH_SLOT_SIZE_BYTES
 ENTRY = struct.Struct(">iqii")
 assert ENTRY.size == limits.INDEX_ENTRY_SIZE_BYTES
+
+
+def python_index_put(
+    buffer: bytearray | memoryview, hash_slots: int, index_count: int, key: str, physical_offset: int, time_diff: int
+) -> int:
+    """Write entry `index_count` for `key` (its hash, `physical_offset`, `time_diff`, the bucket's
+    previous newest entry) and point the key's slot at it; returns that previous entry number, 0
+    when the slot was empty (or held a number that cannot be an entry yet: damage, read as empty).
+    The caller keeps the header. The reference for the compiled `index_put` (`_record_speedups.c`)."""
+    key_hash = index_key_hash(key)
+    slot_position = limits.INDEX_HEADER_SIZE_BYTES + (key_hash % hash_slots) * SLOT.size
+    previous = SLOT.unpack_from(buffer, slot_position)[0]
+    if previous <= 0 or previous > index_count:
+        previous = 0
+    entry_position = limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size + index_count * ENTRY.size
+    ENTRY.pack_into(buffer, entry_position, key_hash, physical_offset, time_diff, previous)
+    SLOT.pack_into(buffer, slot_position, index_count)
+    return int(previous)
+
+
+_compiled = compiled_module("shoal.formats._record_speedups")
+index_put: Callable[[bytearray | memoryview, int, int, str, int, int], int] = (
+    python_index_put if _compiled is None else _compiled.index_put
+)
+"""`python_index_put`, compiled when built."""
 
 
 def index_file_name(epoch_ms: int) -> str:

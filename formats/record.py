@@ -274,6 +274,9 @@ encode_record_into = python_encode_record_into
 """Write one V1 record at a position of a writable buffer; returns its length (compiled when built)."""
 dispatch_fields = python_dispatch_fields
 """The dispatch fields of a well-formed V1 record, or None (compiled when built)."""
+COMPILED_ENCODE_RECORD_INTO = None if _compiled is None else _compiled.encode_record_into
+"""The compiled encoder, which refuses what would not frame (so its writes need no re-read by
+`encoded_record_problem`); None when not built."""
 if _compiled is not None:
     encode_record_into = _compiled.encode_record_into
     dispatch_fields = _compiled.dispatch_fields

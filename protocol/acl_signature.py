@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.formats.compiled import compiled_module
+
 __all__ = [
     "ACCESS_KEY",
     "COMPILED",
@@ -62,10 +64,8 @@ more than the lookup."""
 _compiled_states: dict[str, bytes] = {}
 """secret key -> the compiled module's keyed SHA-1 states."""
 
-try:  # built from _acl_speedups.c when a compiler and OpenSSL's headers were there at install time
-    from shoal.protocol import _acl_speedups as _compiled
-except ImportError:
-    _compiled = None  # type: ignore[assignment]
+# Built from _acl_speedups.c when a compiler and OpenSSL's headers were there at install time.
+_compiled = compiled_module("shoal.protocol._acl_speedups")
 COMPILED = _compiled is not None
 """Whether signatures are computed by the compiled module (else by the same steps in Python)."""
 _b2a_base64 = binascii.b2a_base64

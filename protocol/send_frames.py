@@ -26,7 +26,7 @@ from shoal.protocol.headers import (
     SendMessageResponseHeader,
     send_message_request_header_of,
 )
-from shoal.protocol.limits import HEADER_LENGTH_FIELD_SIZE_BYTES, INT_MAX, INT_MIN
+from shoal.protocol.limits import HEADER_LENGTH_FIELD_SIZE_BYTES
 
 _PREFIX = struct.Struct(">iI")
 _INT_DIGITS_MAX_COUNT = 9  # unsigned decimals this short always fit a Java int
@@ -51,9 +51,14 @@ def send_header_of(code: int, ext_fields: Mapping[str, str]) -> SendMessageReque
         return send_message_request_header_of(code, ext_fields)
     get = ext_fields.get
     group, topic, default_topic, born = get("a"), get("b"), get("c"), get("g")
-    queue_nums, queue_id, sys_flag, flag = _int(get("d")), _int(get("e")), _int(get("f")), _int(get("h"))
+    queue_nums, queue_id, sys_flag, flag = (
+        lane_int(get("d")),
+        lane_int(get("e")),
+        lane_int(get("f")),
+        lane_int(get("h")),
+    )
     reconsume_text, max_reconsume_text = get("j"), get("l")
-    reconsume, max_reconsume = _int(reconsume_text), _int(max_reconsume_text)
+    reconsume, max_reconsume = lane_int(reconsume_text), lane_int(max_reconsume_text)
     if (
         group is None
         or topic is None
@@ -87,7 +92,7 @@ def send_header_of(code: int, ext_fields: Mapping[str, str]) -> SendMessageReque
     )
 
 
-def _int(text: str | None) -> int | None:
+def lane_int(text: str | None) -> int | None:
     """`text` as an int when it is a plain decimal that certainly fits a Java int, else None (then
     the general reader decides: a missing field, a sign, an overflow)."""
     if text is not None and text.isdigit() and text.isascii() and len(text) <= _INT_DIGITS_MAX_COUNT:
@@ -108,17 +113,12 @@ def send_ok_frame(
     request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int, region_json: str, trace_on: bool
 ) -> bytes:
     """The whole frame answering `request` with SUCCESS and the send response header, for a JSON
-    request (`region_json` from `quote_region`); any other serialize type goes the general way."""
-    opaque = request.opaque
-    if (
-        request.serialize_type is not SerializeType.JSON
-        or not INT_MIN <= queue_id <= INT_MAX
-        or not 0 <= len(msg_id) <= 64
-        or not msg_id.isalnum()
-    ):
+    request (`region_json` from `quote_region`; `msg_id` hex digits and commas, as the store makes
+    it); any other serialize type goes the general way."""
+    if request.serialize_type is not SerializeType.JSON:
         return _general_ok_frame(request, msg_id, queue_id, queue_offset, region_json, trace_on)
     header = (
-        _OK_TEMPLATE % (msg_id, queue_id, queue_offset, region_json, "true" if trace_on else "false", opaque)
+        _OK_TEMPLATE % (msg_id, queue_id, queue_offset, region_json, "true" if trace_on else "false", request.opaque)
     ).encode()
     size = len(header)
     return _PREFIX.pack(HEADER_LENGTH_FIELD_SIZE_BYTES + size, _JSON_WORD | size) + header

@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 Response = RemotingCommand | bytes | None
 """A command, an encoded frame, or None (no answer)."""
 Processor = Callable[["ServerConnection", RemotingCommand], Response | Awaitable[Response]]
+RunProcessor = Callable[
+    ["ServerConnection", list[RemotingCommand]], Sequence[Response | Awaitable[Response] | Exception]
+]
+"""Answers a run of requests of one code, one answer per request in order (`register_run`): a
+response, an awaitable of one, or the exception handling that request raised."""
 ConnectionListener = Callable[["ServerConnection"], None]
 Gate = Callable[[str, RemotingCommand], RemotingCommand | None]
 """(peer host, request) -> None to go on, or the response that refuses it."""
@@ -113,26 +118,80 @@ class ServerConnection(Connection):
         self._held = held
         try:
             if self.server.gate is None:
-                for command in commands:
-                    self.receive(command)
+                self._receive_all(commands, None)
             else:
-                self._receive_gated(commands)
+                self._receive_all(commands, self.server.gate_all(self.peer_host, commands))
         finally:
             self._held = None
             self._write_held(held)
 
-    def _receive_gated(self, commands: list[RemotingCommand]) -> None:
-        """Requests of one read, the gate (the ACL check) run over all of them first: back to back,
-        its code and the signature's hashing stay in the CPU caches; interleaved with the processors,
-        each check cost twice its cost in a loop (measured with `bench/acl.py`)."""
-        verdicts = self.server.gate_all(self.peer_host, commands)
-        for command, verdict in zip(commands, verdicts, strict=True):
-            if verdict is None:
+    def _receive_all(
+        self, commands: list[RemotingCommand], verdicts: list[RemotingCommand | Verdict | None] | None
+    ) -> None:
+        """The requests of one read. Consecutive requests of a code with a run processor
+        (`RemotingServer.register_run`: sends) go to it together, so what does not change from one
+        request to the next is looked up once per run. With a gate (the ACL check), its verdicts on
+        all of them come first (`gate_all`): back to back, its code and the signature's hashing
+        stay in the CPU caches; interleaved with the processors, each check cost twice its cost in
+        a loop (measured with `bench/acl.py`)."""
+        runs = self.server.run_processors
+        count = len(commands)
+        index = 0
+        while index < count:
+            command = commands[index]
+            verdict = None if verdicts is None else verdicts[index]
+            run_processor = runs.get(command.code) if runs else None
+            if (
+                run_processor is not None
+                and not command.is_response
+                and (verdicts is None or verdict is Verdict.PASSED)
+                and command.code not in self.server.withheld_codes
+            ):
+                end = index + 1
+                while (
+                    end < count
+                    and commands[end].code == command.code
+                    and not commands[end].is_response
+                    and (verdicts is None or verdicts[end] is Verdict.PASSED)
+                ):
+                    end += 1
+                if end - index > 1:
+                    self._handle_run(run_processor, commands[index:end])
+                    index = end
+                    continue
+            if verdicts is None or verdict is None:
                 self.receive(command)
             elif verdict is Verdict.PASSED:
                 self.handle_request(command, gated=True)
             else:
                 self.reply(verdict, command)
+            index += 1
+
+    def _handle_run(self, run_processor: RunProcessor, requests: list[RemotingCommand]) -> None:
+        """Requests of one code, in order, past the gate: the run processor answers each (it
+        catches what one request raises, so the others are still answered)."""
+        self.server.requests_total += len(requests)
+        try:
+            results = run_processor(self, requests)
+        except Exception:  # a bug outside the per-request handling: nothing is known to be stored
+            log.exception("requests code %d from %s failed", requests[0].code, self.address)
+            for request in requests:
+                self._reply_error(request, RuntimeError("internal error"))
+            return
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, RemotingCommand | bytes):
+                self.reply(result, request)
+            elif isinstance(result, Exception):
+                if not isinstance(result, ProtocolError):
+                    log.error(
+                        "request code %d from %s failed",
+                        request.code,
+                        self.address,
+                        exc_info=(type(result), result, result.__traceback__),
+                    )
+                self._reply_error(request, result)
+            elif result is not None:
+                self._answer_later(request, result)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -156,16 +215,20 @@ class ServerConnection(Connection):
             self._reply_error(command, error)
             return
         if inspect.isawaitable(result):
-            if len(self._tasks) >= limits.PENDING_TASKS_PER_CONNECTION_MAX_COUNT:
-                if inspect.iscoroutine(result):
-                    result.close()
-                self.reply(make_response(command, ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy"), command)
-                return
-            task = asyncio.get_running_loop().create_task(self._finish(command, result))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._answer_later(command, result)
         elif result is not None:
             self.reply(result, command)
+
+    def _answer_later(self, command: RemotingCommand, pending: Awaitable[Response]) -> None:
+        """Answer once `pending` is done (a task), or SYSTEM_BUSY at once when too many wait."""
+        if len(self._tasks) >= limits.PENDING_TASKS_PER_CONNECTION_MAX_COUNT:
+            if inspect.iscoroutine(pending):
+                pending.close()
+            self.reply(make_response(command, ResponseCode.SYSTEM_BUSY, "[OVERLOAD]system busy"), command)
+            return
+        task = asyncio.get_running_loop().create_task(self._finish(command, pending))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _finish(self, command: RemotingCommand, pending: Awaitable[Response]) -> None:
         try:
@@ -281,6 +344,7 @@ class RemotingServer:
         self.idle_timeout_s = idle_timeout_s
         self.partial_frame_timeout_s = partial_frame_timeout_s
         self.processors: dict[int, Processor] = {}
+        self.run_processors: dict[int, RunProcessor] = {}
         self.withheld_codes: frozenset[int] = frozenset()
         """Codes this listener answers as unknown although a processor is registered (`sibling`)."""
         self.gate: Gate | None = None
@@ -309,12 +373,19 @@ class RemotingServer:
             partial_frame_timeout_s=self.partial_frame_timeout_s,
         )
         other.processors = self.processors
+        other.run_processors = self.run_processors
         other.on_close = self.on_close
         other.withheld_codes = withheld_codes
         return other
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
+
+    def register_run(self, code: int, processor: Processor, run_processor: RunProcessor) -> None:
+        """`register`, plus a processor for several requests of `code` read together (pipelined
+        sends): it must answer each as `processor` would."""
+        self.register(code, processor)
+        self.run_processors[int(code)] = run_processor
 
     def accept(self, connection: ServerConnection) -> bool:
         if len(self.connections) >= self.max_connections:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from shoal.formats.record import (
+    COMPILED_ENCODE_RECORD_INTO,
     END_OF_FILE_MIN_BLANK_LENGTH,
     FIXED_LENGTH_V4,
     TAIL,
@@ -128,7 +129,7 @@ class CommitLog:
                 queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
                 store_timestamp = self._now_ms()
                 try:  # positional: matching 17 keywords would cost ~0.7 us per record, the encoder ~1.3 us
-                    encode_record_into(
+                    written = encode_record_into(
                         mapped.target,
                         position,
                         body,
@@ -147,7 +148,10 @@ class CommitLog:
                         message.prepared_transaction_offset,
                         crc,
                     )
-                    problem = encoded_record_problem(mapped.target, position, length, physical)
+                    if written != length or encode_record_into is not COMPILED_ENCODE_RECORD_INTO:
+                        problem = encoded_record_problem(mapped.target, position, length, physical)
+                    else:
+                        problem = None  # the compiled encoder refuses what would not frame
                 except (struct.error, ValueError, IndexError, KeyError) as error:
                     problem = f"{error.__class__.__name__}: {error}"
                 if problem is not None:

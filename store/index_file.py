@@ -12,7 +12,7 @@ import mmap
 import os
 from pathlib import Path
 
-from shoal.formats.index_entry import ENTRY, HEADER, SLOT
+from shoal.formats.index_entry import ENTRY, HEADER, SLOT, index_put
 from shoal.formats.java_hash import index_key_hash
 from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
@@ -94,18 +94,11 @@ class IndexFile:
         """Insert one key (`putKey`); False when the file is full."""
         if self.is_full:
             return False
-        key_hash = index_key_hash(key)
-        slot_position = limits.INDEX_HEADER_SIZE_BYTES + (key_hash % self.hash_slots) * SLOT.size
-        slot_value = SLOT.unpack_from(self.view, slot_position)[0]
-        if slot_value <= 0 or slot_value > self.index_count:
-            slot_value = 0
         if self.begin_timestamp <= 0:
             time_diff = 0
         else:
             time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
-        entry_position = self._entries_at + self.index_count * ENTRY.size
-        ENTRY.pack_into(self.view, entry_position, key_hash, physical_offset, time_diff, slot_value)
-        SLOT.pack_into(self.view, slot_position, self.index_count)
+        slot_value = index_put(self.view, self.hash_slots, self.index_count, key, physical_offset, time_diff)
         if self.index_count <= 1:
             self.begin_physical_offset = physical_offset
             self.begin_timestamp = store_timestamp

@@ -347,13 +347,25 @@ class MessageStore:
         refusal = self._refusal()
         if refusal is not None:
             return refusal
+        return self._append_one(message, self.settings.commitlog.message_body_size_max_bytes)
+
+    def append_messages(self, messages: Sequence[MessageToStore]) -> list[PutResult]:
+        """`append_message` of each, in order (pipelined sends read together): the store's state
+        is checked once for all; a refusal answers every one of them."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return [PutResult(refusal.status, remark=refusal.remark) for _ in messages]
+        body_max = self.settings.commitlog.message_body_size_max_bytes
+        return [self._append_one(message, body_max) for message in messages]
+
+    def _append_one(self, message: MessageToStore, body_max: int) -> PutResult:
         topic = self._commitlog.topic_bytes(message.topic)
         try:
             validate_message(
                 topic,
                 len(message.body),
                 len(message.properties),
-                self.settings.commitlog.message_body_size_max_bytes,
+                body_max,
                 len(message.born_host) + len(self._commitlog.store_host),
             )
             append = self._commitlog.append(message, topic=topic)

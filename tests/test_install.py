@@ -238,23 +238,46 @@ def _can_compile_the_signature() -> bool:
 
 
 def _has_compiled_signature(wheel: Path) -> bool:
+    return _has_compiled(wheel, "_acl_speedups")
+
+
+def _has_compiled(wheel: Path, module: str) -> bool:
     with zipfile.ZipFile(wheel) as archive:
-        return any("_acl_speedups" in name and name.endswith(".so") for name in archive.namelist())
+        return any(module in name and name.endswith(".so") for name in archive.namelist())
+
+
+HOT_PATH_MODULES = ("_record_speedups", "_wire_speedups")
+_HOT_PATH_PROBE = (
+    "from shoal.formats import record\n"
+    "from shoal.protocol import framing\n"
+    'header = framing.decode_json_header(b\'{"code":310,"extFields":{"b":"T"},"opaque":5}\')\n'
+    "buffer = bytearray(200)\n"
+    "host = bytes(8)\n"
+    "size = record.encode_record_into(buffer, 0, b'body', b'T', b'', 0, 0, 0, 0, 0, 1, host, 2, host, 0, 0, 0)\n"
+    "print(record.COMPILED, framing.COMPILED, header.opaque, header.ext_fields['b'], "
+    "record.dispatch_fields(buffer, 0, size, 0)[0] == size)"
+)
 
 
 @pytest.mark.slow
-def test_the_signature_is_compiled_where_it_can_be_and_optional_where_not(
+def test_the_compiled_modules_are_built_where_they_can_be_and_optional_where_not(
     base_env: Path, wheel: Path, tmp_path: Path
 ) -> None:
-    """Goal: the ACL signature's C module is built where a compiler and OpenSSL's headers are, and
-    an install without them still works. Method: the wheel built here carries the module and the
-    base install signs with it; a wheel built from a copy of the source with `false` as the C
-    compiler carries none, installs, starts, and signs and verifies the same in Python."""
+    """Goal: the C modules (the ACL signature, the record helpers, the JSON header reader) are built
+    where a compiler (and for the signature OpenSSL's headers) is, and an install without them
+    still works. Method: the wheel built here carries them and the base install uses them; a wheel
+    built from a copy of the source with `false` as the C compiler carries none, installs, starts,
+    signs and verifies, reads a header and writes and reads a record, in Python."""
     compiled = _has_compiled_signature(wheel)
     if _can_compile_the_signature():
         assert compiled, "a compiler and OpenSSL's headers are here, yet the wheel has no _acl_speedups"
     result = _run(base_env, str(base_env / "python"), "-c", _SIGNATURE_PROBE)
     assert result.stdout.split() == [str(compiled), "True", "False"], result.stderr
+    hot_path = all(_has_compiled(wheel, module) for module in HOT_PATH_MODULES)
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert hot_path, "a compiler is here, yet the wheel lacks _record_speedups or _wire_speedups"
+    result = _run(base_env, str(base_env / "python"), "-c", _HOT_PATH_PROBE)
+    assert result.stdout.split() == [str(hot_path), str(hot_path), "5", "T", "True"], result.stderr
 
     source = tmp_path / "source"
     skipped = shutil.ignore_patterns(".git", ".venv", "build", "data", "*.so", "__pycache__", "*.egg-info")
@@ -269,9 +292,12 @@ def test_the_signature_is_compiled_where_it_can_be_and_optional_where_not(
     )
     (pure,) = out.glob("shoal-*.whl")
     assert not _has_compiled_signature(pure)
+    assert not any(_has_compiled(pure, module) for module in HOT_PATH_MODULES)
     pure_env = _fresh_env(tmp_path / "venv", pure, "")
     result = _run(pure_env, str(pure_env / "python"), "-c", _SIGNATURE_PROBE)
     assert result.stdout.split() == ["False", "True", "False"], result.stderr
+    result = _run(pure_env, str(pure_env / "python"), "-c", _HOT_PATH_PROBE)
+    assert result.stdout.split() == ["False", "False", "5", "T", "True"], result.stderr
     started = _run(pure_env, str(pure_env / "shoal"), "broker", "--help")
     assert started.returncode == 0 and "Usage:" in started.stdout, started.stderr
 

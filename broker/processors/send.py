@@ -24,6 +24,9 @@ from shoal.formats.errors import BatchBodyError
 from shoal.formats.message_id import offset_msg_id
 from shoal.formats.properties import (
     CLUSTER,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    TRANSACTION_PREPARED,
     WAIT_STORE_MSG_OK,
     decode_properties,
     join_properties,
@@ -47,7 +50,7 @@ from shoal.formats.topics import (
 )
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
-from shoal.protocol.send_frames import quote_region, send_header_of, send_ok_frame
+from shoal.protocol.send_frames import lane_int, quote_region, send_header_of, send_ok_frame
 from shoal.remoting.server import ServerConnection
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store import limits as store_limits
@@ -69,6 +72,8 @@ log = logging.getLogger(__name__)
 
 Answer = RemotingCommand | bytes
 """A send's answer: a command, or (a success) its whole encoded frame."""
+_PENDING = b""
+"""`SendProcessor.run`'s place holder for an answer that comes once the lane's sends are stored."""
 
 SEND_BACK_MIN_VERSION = 121  # MQVersion V3_4_9: maxReconsumeTimes in the header is honoured from here
 PRODUCER_SYSFLAG_BITS = COMPRESSED_FLAG | COMPRESSION_TYPE_MASK
@@ -81,6 +86,10 @@ bits (half and commit messages are the broker's), the 5.x batch bits and anythin
 RocketMQ 4.9.7 stores the client's bits unchecked (and writes an unreadable record for a 0x10 or
 0x20 from an IPv4 peer); Shoal drops the bits it does not honour and answers as for the message
 without them."""
+
+LANE_LONG_DIGITS_MAX_COUNT = 18  # unsigned decimals this short always fit a Java long
+TRANSACTION_PREPARED_MARKER = TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
+_SPECIAL_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 
 RESPONSE_CODE_OF_STATUS = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -97,10 +106,44 @@ RESPONSE_CODE_OF_STATUS = {
 
 
 def stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool]:
-    """The property string as stored (WAIT removed, CLUSTER added) and whether to wait for a flush."""
+    """The property string as stored (WAIT removed, CLUSTER added) and whether to wait for a flush.
+
+    A client's usual string (one WAIT segment, no CLUSTER, no empty segment but a trailing one)
+    is cut with two finds; any other goes through `pop_property`/`set_property`, which give the
+    same result for the usual one (tests/broker/processors/test_send.py holds them to it)."""
+    text = properties or ""
+    at = text.find(_WAIT_MARKER)
+    if (
+        at >= 0
+        and (at == 0 or text[at - 1] == PROPERTY_SEPARATOR)
+        and text.find(_WAIT_MARKER, at + 1) < 0
+        and _CLUSTER_MARKER not in text
+        and _EMPTY_SEGMENT not in text
+        and not text.startswith(PROPERTY_SEPARATOR)
+    ):
+        end = text.find(PROPERTY_SEPARATOR, at)
+        if end < 0:
+            wait_value, rest = text[at + len(_WAIT_MARKER) :], text[:at]
+        else:
+            wait_value, rest = text[at + len(_WAIT_MARKER) : end], text[:at] + text[end + 1 :]
+        if rest.endswith(PROPERTY_SEPARATOR):
+            rest = rest[:-1]
+        segment = _CLUSTER_MARKER + cluster
+        stored = rest + PROPERTY_SEPARATOR + segment if rest else segment
+        return stored.encode("utf-8"), not wait_value or wait_value.lower() != "false"
+    return general_stored_properties(properties, cluster)
+
+
+def general_stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool]:
+    """`stored_properties` for any property string."""
     text, wait_value = pop_property(properties or "", WAIT_STORE_MSG_OK)
     wait = wait_value is None or wait_value.lower() != "false"
     return set_property(text, CLUSTER, cluster).encode("utf-8"), wait
+
+
+_WAIT_MARKER = WAIT_STORE_MSG_OK + NAME_VALUE_SEPARATOR
+_CLUSTER_MARKER = CLUSTER + NAME_VALUE_SEPARATOR
+_EMPTY_SEGMENT = PROPERTY_SEPARATOR + PROPERTY_SEPARATOR
 
 
 class SendProcessor:
@@ -138,9 +181,118 @@ class SendProcessor:
         self._born_hosts: dict[tuple[str, int], bytes] = {}
         self._valid_topics: set[str] = set()
         """Topic names `validate_topic_name` passed (bounded): checked once, not on every send."""
+        self._plain_topics: set[str] = set()
+        """Of those, the ones the lane takes: allowed to send to, neither retry nor DLQ topics."""
         self._region = (config.region_id, quote_region(config.region_id))
 
     def __call__(self, connection: ServerConnection, request: RemotingCommand) -> Answer | Awaitable[Answer]:
+        if request.code == RequestCode.SEND_MESSAGE_V2 and self._lane_open():
+            answer = self._lane(connection, request, self._born_host(connection))
+            if answer is not None:
+                return answer
+        return self._general(connection, request)
+
+    def run(
+        self, connection: ServerConnection, requests: list[RemotingCommand]
+    ) -> list[Answer | Awaitable[Answer] | Exception]:
+        """Several sends read together (a pipelining producer), each answered as `__call__` would;
+        what one raises is its answer (the server answers it as an error), the others go on.
+        Consecutive sends the lane takes are stored together (`MessageStore.append_messages`), in
+        the order read; a send that takes the general path is stored after those before it."""
+        answers: list[Answer | Awaitable[Answer] | Exception] = []
+        lane = requests[0].code == RequestCode.SEND_MESSAGE_V2 and self._lane_open()
+        born_host = self._born_host(connection)
+        pending: list[tuple[int, RemotingCommand, MessageToStore, bool]] = []
+        for request in requests:
+            try:
+                if lane:
+                    laned = self._lane_message(request, born_host)
+                    if laned is not None:
+                        pending.append((len(answers), request, *laned))
+                        answers.append(_PENDING)
+                        continue
+                    self._store_pending(pending, answers)
+                answers.append(self._general(connection, request))
+            except Exception as error:
+                answers.append(error)
+        self._store_pending(pending, answers)
+        return answers
+
+    def _store_pending(
+        self,
+        pending: list[tuple[int, RemotingCommand, MessageToStore, bool]],
+        answers: list[Answer | Awaitable[Answer] | Exception],
+    ) -> None:
+        """Store the sends the lane took so far, together, and put their answers in place."""
+        if not pending:
+            return
+        results = self.store.append_messages([message for _, _, message, _ in pending])
+        for (index, request, message, wait), result in zip(pending, results, strict=True):
+            try:
+                answers[index] = self._answer(request, message.topic, result, message.queue_id, wait)
+            except Exception as error:
+                answers[index] = error
+        pending.clear()
+
+    def _lane_open(self) -> bool:
+        """Whether plain sends may take the lane: this broker is a master that takes writes."""
+        return self.role.is_master and bool(self.config.broker_permission & PERM_WRITE)
+
+    def _lane(
+        self, connection: ServerConnection, request: RemotingCommand, born_host: bytes
+    ) -> Answer | Awaitable[Answer] | None:
+        """A lone SEND_MESSAGE_V2 the lane takes (`_lane_message`), stored and answered; None for
+        the general path."""
+        laned = self._lane_message(request, born_host)
+        if laned is None:
+            return None
+        message, wait = laned
+        return self._store(request, message, message.queue_id, wait)
+
+    def _lane_message(self, request: RemotingCommand, born_host: bytes) -> tuple[MessageToStore, bool] | None:
+        """The message (and whether its producer waits for durability) of a SEND_MESSAGE_V2 of the
+        plain kind (most of them), read with the fewest steps; None for any other (a new, retry or
+        forbidden topic, a delay, a transaction, a batch, a field the general reader must judge),
+        which then takes the general path. Whatever the lane takes, the general path would store
+        and answer the same way."""
+        ext = request.ext_fields
+        get = ext.get
+        topic = get("b")
+        if topic is None or topic not in self._plain_topics:
+            return None
+        topic_config = self.topics.get(topic)
+        queue_id, sys_flag, flag = lane_int(get("e")), lane_int(get("f")), lane_int(get("h"))
+        born, reconsume_text, batch = get("g"), get("j"), get("m")
+        reconsume = 0 if reconsume_text is None else lane_int(reconsume_text)
+        properties = get("i") or ""
+        if (
+            topic_config is None
+            or not topic_config.perm & PERM_WRITE
+            or queue_id is None
+            or sys_flag is None
+            or flag is None
+            or reconsume is None
+            or born is None
+            or not (born.isdigit() and born.isascii() and len(born) <= LANE_LONG_DIGITS_MAX_COUNT)
+            or (batch is not None and batch != "false")
+            or queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+            or "a" not in ext
+            or "c" not in ext
+            or lane_int(get("d")) is None
+            or may_be_timed(properties)
+            or TRANSACTION_PREPARED_MARKER in properties
+        ):
+            return None
+        stored, wait = stored_properties(properties, self.config.broker_cluster_name)
+        sysflag = sys_flag & PRODUCER_SYSFLAG_BITS
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sysflag |= MULTI_TAGS_FLAG
+        message = MessageToStore(
+            topic, queue_id, request.body or b"", stored, flag, sysflag, int(born), born_host, reconsume, 0, wait
+        )
+        return message, wait
+
+    def _general(self, connection: ServerConnection, request: RemotingCommand) -> Answer | Awaitable[Answer]:
         header = send_header_of(request.code, request.ext_fields)
         refusal = self._check(request, header)
         if refusal is not None:
@@ -244,12 +396,23 @@ class SendProcessor:
         elif header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
             result = self._append_batch(message)
         else:
-            result = self.store.append_message(message)
+            return self._store(request, message, queue_id, wait)
+        return self._answer(request, topic, result, queue_id, wait)
+
+    def _store(
+        self, request: RemotingCommand, message: MessageToStore, queue_id: int, wait: bool
+    ) -> Answer | Awaitable[Answer]:
+        return self._answer(request, message.topic, self.store.append_message(message), queue_id, wait)
+
+    def _answer(
+        self, request: RemotingCommand, topic: str, result: PutResult, queue_id: int, wait: bool
+    ) -> Answer | Awaitable[Answer]:
+        """Count the put and answer it: at once, or once durable (SYNC_FLUSH, SYNC_MASTER)."""
         self.metrics.sends(topic, result)
         if result.append is not None:
             self.on_append()
-        if result.append is not None and wait and (self.store.sync_flush or self.role.sync_master):
-            return self._respond_when_durable(request, result, queue_id)
+            if wait and (self.store.sync_flush or self.role.sync_master):
+                return self._respond_when_durable(request, result, queue_id)
         return self.response(request, result, queue_id)
 
     def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand | None:
@@ -270,7 +433,10 @@ class SendProcessor:
                 return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
             if len(self._valid_topics) >= limits.VALID_TOPIC_NAMES_CACHED_MAX_COUNT:
                 self._valid_topics.clear()
+                self._plain_topics.clear()
             self._valid_topics.add(topic)
+            if topic not in NOT_ALLOWED_SEND_TOPICS and not topic.startswith(_SPECIAL_TOPIC_PREFIXES):
+                self._plain_topics.add(topic)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return make_response(
                 request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.formats import java_hash, record
+from shoal.formats import index_entry, java_hash, record
 from shoal.formats.compiled import pure_python
+from shoal.formats.index_entry import python_index_put
 from shoal.formats.record import (
     body_crc,
     check_record,
@@ -47,10 +48,12 @@ def test_the_compiled_module_is_built_and_chosen() -> None:
         assert record.encode_record_into is COMPILED.encode_record_into
         assert record.dispatch_fields is COMPILED.dispatch_fields
         assert java_hash.java_string_hash is COMPILED.java_string_hash
+        assert index_entry.index_put is COMPILED.index_put
     else:
         assert record.encode_record_into is python_encode_record_into
         assert record.dispatch_fields is python_dispatch_fields
         assert java_hash.java_string_hash is java_hash.python_java_string_hash
+        assert index_entry.index_put is python_index_put
 
 
 @settings(max_examples=400, deadline=None)
@@ -142,6 +145,19 @@ def test_encode_record_into_refuses_what_does_not_fit_and_writes_nothing(index: 
     assert buffer == bytes(len(buffer))
 
 
+@pytest.mark.parametrize("bits", [BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG])
+def test_encode_record_into_refuses_host_bits_that_do_not_match_the_hosts(bits: int) -> None:
+    """The Python encoder writes such a record and the CommitLog's re-read refuses it; the compiled
+    one refuses it at once, so what it writes always frames (the CommitLog skips the re-read)."""
+    assert COMPILED is not None
+    arguments = _arguments(random.Random(3), bytearray(70_000), 0)
+    arguments[11], arguments[13] = V4, V4
+    arguments[9] = bits
+    with pytest.raises(ValueError, match="host bits"):
+        COMPILED.encode_record_into(*arguments)
+    assert arguments[0] == bytes(70_000)
+
+
 def test_encode_record_into_refuses_a_record_past_the_buffer_end() -> None:
     assert COMPILED is not None
     arguments = _arguments(random.Random(7), bytearray(100), 50)
@@ -212,3 +228,35 @@ def test_dispatch_fields_of_random_bytes_is_none_like_the_python_twin(data: byte
     assert COMPILED.dispatch_fields(data, position, len(data), offset) == python_dispatch_fields(
         data, position, len(data), offset
     )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=30), st.integers(min_value=0, max_value=2**40)), min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=16),
+    st.binary(max_size=8),
+)
+def test_index_put_writes_what_the_python_twin_writes(
+    keys: list[tuple[str, int]], hash_slots: int, noise: bytes
+) -> None:
+    """Entries chained through few slots (collisions), slots holding damage (numbers beyond the
+    count, negatives), keys beyond the BMP: the same bytes, the same previous entry numbers."""
+    assert COMPILED is not None
+    size = 40 + hash_slots * 4 + (len(keys) + 1) * 20
+    compiled_buffer = bytearray(size)
+    compiled_buffer[40 : 40 + len(noise)] = noise  # slots with whatever a crash left
+    python_buffer = bytearray(compiled_buffer)
+    for count, (key, offset) in enumerate(keys, start=1):
+        time_diff = offset % 1000
+        assert COMPILED.index_put(compiled_buffer, hash_slots, count, key, offset, time_diff) == python_index_put(
+            python_buffer, hash_slots, count, key, offset, time_diff
+        )
+    assert compiled_buffer == python_buffer
+
+
+def test_index_put_refuses_an_entry_outside_the_buffer() -> None:
+    assert COMPILED is not None
+    buffer = bytearray(40 + 4 * 4 + 2 * 20)
+    with pytest.raises(ValueError, match="outside"):
+        COMPILED.index_put(buffer, 4, 2, "key", 1, 0)
+    assert buffer == bytes(len(buffer))

@@ -250,3 +250,79 @@ def test_each_request_gets_its_own_verdict_and_a_failing_gate_falls_back_to_proc
     else:
         raise AssertionError("process did not run the gate again")
     assert server.process(connection, commands[0], gated=True) is answered
+
+
+RUN_CODE = RequestCode.SEND_MESSAGE_V2
+FAILING_OPAQUE = 5
+
+
+def test_a_run_of_requests_read_together_goes_to_the_run_processor_and_each_is_answered() -> None:
+    """Goal: consecutive requests of a code with a run processor, read together, reach it as one
+    run (in order); one that raises is answered SYSTEM_ERROR while the rest of its run is answered;
+    other codes, gate refusals and a lone request take the usual path. Method: a real server on a
+    loopback port, with a gate, a run processor that records its runs, and one write of frames."""
+    runs: list[list[int]] = []
+
+    def single(connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        return make_response(request, ResponseCode.SUCCESS, "single")
+
+    def run(connection: ServerConnection, requests: list[RemotingCommand]) -> list[RemotingCommand | Exception]:
+        runs.append([request.opaque for request in requests])
+        return [
+            ValueError("broken request")
+            if request.opaque == FAILING_OPAQUE
+            else make_response(request, ResponseCode.SUCCESS, "run")
+            for request in requests
+        ]
+
+    def gate(peer_host: str, command: RemotingCommand) -> RemotingCommand | None:
+        if command.ext_fields.get("refuse"):
+            return make_response(command, ResponseCode.NO_PERMISSION, "refused")
+        return None
+
+    async def scenario() -> dict[int, RemotingCommand]:
+        server = RemotingServer("test")
+        server.register_run(RUN_CODE, single, run)
+        server.register(RequestCode.HEART_BEAT, single)
+        server.gate = gate
+        port = await server.start("127.0.0.1", 0)
+        plan = [
+            (RUN_CODE, {}),  # 1-3: a run
+            (RUN_CODE, {}),
+            (RUN_CODE, {}),
+            (RequestCode.HEART_BEAT, {}),  # 4: another code
+            (RUN_CODE, {}),  # 5-6: a run whose first request fails
+            (RUN_CODE, {}),
+            (RUN_CODE, {"refuse": "1"}),  # 7: refused by the gate, ends the run
+            (RUN_CODE, {}),  # 8: alone, the usual path
+            (RequestCode.HEART_BEAT, {}),  # 9
+        ]
+        frames = b"".join(
+            encode_frame_bytes(make_request(code, opaque=opaque, ext_fields=ext))
+            for opaque, (code, ext) in enumerate(plan, start=1)
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frames)
+        decoder = FrameDecoder()
+        answers: dict[int, RemotingCommand] = {}
+        while len(answers) < len(plan):
+            data = await asyncio.wait_for(reader.read(65536), 10)
+            assert data
+            answers.update((command.opaque, command) for command in decoder.feed(data))
+        writer.close()
+        await server.stop()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert runs == [[1, 2, 3], [5, 6]]
+    assert {opaque: (answer.code, answer.remark) for opaque, answer in answers.items()} == {
+        1: (ResponseCode.SUCCESS, "run"),
+        2: (ResponseCode.SUCCESS, "run"),
+        3: (ResponseCode.SUCCESS, "run"),
+        4: (ResponseCode.SUCCESS, "single"),
+        5: (ResponseCode.SYSTEM_ERROR, "internal error: ValueError: broken request"),
+        6: (ResponseCode.SUCCESS, "run"),
+        7: (ResponseCode.NO_PERMISSION, "refused"),
+        8: (ResponseCode.SUCCESS, "single"),
+        9: (ResponseCode.SUCCESS, "single"),
+    }

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import socket
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from shoal.broker.processors.send import stored_properties
-from shoal.client.message import decode_messages
+from shoal.broker.processors.send import general_stored_properties, stored_properties
+from shoal.client.message import MessageExt, decode_messages
 from shoal.formats.batch import encode_batch_body
 from shoal.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSION_TYPE_MASK, STOREHOSTADDRESS_V6_FLAG
-from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
+from shoal.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame_bytes
 from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from shoal.remoting import RemotingClient
 from tests.broker.acknowledged import Acknowledged, assert_consumable, assert_store_verifies
@@ -196,3 +200,119 @@ def test_stored_properties_drop_wait_and_carry_the_cluster(sent: str | None, sto
     """Goal: WAIT is honoured, not stored; CLUSTER names this broker's cluster, once. Method: the
     pure string edit on the shapes clients send."""
     assert stored_properties(sent, "DefaultCluster") == (stored, wait)
+
+
+_PROPERTY_PIECES = ["WAIT", "CLUSTER", "TAGS", "true", "false", "FALSE", "", "x", "\x01", "\x02", "é"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.none() | st.lists(st.sampled_from(_PROPERTY_PIECES), max_size=12).map("".join))
+def test_stored_properties_cut_short_equal_the_general_edit(sent: str | None) -> None:
+    """Goal: the two-find cut of the usual property string gives exactly what the general edit
+    (pop WAIT, set CLUSTER) gives, on any string. Method: strings of the pieces that matter."""
+    assert stored_properties(sent, "C1") == general_stored_properties(sent, "C1")
+
+
+def _frame(code: int, opaque: int, ext: dict[str, str], body: bytes) -> bytes:
+    return encode_frame_bytes(RemotingCommand(code=code, opaque=opaque, ext_fields=ext, body=body))
+
+
+def _pipelined(address: str, frames: list[bytes]) -> dict[int, RemotingCommand]:
+    """Write every frame in one system call (one read at the broker, a run of requests) and read
+    the answers, by opaque."""
+    host, port = address.rsplit(":", 1)
+    answers: dict[int, RemotingCommand] = {}
+    decoder = FrameDecoder()
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall(b"".join(frames))
+        while len(answers) < len(frames):
+            data = sock.recv(1 << 16)
+            assert data, f"the broker closed the connection after {len(answers)} answers"
+            for command in decoder.feed(data):
+                answers[command.opaque] = command
+    return answers
+
+
+def test_pipelined_sends_read_together_are_stored_and_answered_as_one_by_one(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Goal: a run of sends in one read (the lane for plain SEND_MESSAGE_V2, the general path for
+    the rest) answers each as a lone send is answered and stores the same record.
+    Method: the topic is made by a first send; then one write carries plain V2 sends with tags,
+    keys and WAIT=false, the same messages as SEND_MESSAGE (general path), a queue id out of range,
+    an unreadable field, a batch flag on a plain body, and more plain sends; answers by opaque;
+    pull everything and compare what each path stored."""
+    assert asyncio.run(_send_v2(cluster.broker_addr, TOPIC)).code == ResponseCode.SUCCESS
+    properties = "TAGS\x01TagA\x02KEYS\x01k1 k2\x02WAIT\x01false\x02UNIQ_KEY\x01ABC"
+    plain = dataclasses.replace(_header(0), properties=properties, flag=7)
+    frames, expected = [], {}
+    for opaque in range(1, 21):
+        frames.append(_frame(RequestCode.SEND_MESSAGE_V2, opaque, plain.to_v2().to_ext_fields(), b"lane %d" % opaque))
+        expected[opaque] = ResponseCode.SUCCESS
+    for opaque in range(21, 26):
+        frames.append(_frame(RequestCode.SEND_MESSAGE, opaque, plain.to_ext_fields(), b"lane %d" % (opaque - 20)))
+        expected[opaque] = ResponseCode.SUCCESS
+    out_of_range = dataclasses.replace(plain, queue_id=999).to_v2().to_ext_fields()
+    frames.append(_frame(RequestCode.SEND_MESSAGE_V2, 26, out_of_range, b"refused"))
+    expected[26] = ResponseCode.SYSTEM_ERROR
+    unreadable = {**plain.to_v2().to_ext_fields(), "e": "x"}
+    frames.append(_frame(RequestCode.SEND_MESSAGE_V2, 27, unreadable, b"refused"))
+    expected[27] = ResponseCode.SYSTEM_ERROR
+    for opaque in range(28, 40):
+        frames.append(_frame(RequestCode.SEND_MESSAGE_V2, opaque, plain.to_v2().to_ext_fields(), b"late %d" % opaque))
+        expected[opaque] = ResponseCode.SUCCESS
+    answers = _pipelined(cluster.broker_addr, frames)
+    assert {opaque: answer.code for opaque, answer in answers.items()} == expected
+    assert "invalid request header" in (answers[27].remark or "")
+    assert all(answers[o].ext_fields["queueOffset"] for o in expected if expected[o] == ResponseCode.SUCCESS)
+    pulled = asyncio.run(_pulled(cluster.broker_addr, 1 + 20 + 5 + 12))
+    assert len(pulled) == 1 + 20 + 5 + 12
+    by_body: dict[bytes, list[MessageExt]] = {}
+    for message in pulled:
+        by_body.setdefault(bytes(message.body), []).append(message)
+    for index in range(1, 6):  # stored in the order read: the lane's V2 copy, then the general path's V1
+        lane, general = by_body[b"lane %d" % index]
+        assert _stored_fields(lane) == _stored_fields(general)
+        assert lane.properties["CLUSTER"] == "DefaultCluster" and "WAIT" not in lane.properties
+        assert (lane.tags, lane.keys, lane.flag) == ("TagA", ("k1", "k2"), 7)
+
+
+def _stored_fields(message: MessageExt) -> tuple[object, ...]:
+    return (
+        message.topic,
+        message.properties,
+        message.sysflag,
+        message.flag,
+        message.queue_id,
+        message.born_timestamp_ms,
+        message.born_host,
+        message.reconsume_times,
+        message.prepared_transaction_offset,
+    )
+
+
+async def _pulled(address: str, count: int) -> list[MessageExt]:
+    """Every message of queue 0, pulled 32 at a time (the broker's cap per pull)."""
+    client = RemotingClient()
+    messages: list[MessageExt] = []
+    try:
+        while len(messages) < count:
+            header = PullMessageRequestHeader(
+                consumer_group="CID_lane",
+                topic=TOPIC,
+                queue_id=0,
+                queue_offset=len(messages),
+                max_msg_nums=32,
+                sys_flag=4,
+                commit_offset=0,
+                suspend_timeout_ms=0,
+                subscription="*",
+                sub_version=0,
+            )
+            response: RemotingCommand = await client.invoke(
+                address, RequestCode.PULL_MESSAGE, header.to_ext_fields(), timeout_s=10.0
+            )
+            if response.code != ResponseCode.SUCCESS:
+                break
+            messages.extend(decode_messages(response.body or b""))
+    finally:
+        await client.close()
+    return messages
