@@ -2,8 +2,13 @@
 
 The choice is made once per pod and kept on its PersistentVolume (annotation
 `shoal.io/storage-node`), so it is read back first; pods without a PV get a node among the
-eligible ones (matching storage.hostPath.nodeSelector, not cordoned), preferring nodes that hold
-no other member of the same group.
+eligible ones (matching storage.hostPath.nodeSelector, not cordoned, and with no taint a broker
+pod does not tolerate), preferring nodes that hold no other member of the same group, then nodes
+without a PreferNoSchedule taint.
+
+Broker pods carry no tolerations, so a NoSchedule or NoExecute taint (a kubeadm or kind
+control-plane node's `node-role.kubernetes.io/control-plane`, say) rules a node out: a store
+pinned there would leave its pod Pending for good ("untolerated taint").
 """
 
 from __future__ import annotations
@@ -28,7 +33,14 @@ def storage_nodes(
         node = (meta.get("annotations") or {}).get(manifests.ANNOTATION_STORAGE_NODE, "")
         if node:
             chosen[pod] = node
-    eligible = sorted(node["metadata"]["name"] for node in nodes if not (node.get("spec") or {}).get("unschedulable"))
+    eligible = [
+        name
+        for _, name in sorted(
+            (_prefers_not(node), node["metadata"]["name"])
+            for node in nodes
+            if not (node.get("spec") or {}).get("unschedulable") and not _untolerated_taints(node)
+        )
+    ]
     for group in range(spec.groups):
         members = [manifests.pod_name(spec, group, ordinal) for ordinal in range(spec.replicas_per_group)]
         used = {chosen[pod] for pod in members if pod in chosen}
@@ -39,3 +51,23 @@ def storage_nodes(
             chosen[pod] = free[group % len(free)]
             used.add(chosen[pod])
     return chosen
+
+
+BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep a pod without a matching toleration off a node."""
+
+
+def _untolerated_taints(node: Mapping[str, Any]) -> list[str]:
+    """The node's taints that keep a broker pod (no tolerations) off it, as key:effect."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    return [
+        f"{taint.get('key', '')}:{taint.get('effect', '')}"
+        for taint in taints
+        if taint.get("effect") in BLOCKING_TAINT_EFFECTS
+    ]
+
+
+def _prefers_not(node: Mapping[str, Any]) -> bool:
+    """Whether the node asks to be avoided (a PreferNoSchedule taint): chosen only after the others."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(taint.get("effect") == "PreferNoSchedule" for taint in taints)

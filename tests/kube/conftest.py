@@ -149,11 +149,9 @@ def pod_runner(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFac
         control_plane.node_names,
         {
             SHOAL_PROCESS_IMAGE: shoal_image(),
-            SPARK_PROCESS_IMAGE: spark_image(work_dir),
+            SPARK_PROCESS_IMAGE: spark_image(),
             # tests/e2e/run-kind.sh's images: the broker image (twice, for the roll), Spark's, the tests'.
-            **dict(
-                zip(E2E_IMAGES, (shoal_image(), shoal_image(), spark_image(work_dir), e2e_tests_image()), strict=True)
-            ),
+            **dict(zip(E2E_IMAGES, (shoal_image(), shoal_image(), spark_image(), e2e_tests_image()), strict=True)),
         },
         control_plane.server,
     )

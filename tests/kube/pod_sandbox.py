@@ -286,21 +286,11 @@ SPARK_ENTRYPOINT = "/opt/shoal/spark-entrypoint.sh"
 SPARK_JOBS = "/opt/shoal/spark/jobs"
 
 
-def spark_entrypoint_script(dockerfile: Path) -> str:
-    """The entrypoint broker_image/Dockerfile.spark writes with a heredoc (the same script the image runs)."""
-    text = dockerfile.read_text()
-    start = text.index(f"<<'EOF' {SPARK_ENTRYPOINT}\n") + len(f"<<'EOF' {SPARK_ENTRYPOINT}\n")
-    return text[start : text.index("\nEOF\n", start) + 1]
-
-
-def spark_image(work_dir: Path) -> Image:
+def spark_image() -> Image:
     """broker_image/Dockerfile.spark: its entrypoint (without tini, which only reaps), the job modules at
     /opt/shoal/spark/jobs, SPARK_HOME in this venv's pyspark, Java from this machine."""
     venv_bin = REPO_ROOT / ".venv" / "bin"
     site = next((REPO_ROOT / ".venv" / "lib").glob("python3*/site-packages"))
-    entrypoint = work_dir / "spark-entrypoint.sh"
-    entrypoint.write_text(spark_entrypoint_script(REPO_ROOT / "broker_image" / "Dockerfile.spark"))
-    entrypoint.chmod(0o755)
     return Image(
         entrypoint=(SPARK_ENTRYPOINT,),
         cmd=("shoal", "spark", "run", "--help"),
@@ -314,7 +304,10 @@ def spark_image(work_dir: Path) -> Image:
             "PYSPARK_DRIVER_PYTHON": str(venv_bin / "python"),
         },
         workdir="/home/shoal",
-        files={SPARK_ENTRYPOINT: entrypoint, SPARK_JOBS: REPO_ROOT / "spark" / "jobs"},
+        files={
+            SPARK_ENTRYPOINT: REPO_ROOT / "broker_image" / "spark-entrypoint.sh",
+            SPARK_JOBS: REPO_ROOT / "spark" / "jobs",
+        },
     )
 
 
