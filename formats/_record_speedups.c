@@ -21,6 +21,10 @@
  *     The fields dispatch needs from a well-formed V1 record at `position` whose record ends by
  *     `limit` and whose PHYSICALOFFSET is `expected_offset`; None for anything else (the caller's
  *     full check then names the problem). Every length is checked against `limit`.
+ * find_properties(data: bytes, names: tuple[bytes, ...]) -> list[str | None]
+ *     formats.properties.python_find_properties: the values of `names` in an encoded property
+ *     string (name \x01 value \x02 ...), the last non-empty value of a repeated name winning,
+ *     decoded as UTF-8 with replacement; None where absent.
  * index_put(buffer, hash_slots, index_count, key: str, physical_offset, time_diff) -> int
  *     formats.index_entry.python_index_put: entry `index_count` of an IndexFile for `key`, and its
  *     slot pointed at it; returns the bucket's previous newest entry (0: none). ValueError when the
@@ -332,12 +336,72 @@ index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(previous);
 }
 
+static PyObject *
+find_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "find_properties takes the data and a tuple of names");
+        return NULL;
+    }
+    PyObject *names = args[1];
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "find_properties' names are bytes");
+            return NULL;
+        }
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *values = PyList_New(count);
+    if (values == NULL) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(values, i, Py_None);
+    }
+    const char *at = (const char *)data.buf;
+    const char *end = at + data.len;
+    while (at < end) {
+        const char *segment_end = memchr(at, 0x02, (size_t)(end - at));
+        if (segment_end == NULL) {
+            segment_end = end;
+        }
+        const char *separator = memchr(at, 0x01, (size_t)(segment_end - at));
+        if (separator != NULL && separator + 1 < segment_end) {
+            Py_ssize_t name_len = separator - at;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                PyObject *name = PyTuple_GET_ITEM(names, i);
+                if (PyBytes_GET_SIZE(name) == name_len && memcmp(PyBytes_AS_STRING(name), at, (size_t)name_len) == 0) {
+                    PyObject *value = PyUnicode_DecodeUTF8(separator + 1, segment_end - separator - 1, "replace");
+                    if (value == NULL) {
+                        Py_DECREF(values);
+                        PyBuffer_Release(&data);
+                        return NULL;
+                    }
+                    PyList_SetItem(values, i, value); /* steals the new value, drops the old */
+                    break; /* the first equal name, as names.index() finds it */
+                }
+            }
+        }
+        at = segment_end + 1;
+    }
+    PyBuffer_Release(&data);
+    return values;
+}
+
 static PyMethodDef methods[] = {
     {"java_string_hash", java_string_hash, METH_O, "Java's String.hashCode() of a str, signed."},
     {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
      "Write one V1 CommitLog record into a writable buffer; returns its length."},
     {"dispatch_fields", (PyCFunction)(void (*)(void))dispatch_fields, METH_FASTCALL,
      "The dispatch fields of a well-formed V1 record, or None."},
+    {"find_properties", (PyCFunction)(void (*)(void))find_properties, METH_FASTCALL,
+     "The values of a few names in an encoded property string (None where absent)."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "Write one IndexFile entry for a key and point its slot at it; returns the previous entry number."},
     {NULL, NULL, 0, NULL},

@@ -153,6 +153,14 @@ def offset_msg_id(host: bytes | memoryview, commitlog_offset: int) -> str:
     return (bytes(host) + _OFFSET.pack(commitlog_offset)).hex().upper()
 
 
+def offset_msg_id_of_hex(host_hex: str, commitlog_offset: int) -> str:
+    """`offset_msg_id` from the host's upper-case hex, made once (a store's host does not change)."""
+    return host_hex + format(commitlog_offset & _OFFSET_MASK, "016X")
+
+
+_OFFSET_MASK = 0xFFFF_FFFF_FFFF_FFFF  # the offset's 8 bytes as Java writes a long (two's complement)
+
+
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
     """(store host "ip:port", CommitLog offset) of an offset message id."""
     raw = _id_bytes(msg_id)

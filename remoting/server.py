@@ -256,6 +256,10 @@ class ServerConnection(Connection):
         if request.is_oneway:
             return
         if isinstance(response, bytes):
+            held = self._held
+            if held is not None and len(response) < limits.GATHER_WRITE_MIN_BYTES:
+                held.append(response)  # written with the read's other answers (it set last_active_s)
+                return
             transport = self.transport
             if transport is not None and not transport.is_closing():
                 self.write_parts((response,))

@@ -258,17 +258,8 @@ class Dispatcher:
                     continue
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:
-                total, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_topic, raw_properties = fast
-                fields = (
-                    total,
-                    queue_id,
-                    queue_offset,
-                    physical,
-                    sysflag,
-                    store_timestamp,
-                    topics.get(raw_topic) or _topic_name(raw_topic, topics),
-                    raw_properties,
-                )
+                size, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_topic, raw_properties = fast
+                topic = topics.get(raw_topic) or _topic_name(raw_topic, topics)
             else:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)
                 if check.kind is RecordKind.END_OF_FILE:
@@ -282,25 +273,23 @@ class Dispatcher:
                     position = resume - base
                     continue
                 header = check.header
-                fields = (
-                    header.total_size,
-                    header.queue_id,
-                    header.queue_offset,
-                    header.physical_offset,
-                    header.sysflag,
-                    header.store_timestamp,
-                    header.topic,
-                    bytes(view[header.properties_position : header.properties_position + header.properties_length]),
+                size, queue_id, queue_offset = header.total_size, header.queue_id, header.queue_offset
+                physical, sysflag, store_timestamp = header.physical_offset, header.sysflag, header.store_timestamp
+                topic = header.topic
+                raw_properties = bytes(
+                    view[header.properties_position : header.properties_position + header.properties_length]
                 )
             self.records_decoded += 1
             try:
-                self._dispatch_one(*fields)
+                self._dispatch_one(
+                    size, queue_id, queue_offset, physical, sysflag, store_timestamp, topic, raw_properties
+                )
             except OSError as error:
                 self._failed_with = error  # retried from this record after a backoff
                 return position, count, True
             except SegmentNotReadyError:
                 return position, count, True  # nothing written: dispatched in full on a later pass
-            position += fields[0]
+            position += size
             count += 1
         return position, count, False
 

@@ -93,6 +93,9 @@ class IndexService:
         indexed = self.last_indexed_offset
         if physical_offset < indexed:
             return  # re-dispatch after recovery: this message is indexed already
+        if physical_offset > indexed and uniq_key and not keys:  # most messages: one key, nothing to compare
+            self._put(f"{topic}#{uniq_key}", physical_offset, store_timestamp)
+            return
         full_keys = [f"{topic}#{key}" for key in ([uniq_key] if uniq_key else []) + message_keys(keys)]
         if physical_offset == indexed:
             full_keys = [key for key in full_keys if physical_offset not in self._offsets_of(key, physical_offset)]

@@ -21,7 +21,7 @@ from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
 from shoal.formats.batch import decode_batch_body, inflate_batch_body
 from shoal.formats.errors import BatchBodyError
-from shoal.formats.message_id import offset_msg_id
+from shoal.formats.message_id import offset_msg_id, offset_msg_id_of_hex
 from shoal.formats.properties import (
     CLUSTER,
     NAME_VALUE_SEPARATOR,
@@ -184,6 +184,8 @@ class SendProcessor:
         self._plain_topics: set[str] = set()
         """Of those, the ones the lane takes: allowed to send to, neither retry nor DLQ topics."""
         self._region = (config.region_id, quote_region(config.region_id))
+        self._host_hex: tuple[object, str] = (None, "")
+        """The store host of the last answer (by identity) and its hex, for the message ids."""
 
     def __call__(self, connection: ServerConnection, request: RemotingCommand) -> Answer | Awaitable[Answer]:
         if request.code == RequestCode.SEND_MESSAGE_V2 and self._lane_open():
@@ -226,7 +228,13 @@ class SendProcessor:
         """Store the sends the lane took so far, together, and put their answers in place."""
         if not pending:
             return
-        results = self.store.append_messages([message for _, _, message, _ in pending])
+        try:
+            results = self.store.append_messages([message for _, _, message, _ in pending])
+        except Exception as error:  # a bug below: none of them is known to be stored, each is answered
+            for index, *_ in pending:
+                answers[index] = error
+            pending.clear()
+            return
         for (index, request, message, wait), result in zip(pending, results, strict=True):
             try:
                 answers[index] = self._answer(request, message.topic, result, message.queue_id, wait)
@@ -538,11 +546,13 @@ class SendProcessor:
             remark = result.remark or result.status.value
             return make_response(request, code, remark)
         if code == ResponseCode.SUCCESS:
-            msg_id = (
-                offset_msg_id(append.store_host, append.wrote_offset)
-                if result.record_sizes is None
-                else ",".join(result.message_ids())
-            )
+            if result.record_sizes is not None:
+                msg_id = ",".join(result.message_ids())
+            elif append.store_host is self._host_hex[0]:
+                msg_id = offset_msg_id_of_hex(self._host_hex[1], append.wrote_offset)
+            else:
+                msg_id = offset_msg_id(append.store_host, append.wrote_offset)
+                self._host_hex = (append.store_host, bytes(append.store_host).hex().upper())
             region = self.config.region_id
             if region != self._region[0]:  # changed by UPDATE_BROKER_CONFIG
                 self._region = (region, quote_region(region))

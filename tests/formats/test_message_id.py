@@ -6,6 +6,8 @@ import datetime
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shoal.formats.errors import MessageIdError
 from shoal.formats.message_id import (
@@ -14,6 +16,7 @@ from shoal.formats.message_id import (
     decode_offset_msg_id,
     format_host,
     offset_msg_id,
+    offset_msg_id_of_hex,
     uniq_id_ip,
     uniq_id_nearly_time_ms,
 )
@@ -104,3 +107,9 @@ def test_hosts_are_formatted_with_brackets_for_ipv6() -> None:
     """Goal: "ip:port" / "[v6]:port". Method: format both kinds."""
     assert format_host(bytes([1, 2, 3, 4]), 5) == "1.2.3.4:5"
     assert format_host(bytes(16), 7) == "[::]:7"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(min_size=8, max_size=8) | st.binary(min_size=20, max_size=20), st.integers(-(2**63), 2**63 - 1))
+def test_the_offset_id_from_the_hosts_hex_is_the_offset_id(host: bytes, offset: int) -> None:
+    assert offset_msg_id_of_hex(host.hex().upper(), offset) == offset_msg_id(host, offset)

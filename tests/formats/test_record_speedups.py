@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.formats import index_entry, java_hash, record
+from shoal.formats import index_entry, java_hash, properties, record
 from shoal.formats.compiled import pure_python
 from shoal.formats.index_entry import python_index_put
+from shoal.formats.properties import python_find_properties
 from shoal.formats.record import (
     body_crc,
     check_record,
@@ -49,11 +50,13 @@ def test_the_compiled_module_is_built_and_chosen() -> None:
         assert record.dispatch_fields is COMPILED.dispatch_fields
         assert java_hash.java_string_hash is COMPILED.java_string_hash
         assert index_entry.index_put is COMPILED.index_put
+        assert properties.find_properties is COMPILED.find_properties
     else:
         assert record.encode_record_into is python_encode_record_into
         assert record.dispatch_fields is python_dispatch_fields
         assert java_hash.java_string_hash is java_hash.python_java_string_hash
         assert index_entry.index_put is python_index_put
+        assert properties.find_properties is python_find_properties
 
 
 @settings(max_examples=400, deadline=None)
@@ -260,3 +263,22 @@ def test_index_put_refuses_an_entry_outside_the_buffer() -> None:
     with pytest.raises(ValueError, match="outside"):
         COMPILED.index_put(buffer, 4, 2, "key", 1, 0)
     assert buffer == bytes(len(buffer))
+
+
+PROPERTY_NAMES = (b"TAGS", b"KEYS", b"UNIQ_KEY")
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"TAGS", b"KEYS", b"UNIQ_KEY", b"TAG", b"", b"\x01", b"\x02", b"v", b"\xff\xfe", "é".encode()]
+        ),
+        max_size=16,
+    ).map(b"".join),
+    st.sampled_from([PROPERTY_NAMES, (b"KEYS",), (), (b"TAGS", b"TAGS")]),
+)
+def test_find_properties_matches_the_python_twin(data: bytes, names: tuple[bytes, ...]) -> None:
+    """Repeated names, empty values, a name without a value, invalid UTF-8, doubled separators."""
+    assert COMPILED is not None
+    assert COMPILED.find_properties(data, names) == python_find_properties(data, names)
