@@ -68,20 +68,7 @@ def test_a_full_header_with_a_few_fields_changed_is_read_alike(
 
 
 def test_a_java_clients_v2_header_is_read_in_full() -> None:
-    ext = {
-        "a": "PID",
-        "b": "Topic",
-        "c": "TBW102",
-        "d": "4",
-        "e": "3",
-        "f": "0",
-        "g": "1700000000000",
-        "h": "0",
-        "i": "WAIT\x01true\x02",
-        "j": "0",
-        "k": "false",
-        "m": "false",
-    }
+    ext = JAVA_V2
     header = send_header_of(RequestCode.SEND_MESSAGE_V2, ext)
     assert header == send_message_request_header_of(RequestCode.SEND_MESSAGE_V2, ext)
     assert (header.topic, header.queue_id, header.born_timestamp_ms, header.batch) == ("Topic", 3, 1700000000000, False)
