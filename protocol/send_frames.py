@@ -13,7 +13,6 @@ answered in a few steps instead of through typed headers and `RemotingCommand`s.
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Mapping
 from json.encoder import encode_basestring
@@ -50,7 +49,7 @@ def send_header_of(code: int, ext_fields: Mapping[str, str]) -> SendMessageReque
     if code not in _V2_CODES:
         return send_message_request_header_of(code, ext_fields)
     get = ext_fields.get
-    group, topic, default_topic, born = get("a"), get("b"), get("c"), get("g")
+    group, topic, default_topic, born = get("a"), get("b"), get("c"), lane_long(get("g"))
     queue_nums, queue_id, sys_flag, flag = (
         lane_int(get("d")),
         lane_int(get("e")),
@@ -68,7 +67,6 @@ def send_header_of(code: int, ext_fields: Mapping[str, str]) -> SendMessageReque
         or sys_flag is None
         or flag is None
         or born is None
-        or not (born.isdigit() and born.isascii() and len(born) <= _LONG_DIGITS_MAX_COUNT)
         or (reconsume is None and reconsume_text is not None)
         or (max_reconsume is None and max_reconsume_text is not None)
     ):
@@ -81,7 +79,7 @@ def send_header_of(code: int, ext_fields: Mapping[str, str]) -> SendMessageReque
         default_topic_queue_nums=queue_nums,
         queue_id=queue_id,
         sys_flag=sys_flag,
-        born_timestamp_ms=int(born),
+        born_timestamp_ms=born,
         flag=flag,
         properties=get("i"),
         reconsume_times=reconsume,
@@ -100,38 +98,45 @@ def lane_int(text: str | None) -> int | None:
     return None
 
 
+def lane_long(text: str | None) -> int | None:
+    """`lane_int` for a Java long field."""
+    if text is not None and text.isdigit() and text.isascii() and len(text) <= _LONG_DIGITS_MAX_COUNT:
+        return int(text)
+    return None
+
+
 def _is_true(text: str) -> bool:
     return text == "true" or text.lower() in ("true", "1")
 
 
-def quote_region(region: str) -> str:
-    """The MSG_REGION value as a JSON string literal, for `send_ok_frame` (computed once)."""
-    return encode_basestring(region)
+def _quoted_region(region: str) -> str:
+    """`region` as a JSON string literal, made once per region (a broker has one)."""
+    quoted = _QUOTED_REGIONS.get(region)
+    if quoted is None:
+        quoted = encode_basestring(region)
+        if len(_QUOTED_REGIONS) < _QUOTED_REGIONS_MAX_COUNT:
+            _QUOTED_REGIONS[region] = quoted
+    return quoted
+
+
+_QUOTED_REGIONS: dict[str, str] = {}
+_QUOTED_REGIONS_MAX_COUNT = 16  # regionId is one per broker; a bound all the same
 
 
 def send_ok_frame(
-    request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int, region_json: str, trace_on: bool
+    request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int, region: str, trace_on: bool
 ) -> bytes:
     """The whole frame answering `request` with SUCCESS and the send response header, for a JSON
-    request (`region_json` from `quote_region`; `msg_id` hex digits and commas, as the store makes
-    it); any other serialize type goes the general way."""
+    request (`msg_id` hex digits and commas, as the store makes it); any other serialize type goes
+    the general way."""
     if request.serialize_type is not SerializeType.JSON:
-        return _general_ok_frame(request, msg_id, queue_id, queue_offset, region_json, trace_on)
-    header = (
-        _OK_TEMPLATE % (msg_id, queue_id, queue_offset, region_json, "true" if trace_on else "false", request.opaque)
+        header = SendMessageResponseHeader(
+            msg_id=msg_id, queue_id=queue_id, queue_offset=queue_offset, msg_region=region, trace_on=trace_on
+        )
+        return encode_frame_bytes(make_response(request, 0, None, ext_fields=header.to_ext_fields()))
+    header_bytes = (
+        _OK_TEMPLATE
+        % (msg_id, queue_id, queue_offset, _quoted_region(region), "true" if trace_on else "false", request.opaque)
     ).encode()
-    size = len(header)
-    return _PREFIX.pack(HEADER_LENGTH_FIELD_SIZE_BYTES + size, _JSON_WORD | size) + header
-
-
-def _general_ok_frame(
-    request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int, region_json: str, trace_on: bool
-) -> bytes:
-    header = SendMessageResponseHeader(
-        msg_id=msg_id,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        msg_region=json.loads(region_json),
-        trace_on=trace_on,
-    )
-    return encode_frame_bytes(make_response(request, 0, None, ext_fields=header.to_ext_fields()))
+    size = len(header_bytes)
+    return _PREFIX.pack(HEADER_LENGTH_FIELD_SIZE_BYTES + size, _JSON_WORD | size) + header_bytes

@@ -256,10 +256,6 @@ class ServerConnection(Connection):
         if request.is_oneway:
             return
         if isinstance(response, bytes):
-            held = self._held
-            if held is not None and len(response) < limits.GATHER_WRITE_MIN_BYTES:
-                held.append(response)  # written with the read's other answers (it set last_active_s)
-                return
             transport = self.transport
             if transport is not None and not transport.is_closing():
                 self.write_parts((response,))
@@ -283,7 +279,7 @@ class ServerConnection(Connection):
         transport = self.transport
         if transport is None:  # closed meanwhile: nothing to write to
             return
-        total = sum(len(part) for part in parts)
+        total = len(parts[0]) if len(parts) == 1 else sum(len(part) for part in parts)
         held = self._held
         if held is not None:
             if total < limits.GATHER_WRITE_MIN_BYTES:

@@ -50,7 +50,7 @@ from shoal.formats.topics import (
 )
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
-from shoal.protocol.send_frames import lane_int, quote_region, send_header_of, send_ok_frame
+from shoal.protocol.send_frames import lane_int, lane_long, send_header_of, send_ok_frame
 from shoal.remoting.server import ServerConnection
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store import limits as store_limits
@@ -87,7 +87,6 @@ RocketMQ 4.9.7 stores the client's bits unchecked (and writes an unreadable reco
 0x20 from an IPv4 peer); Shoal drops the bits it does not honour and answers as for the message
 without them."""
 
-LANE_LONG_DIGITS_MAX_COUNT = 18  # unsigned decimals this short always fit a Java long
 TRANSACTION_PREPARED_MARKER = TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
 _SPECIAL_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 
@@ -183,7 +182,6 @@ class SendProcessor:
         """Topic names `validate_topic_name` passed (bounded): checked once, not on every send."""
         self._plain_topics: set[str] = set()
         """Of those, the ones the lane takes: allowed to send to, neither retry nor DLQ topics."""
-        self._region = (config.region_id, quote_region(config.region_id))
         self._host_hex: tuple[object, str] = (None, "")
         """The store host of the last answer (by identity) and its hex, for the message ids."""
 
@@ -270,7 +268,7 @@ class SendProcessor:
             return None
         topic_config = self.topics.get(topic)
         queue_id, sys_flag, flag = lane_int(get("e")), lane_int(get("f")), lane_int(get("h"))
-        born, reconsume_text, batch = get("g"), get("j"), get("m")
+        born, reconsume_text, batch = lane_long(get("g")), get("j"), get("m")
         reconsume = 0 if reconsume_text is None else lane_int(reconsume_text)
         properties = get("i") or ""
         if (
@@ -281,7 +279,6 @@ class SendProcessor:
             or flag is None
             or reconsume is None
             or born is None
-            or not (born.isdigit() and born.isascii() and len(born) <= LANE_LONG_DIGITS_MAX_COUNT)
             or (batch is not None and batch != "false")
             or queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums)
             or "a" not in ext
@@ -296,7 +293,7 @@ class SendProcessor:
         if topic_config.topic_filter_type == "MULTI_TAG":
             sysflag |= MULTI_TAGS_FLAG
         message = MessageToStore(
-            topic, queue_id, request.body or b"", stored, flag, sysflag, int(born), born_host, reconsume, 0, wait
+            topic, queue_id, request.body or b"", stored, flag, sysflag, born, born_host, reconsume, 0, wait
         )
         return message, wait
 
@@ -553,10 +550,8 @@ class SendProcessor:
             else:
                 msg_id = offset_msg_id(append.store_host, append.wrote_offset)
                 self._host_hex = (append.store_host, bytes(append.store_host).hex().upper())
-            region = self.config.region_id
-            if region != self._region[0]:  # changed by UPDATE_BROKER_CONFIG
-                self._region = (region, quote_region(region))
-            return send_ok_frame(request, msg_id, queue_id, append.queue_offset, self._region[1], self.config.trace_on)
+            config = self.config
+            return send_ok_frame(request, msg_id, queue_id, append.queue_offset, config.region_id, config.trace_on)
         header = SendMessageResponseHeader(
             msg_id=",".join(result.message_ids()),
             queue_id=queue_id,

@@ -11,7 +11,7 @@ from shoal.protocol import RemotingCommand, RequestCode, encode_frame_bytes, mak
 from shoal.protocol.codes import SerializeType
 from shoal.protocol.errors import HeaderFieldError
 from shoal.protocol.headers import SendMessageResponseHeader, send_message_request_header_of
-from shoal.protocol.send_frames import quote_region, send_header_of, send_ok_frame
+from shoal.protocol.send_frames import send_header_of, send_ok_frame
 
 SEND_CODES = [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE]
 V2_KEYS = "abcdefghijklmn"
@@ -100,6 +100,6 @@ def test_send_ok_frame_is_the_general_encoding(
         msg_id=msg_id, queue_id=queue_id, queue_offset=queue_offset, msg_region=region, trace_on=trace_on
     )
     expected = encode_frame_bytes(make_response(request, 0, None, ext_fields=header.to_ext_fields()))
-    frame = send_ok_frame(request, msg_id, queue_id, queue_offset, quote_region(region), trace_on)
+    frame = send_ok_frame(request, msg_id, queue_id, queue_offset, region, trace_on)
     assert frame == expected
     assert isinstance(request, RemotingCommand)
