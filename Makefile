@@ -10,12 +10,13 @@ PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client operat
 PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.pyi' -o -name '*.c' \) 2>/dev/null) pyproject.toml setup.py
 DATA_DIR ?= data
 
-.PHONY: run test lint typecheck imports unit bench bench-vs-rocketmq clean help
+.PHONY: run test lint typecheck imports unit kind-e2e kind bench bench-vs-rocketmq clean help
 
 help:
 	@echo "make run    set up a virtualenv, start a local NameServer + Broker (data in ./$(DATA_DIR)) and show a produce/consume round trip; Ctrl-C stops"
 	@echo "make test   set up dev tools and run lint, type checks, import contracts and the test suite"
 	@echo "make bench  run the storage benchmark (bench/store_append.py)"
+	@echo "make kind   a local kind cluster with the operator and a Broker (tools/kind_up.sh; needs docker, root)"
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -74,23 +75,47 @@ JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/bench
 PURE_PYTHON_SUITE := tests/formats tests/protocol tests/store tests/broker/processors/test_send.py \
 	tests/broker/test_robustness.py tests/remoting/test_server.py
 JAVA_LOG := $(VENV)/pytest-interop-java.log
+# The kind suite (tests/e2e/run-kind.sh) runs beside both: docker from tools/container_engine.py
+# (.ci/run installs and starts it), kind and its node image from tools/get_images.py. Without docker
+# it skips with the reason, except under CI=true, where it must run.
+KIND_LOG := $(VENV)/kind-e2e.log
 unit: $(VENV)/.installed-dev $(VENV)/bin/helm $(VENV)/.rocketmq-jars $(VENV)/.k8s-binaries
 ifeq ($(strip $(PYTEST_ARGS)),)
 	@echo "$(JAVA_SUITE) run beside the rest; their report follows theirs (log: $(JAVA_LOG))"
-	@{ $(VENV)/bin/pytest $(JAVA_SUITE); jvm=$$?; SHOAL_PURE_PYTHON=1 $(VENV)/bin/pytest $(PURE_PYTHON_SUITE); \
+	@echo "the kind suite runs beside them too (log: $(KIND_LOG))"
+	@$(MAKE) --no-print-directory kind-e2e > $(KIND_LOG) 2>&1 & kind=$$!; \
+	{ $(VENV)/bin/pytest $(JAVA_SUITE); jvm=$$?; SHOAL_PURE_PYTHON=1 $(VENV)/bin/pytest $(PURE_PYTHON_SUITE); \
 	  pure=$$?; test $$jvm -eq 0 -a $$pure -eq 0; } > $(JAVA_LOG) 2>&1 & java=$$!; \
-	trap 'kill $$java 2>/dev/null' INT TERM; \
+	trap 'kill $$java $$kind 2>/dev/null' INT TERM; \
 	$(VENV)/bin/pytest $(addprefix --ignore=,$(JAVA_SUITE)); rest=$$?; \
 	wait $$java; java_rc=$$?; \
 	echo "===== $(JAVA_SUITE), then SHOAL_PURE_PYTHON=1 $(PURE_PYTHON_SUITE) (exit $$java_rc) ====="; \
 	cat $(JAVA_LOG); \
-	echo "rest of the suite: exit $$rest; $(JAVA_SUITE) and the pure-Python suite: exit $$java_rc"; \
-	test $$rest -eq 0 && test $$java_rc -eq 0
+	wait $$kind; kind_rc=$$?; \
+	echo "===== the kind suite, tests/e2e/run-kind.sh (exit $$kind_rc) ====="; \
+	cat $(KIND_LOG); \
+	echo "rest of the suite: exit $$rest; $(JAVA_SUITE) and the pure-Python suite: exit $$java_rc; kind suite: exit $$kind_rc"; \
+	test $$rest -eq 0 && test $$java_rc -eq 0 && test $$kind_rc -eq 0
 else
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 endif
 
 test: lint typecheck imports unit
+
+# tests/e2e/run-kind.sh on kind with the node image tools/get_images.py builds (about 10 min warm).
+kind-e2e: $(VENV)/.installed-dev $(VENV)/bin/helm
+	@if ! why="$$($(PY) tools/container_engine.py --check)"; then \
+	  if [ -n "$$CI" ]; then echo "kind suite: $$why; under CI it must run (.ci/run starts docker)"; exit 1; fi; \
+	  echo "SKIP: the kind suite (tests/e2e/run-kind.sh) needs docker: $$why"; exit 0; fi; \
+	if ! env="$$($(PY) tools/get_images.py --print-env)"; then \
+	  if [ -n "$$CI" ]; then echo "kind suite: tools/get_images.py failed (above)"; exit 1; fi; \
+	  echo "SKIP: the kind suite: tools/get_images.py could not build kind's images here (above)"; exit 0; fi; \
+	eval "$$env"; PATH="$$(dirname "$$KIND"):$(CURDIR)/$(VENV)/bin:$$PATH" KIND_NODE_IMAGE="$$KIND_NODE_IMAGE" \
+	  tests/e2e/run-kind.sh
+
+# A local kind cluster named shoal with the operator and a Broker (tools/kind_up.sh); prints how to connect.
+kind: $(VENV)/.installed $(VENV)/bin/helm
+	tools/kind_up.sh
 
 bench: $(VENV)/.installed
 	$(PY) bench/store_append.py

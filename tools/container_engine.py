@@ -151,7 +151,9 @@ def install_packages() -> None:
     for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_S, check=False)
         if done.returncode != 0:
-            raise EngineError(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+            raise EngineError(
+                f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+            )
 
 
 def daemon_settings(current: dict[str, object]) -> dict[str, object]:
@@ -199,9 +201,8 @@ def stop_dockerd(pids: list[int]) -> None:
 def start_dockerd() -> None:
     print(f"container_engine: starting dockerd (log: {DOCKERD_LOG}) ...", file=sys.stderr)
     with DOCKERD_LOG.open("ab") as log:
-        subprocess.Popen(  # noqa: S603 - a daemon outliving this script, by design
-            ["dockerd"], stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        # dockerd outlives this script by design: its own session, its output in the log.
+        subprocess.Popen(["dockerd"], stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
     why = ""
     while time.monotonic() < deadline:
@@ -210,7 +211,9 @@ def start_dockerd() -> None:
             return
         time.sleep(1)
     tail = DOCKERD_LOG.read_text(errors="replace").splitlines()[-20:]
-    raise EngineError(f"dockerd did not answer within {DAEMON_START_TIMEOUT_S:.0f} s ({why}); its log ends:\n" + "\n".join(tail))
+    raise EngineError(
+        f"dockerd did not answer within {DAEMON_START_TIMEOUT_S:.0f} s ({why}); its log ends:\n" + "\n".join(tail)
+    )
 
 
 def ensure_engine() -> str:

@@ -102,8 +102,13 @@ def digest_of(*parts: str | bytes | Path | Iterable[Path]) -> str:
 def run(command: list[str], *, what: str, timeout_s: float = DOCKER_TIMEOUT_S, **kwargs: object) -> str:
     """Run a command, returning its stdout; on failure raise with the tail of its output."""
     try:
-        done = subprocess.run(  # noqa: S603
-            command, capture_output=True, text=True, timeout=timeout_s, check=False, **kwargs  # type: ignore[call-overload]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            **kwargs,  # type: ignore[call-overload]
         )
     except subprocess.TimeoutExpired as error:
         raise GetImagesError(f"{what}: did not finish within {timeout_s:.0f} s") from error
@@ -159,19 +164,24 @@ def kind_module_dir(root: Path) -> Path:
 
 
 # ---------------------------------------------------------------- 2. Debian base
+def mirror_in(sources: str) -> str | None:
+    """The Debian archive URI an apt sources file names (deb822 `URIs:` or a one-line `deb` entry), if any."""
+    match = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", sources, re.MULTILINE) or re.search(
+        r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+/debian)/?\s", sources, re.MULTILINE
+    )
+    return match.group(1) if match else None
+
+
 def debian_mirror() -> str:
-    """The first Debian mirror this machine's apt uses (deb822 or one-line sources), else deb.debian.org."""
+    """The first Debian mirror this machine's apt uses, else deb.debian.org."""
     candidates = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     for path in candidates:
         try:
-            text = path.read_text()
+            mirror = mirror_in(path.read_text())
         except OSError:
             continue
-        match = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.MULTILINE) or re.search(
-            r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+/debian)/?\s", text, re.MULTILINE
-        )
-        if match:
-            return match.group(1)
+        if mirror:
+            return mirror
     return DEFAULT_MIRROR
 
 
@@ -184,20 +194,28 @@ def ensure_debian_base() -> str:
         raise GetImagesError("debootstrap needs root: run tools/get_images.py as root (CI does)")
     if shutil.which("debootstrap") is None:
         say("installing debootstrap with apt-get ...")
-        run(["apt-get", "install", "-y", "-qq", "debootstrap"], what="apt-get install debootstrap",
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        run(
+            ["apt-get", "install", "-y", "-qq", "debootstrap"],
+            what="apt-get install debootstrap",
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="shoal-debootstrap.") as scratch:
         rootfs = Path(scratch) / "rootfs"
         say(f"Debian base: debootstrap --variant=minbase {DEBIAN_SUITE} from {mirror} (about a minute) ...")
-        run(["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(rootfs), mirror],
-            what="debootstrap", timeout_s=DEBOOTSTRAP_TIMEOUT_S)
+        run(
+            ["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(rootfs), mirror],
+            what="debootstrap",
+            timeout_s=DEBOOTSTRAP_TIMEOUT_S,
+        )
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for path in (rootfs / leftover).glob("*"):
                 if path.is_file():
                     path.unlink()
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imported = subprocess.run(["docker", "import", "-", name], stdin=tar.stdout, capture_output=True, text=True, check=False)
+        imported = subprocess.run(
+            ["docker", "import", "-", name], stdin=tar.stdout, capture_output=True, text=True, check=False
+        )
         tar.wait()
         if imported.returncode != 0 or tar.returncode != 0:
             raise GetImagesError(f"docker import of the Debian base failed: {imported.stderr.strip()}")
@@ -227,8 +245,12 @@ def ensure_python_base(debian: str) -> str:
 
 # ---------------------------------------------------------------- 4. node programs
 def node_programs_dir(root: Path) -> Path:
-    key = digest_of(get_k8s.KUBERNETES_VERSION, COREDNS_VERSION, [NODE_MODULE_DIR / n for n in NODE_MODULE_FILES],
-                    IMAGES_DIR / "pause.c")
+    key = digest_of(
+        get_k8s.KUBERNETES_VERSION,
+        COREDNS_VERSION,
+        [NODE_MODULE_DIR / n for n in NODE_MODULE_FILES],
+        IMAGES_DIR / "pause.c",
+    )
     return root / f"kind-node-programs-{key}"
 
 
@@ -255,11 +277,16 @@ def ensure_node_programs(root: Path) -> Path:
     )
     get_k8s.run_go(
         [go, "build", "-v", "-trimpath", f"-ldflags=-s -w {version_flags}", "-o", str(partial / "shoal-node"), "."],
-        cwd=NODE_MODULE_DIR, env=env, log_path=log_path, what="shoal-node (kubelet, kubeadm, kubectl, kube-proxy)",
+        cwd=NODE_MODULE_DIR,
+        env=env,
+        log_path=log_path,
+        what="shoal-node (kubelet, kubeadm, kubectl, kube-proxy)",
     )
     get_k8s.run_go(
         [go, "install", "-v", "-trimpath", "-ldflags=-s -w", f"{COREDNS_MODULE}@{COREDNS_VERSION}"],
-        cwd=directory, env={**env, "GOBIN": str(partial), "CGO_ENABLED": "0"}, log_path=log_path,
+        cwd=directory,
+        env={**env, "GOBIN": str(partial), "CGO_ENABLED": "0"},
+        log_path=log_path,
         what=f"CoreDNS {COREDNS_VERSION}",
     )
     run(["gcc", "-static", "-Os", "-s", "-o", str(partial / "pause"), str(IMAGES_DIR / "pause.c")], what="pause")
@@ -289,8 +316,29 @@ def pause_names() -> list[str]:
     return [f"{REGISTRY}/pause:{tag_}" for tag_ in PAUSE_TAGS]
 
 
+def check_kubeadm_names(node_bin: Path) -> None:
+    """The names tagged here must be the ones this kubeadm asks for, or kubelet would try a registry."""
+    listed = run(
+        [
+            str(node_bin / "shoal-node"),
+            "kubeadm",
+            "config",
+            "images",
+            "list",
+            "--kubernetes-version",
+            f"v{get_k8s.KUBERNETES_VERSION}",
+        ],
+        what="kubeadm config images list",
+    ).split()
+    ours = {*component_names().values(), coredns_name(), *pause_names()}
+    missing = sorted(set(listed) - ours)
+    if missing:
+        raise GetImagesError(f"kubeadm asks for images this tool does not tag: {', '.join(missing)}")
+
+
 def ensure_components(debian: str, control_plane_bin: Path, node_bin: Path) -> list[str]:
     """Build the component images; the list of every name to preload into kind nodes."""
+    check_kubeadm_names(node_bin)
     dockerfile = IMAGES_DIR / "components.Dockerfile"
     binaries = [control_plane_bin / "shoal-k8s", node_bin / "shoal-node", node_bin / "coredns"]
     key = digest_of(debian, dockerfile, binaries)
@@ -309,7 +357,9 @@ def ensure_components(debian: str, control_plane_bin: Path, node_bin: Path) -> l
             docker_build(context, context / "coredns.Dockerfile", coredns, what="CoreDNS image", build_args={})
         if not image_exists(pause):
             shutil.copy(node_bin / "pause", context / "pause")
-            (context / "pause.Dockerfile").write_text('FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n')
+            (context / "pause.Dockerfile").write_text(
+                'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
+            )
             docker_build(context, context / "pause.Dockerfile", pause, what="pause image", build_args={})
     tag(name, *component_names().values())
     tag(coredns, coredns_name())
@@ -322,8 +372,16 @@ def ensure_node_image(root: Path, debian: str, node_bin: Path, preload: list[str
     kind_base = kind_module_dir(root) / "images" / "base" / "files"
     dockerfile = IMAGES_DIR / "kind-node.Dockerfile"
     image_ids = run(["docker", "image", "inspect", "--format", "{{.Id}}", *preload], what="image ids")
-    key = digest_of(debian, dockerfile, IMAGES_DIR / "node-files", IMAGES_DIR / "pod-network.yaml", kind_base,
-                    node_bin / "shoal-node", image_ids, get_k8s.KUBERNETES_VERSION)
+    key = digest_of(
+        debian,
+        dockerfile,
+        IMAGES_DIR / "node-files",
+        IMAGES_DIR / "pod-network.yaml",
+        kind_base,
+        node_bin / "shoal-node",
+        image_ids,
+        get_k8s.KUBERNETES_VERSION,
+    )
     name = f"{BUILD_PREFIX}/kind-node:v{get_k8s.KUBERNETES_VERSION}-{key}"
     if image_exists(name):
         return name

@@ -13,9 +13,14 @@
 #                      kubectl wait --for=condition=Ready broker/e2e and topic/e2e-events
 #   6. tests           tests/e2e/test_kind.py as the Job in manifests/runner.yaml, inside the
 #                      cluster: brokers register pod IPs, which port-forwards cannot reach
-#   7. teardown        kind delete cluster (SHOAL_E2E_KEEP=1 keeps it for debugging)
+#   7. outside         routes from this host to each node's podCIDR (root), then
+#                      tests/e2e/test_kind_outside.py here with the repository's .venv: shoal.client
+#                      and the official Java client as outside applications, a SIGKILLed master
+#                      container, the pods' security context and memory
+#   8. teardown        kind delete cluster and the routes (SHOAL_E2E_KEEP=1 keeps both for debugging)
 #
 # Usage: tests/e2e/run-kind.sh            (from anywhere; exit status = the tests' result)
+#        `make kind-e2e` builds kind and its node image first (tools/get_images.py) and calls this.
 # Environment: SHOAL_E2E_CLUSTER (kind cluster name, default shoal-e2e), SHOAL_E2E_KEEP=1,
 #              SHOAL_E2E_WORK (scratch directory, default a new mktemp -d), KIND_NODE_IMAGE.
 set -euo pipefail
@@ -31,7 +36,11 @@ READY_TIMEOUT=15m
 TESTS_TIMEOUT_S=2400
 
 log() { printf '\n== %s\n' "$*"; }
-skip() { echo "SKIP: $* (tests/e2e/run-kind.sh needs kind, docker or podman, and kubectl)"; exit 0; }
+# Under CI=true nothing may skip: a missing tool fails the run instead (.ci/run installs docker).
+skip() {
+    if [ -n "${CI:-}" ]; then echo "FAIL: $* (CI=true: the kind suite must run)"; exit 1; fi
+    echo "SKIP: $* (tests/e2e/run-kind.sh needs kind, docker or podman, and kubectl)"; exit 0
+}
 
 # ---------------------------------------------------------------- 1. tools
 command -v kind >/dev/null 2>&1 || skip "kind is not installed"
@@ -42,6 +51,9 @@ done
 [ -n "$ENGINE" ] || skip "no container engine (docker or podman) is installed"
 "$ENGINE" info >/dev/null 2>&1 || skip "$ENGINE is installed but its daemon is not reachable ($ENGINE info failed)"
 command -v kubectl >/dev/null 2>&1 || skip "kubectl is not installed"
+HOST_PYTHON="$REPO_ROOT/.venv/bin/python"
+[ -x "$HOST_PYTHON" ] || skip "no $HOST_PYTHON for the tests run from this host (make .venv/.installed-dev)"
+[ "$(id -u)" = 0 ] || skip "routing this host to the pods' network needs root"
 if [ "$ENGINE" = podman ]; then export KIND_EXPERIMENTAL_PROVIDER=podman; fi
 
 WORK="${SHOAL_E2E_WORK:-$(mktemp -d -t shoal-e2e.XXXXXX)}"
@@ -59,6 +71,7 @@ fi
 export KUBECONFIG="$WORK/kubeconfig"
 echo "engine=$ENGINE kind=$(command -v kind) kubectl=$(command -v kubectl) helm=$HELM work=$WORK"
 
+ROUTES=()
 cleanup() {
     status=$?
     if [ "$status" -ne 0 ]; then
@@ -71,6 +84,7 @@ cleanup() {
         echo "kept kind cluster $CLUSTER (KUBECONFIG=$KUBECONFIG); delete with: kind delete cluster --name $CLUSTER"
     else
         kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+        for route in "${ROUTES[@]}"; do ip route del "$route" 2>/dev/null || true; done
     fi
     exit "$status"
 }
@@ -131,7 +145,19 @@ while [ "$SECONDS" -lt "$deadline" ]; do
 done
 kubectl -n "$NAMESPACE" logs job/e2e-runner --tail=-1 || true
 case "$result" in
-    passed) log "e2e passed" ;;
-    failed) log "e2e FAILED"; exit 1 ;;
+    passed) log "tests/e2e/test_kind.py passed" ;;
+    failed) log "tests/e2e/test_kind.py FAILED"; exit 1 ;;
     *) log "e2e runner did not finish within $TESTS_TIMEOUT_S s"; exit 1 ;;
 esac
+
+# ---------------------------------------------------------------- 7. outside
+log "routes to the pods' network, then tests/e2e/test_kind_outside.py from this host"
+while read -r cidr address; do
+    [ -n "$cidr" ] && [ -n "$address" ] || continue
+    ip route replace "$cidr" via "$address"
+    ROUTES+=("$cidr")
+    echo "route $cidr via $address"
+done < <(kubectl get nodes -o jsonpath='{range .items[*]}{.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}')
+(cd "$REPO_ROOT" && SHOAL_E2E_KUBECONFIG="$KUBECONFIG" SHOAL_E2E_NAMESPACE="$NAMESPACE" SHOAL_E2E_BROKER="$BROKER" \
+    SHOAL_E2E_TOPIC=E2EEvents "$HOST_PYTHON" -m pytest -W error -ra -v tests/e2e/test_kind_outside.py)
+log "e2e passed"

@@ -14,7 +14,9 @@ The tests run in file order and share the cluster: the roll test comes after the
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import itertools
 import json
 import os
 import subprocess
@@ -244,6 +246,7 @@ class Stream:
     topic: str
     run: str = field(default_factory=lambda: unique("stream"))
     acked: list[str] = field(default_factory=list)
+    acked_at: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -263,19 +266,32 @@ class Stream:
                     continue
                 if result.status is SendStatus.SEND_OK:
                     self.acked.append(key)
+                    self.acked_at.append(time.monotonic())
                 else:
                     self.failures.append(f"{key}: {result.status}")
 
+    def longest_gap_s(self) -> float:
+        """The longest time between two consecutive acknowledgements: what a producer saw of an outage."""
+        times = list(self.acked_at)
+        return max((later - earlier for earlier, later in itertools.pairwise(times)), default=0.0)
 
-@pytest.fixture
-def stream(kube: Kube) -> Iterator[Stream]:
-    running = Stream(kube.namesrv_addr(), kube.target.topic)
+
+@contextlib.contextmanager
+def running_stream(namesrv: str, topic: str) -> Iterator[Stream]:
+    """A Stream producing on its own thread until the block ends."""
+    running = Stream(namesrv, topic)
     thread = threading.Thread(target=running, name="e2e-stream", daemon=True)
     thread.start()
     yield running
     running.stop.set()
     thread.join(30.0)
     assert not thread.is_alive(), "producer thread did not stop"
+
+
+@pytest.fixture
+def stream(kube: Kube) -> Iterator[Stream]:
+    with running_stream(kube.namesrv_addr(), kube.target.topic) as running:
+        yield running
 
 
 def test_master_pod_deletion_loses_no_acknowledged_message(kube: Kube, stream: Stream) -> None:

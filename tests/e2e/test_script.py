@@ -44,15 +44,16 @@ def _path_without(tools: tuple[str, ...]) -> str:
     return os.pathsep.join(kept)
 
 
-def _run_script(path: str) -> subprocess.CompletedProcess[str]:
+def _run_script(path: str, *, ci: bool = False) -> subprocess.CompletedProcess[str]:
     bash = shutil.which("bash")
     assert bash, "bash is required"
+    env = {key: value for key, value in os.environ.items() if key != "CI"}
     return subprocess.run(
         [bash, str(SCRIPT)],
         capture_output=True,
         text=True,
         timeout=SCRIPT_TIMEOUT_S,
-        env={**os.environ, "PATH": path},
+        env={**env, "PATH": path, **({"CI": "true"} if ci else {})},
         check=False,
     )
 
@@ -69,6 +70,14 @@ def test_run_kind_script_skips_without_kind_or_a_container_engine() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("SKIP: kind is not installed"), result.stdout
     assert "kind create cluster" not in result.stdout + result.stderr
+
+
+def test_run_kind_script_fails_instead_of_skipping_under_ci() -> None:
+    """CI=true: a missing tool is a failure (exit 1) that names it, never a skip."""
+    result = _run_script(_path_without(SKIPPING_TOOLS), ci=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.startswith("FAIL: kind is not installed"), result.stdout
+    assert "SKIP" not in result.stdout
 
 
 def test_run_kind_script_skips_when_the_engine_daemon_is_unreachable(tmp_path: Path) -> None:
