@@ -101,7 +101,8 @@ kind create cluster --name "$CLUSTER" --config "$WORK/kind-config.yaml" --kubeco
 log "images"
 "$ENGINE" build -f "$REPO_ROOT/broker_image/Dockerfile" -t shoal:e2e "$REPO_ROOT"
 "$ENGINE" tag shoal:e2e shoal:e2e-roll
-IMAGES=(shoal:e2e shoal:e2e-roll)
+"$ENGINE" tag shoal:e2e shoal:0.1.0  # the tag examples/ name (test_kind_outside.py applies them)
+IMAGES=(shoal:e2e shoal:e2e-roll shoal:0.1.0)
 SPARK_IMAGE=""
 if [ -f "$REPO_ROOT/broker_image/Dockerfile.spark" ]; then
     SPARK_IMAGE=shoal-spark:e2e

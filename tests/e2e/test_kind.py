@@ -312,6 +312,8 @@ def test_master_pod_deletion_loses_no_acknowledged_message(kube: Kube, stream: S
         return pod is not None and pod.metadata.uid != before.metadata.uid and pod_ready(pod)
 
     wait_until(replaced_and_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{master} recreated and Ready")
+    returned = kube.pod(master)
+    assert returned.spec.node_name == before.spec.node_name, "the pod left the node that holds its hostPath store"
     wait_until(kube.broker_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what="Broker Ready after the master returned")
     acked_on_return = len(stream.acked)
     wait_until(
@@ -321,6 +323,7 @@ def test_master_pod_deletion_loses_no_acknowledged_message(kube: Kube, stream: S
         what="sends acknowledged again after the master returned",
     )
     stream.stop.set()
+    print(f"producer gap around the master pod's deletion: {stream.longest_gap_s():.1f} s")
     acked = set(stream.acked)
     seen = consume_keys(kube.namesrv_addr(), kube.target.topic, unique("CID_failover"), acked, DELIVERY_TIMEOUT_S)
     missing = sorted(acked - seen)

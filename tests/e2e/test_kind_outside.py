@@ -13,6 +13,7 @@ SHOAL_E2E_BROKER, SHOAL_E2E_TOPIC.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,8 +24,10 @@ import pytest
 from tests.conftest import wait_until
 from tests.e2e.test_kind import (
     DELIVERY_TIMEOUT_S,
+    E2E_ENV,
     POLL_INTERVAL_S,
     READY_TIMEOUT_S,
+    REPO_ROOT,
     Kube,
     Stream,
     consume_keys,
@@ -48,7 +51,13 @@ KILL_OBSERVED_TIMEOUT_S = 60.0
 UNREADY_POLL_S = 0.2
 """The pod stays unready for seconds (a restart, then the store's recovery): polled faster than that."""
 MAX_GAP_S = 120.0
+FAILOVER_TIMEOUT_S = 420.0
+"""Node NotReady (kube-controller-manager's 40-50 s grace), then the operator's 30 s failover grace, then
+a reconcile: well under this, even on a busy machine; wrong is 'never promoted'."""
 """A generous bound on the producer's gap while a killed master restarts: wrong is 'never comes back'."""
+EXAMPLES_NAMESPACE = "shoal-examples"
+EXAMPLES_TIMEOUT = "--timeout=600s"
+KUBECTL_TIMEOUT_S = 660.0
 NAMESRV_PORT = 9876
 HOST_ROOT = "/var/lib/shoal"
 """The chart's allowed hostPath root, where the operator puts each broker's store on its node."""
@@ -235,3 +244,80 @@ def _quantity_bytes(quantity: str) -> int:
         if quantity.endswith(suffix):
             return int(float(quantity[: -len(suffix)]) * factor)
     return int(quantity)
+
+
+def kubectl(*args: str) -> str:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", os.environ[E2E_ENV], *args],
+        capture_output=True,
+        text=True,
+        timeout=KUBECTL_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_kubectl_apply_of_the_examples_folder_makes_a_ready_cluster(kube: Kube) -> None:
+    """`kubectl apply -f examples/` as the README says, into a namespace of its own (Pod Security baseline):
+    the Broker `orders` and its Topic become Ready and the operator schedules the StoreAnalysis; then the
+    namespace goes."""
+    kubectl("create", "namespace", EXAMPLES_NAMESPACE)
+    try:
+        kubectl("label", "namespace", EXAMPLES_NAMESPACE, "pod-security.kubernetes.io/enforce=baseline")
+        kubectl("-n", EXAMPLES_NAMESPACE, "apply", "-f", str(REPO_ROOT / "examples"))
+        kubectl("-n", EXAMPLES_NAMESPACE, "wait", "--for=condition=Ready", "broker/orders", EXAMPLES_TIMEOUT)
+        kubectl("-n", EXAMPLES_NAMESPACE, "wait", "--for=condition=Ready", "topic/order-events", EXAMPLES_TIMEOUT)
+
+        def scheduled() -> bool:
+            analysis = json.loads(
+                kubectl("-n", EXAMPLES_NAMESPACE, "get", "storeanalysis", "nightly-topic-stats", "-o", "json")
+            )
+            return bool(analysis.get("status", {}).get("nextScheduleTime"))
+
+        wait_until(scheduled, READY_TIMEOUT_S, POLL_INTERVAL_S, what="StoreAnalysis nightly-topic-stats scheduled")
+    finally:
+        kubectl("delete", "namespace", EXAMPLES_NAMESPACE, "--wait=true", "--timeout=300s")
+
+
+def test_losing_the_master_node_promotes_the_slave_without_losing_acknowledged_messages(
+    kube: Kube, stream: Stream
+) -> None:
+    """Freeze the master's node (`docker pause` of its kind container: kubelet, broker and the NameServer
+    there stop answering, as in a node failure or a cut link) under load. The node goes NotReady, the
+    operator's Automatic failover promotes the in-sync slave, sends are acknowledged again through the
+    other NameServer, and once the node returns every acknowledged message is consumed."""
+    group = kube.group()
+    master = group["master"]
+    master_node = kube.pod(master).spec.node_name
+    wait_until(lambda: len(stream.acked) >= ACKED_BEFORE_KILL, DELIVERY_TIMEOUT_S, POLL_INTERVAL_S, what="acks")
+    subprocess.run(["docker", "pause", master_node], check=True, timeout=DOCKER_TIMEOUT_S)
+    paused_at = time.monotonic()
+    try:
+        wait_until(
+            lambda: kube.group()["master"] != master,
+            FAILOVER_TIMEOUT_S,
+            POLL_INTERVAL_S,
+            what=f"a slave promoted after {master}'s node {master_node} froze",
+        )
+        promoted_after_s = time.monotonic() - paused_at
+        acked_at_promotion = len(stream.acked)
+        wait_until(
+            lambda: len(stream.acked) >= acked_at_promotion + ACKED_AFTER_RETURN,
+            DELIVERY_TIMEOUT_S,
+            POLL_INTERVAL_S,
+            what="sends acknowledged by the promoted master",
+        )
+    finally:
+        subprocess.run(["docker", "unpause", master_node], check=False, timeout=DOCKER_TIMEOUT_S)
+    gap_s = stream.longest_gap_s()
+    print(
+        f"node {master_node} frozen: {kube.group()['master']} promoted after {promoted_after_s:.0f} s; "
+        f"producer gap {gap_s:.0f} s"
+    )
+    stream.stop.set()
+    acked = set(stream.acked)
+    seen = consume_keys(outside_namesrv(kube), kube.target.topic, unique("CID_node_loss"), acked, DELIVERY_TIMEOUT_S)
+    missing = sorted(acked - seen)
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:10]}"
+    wait_until(kube.broker_ready, READY_TIMEOUT_S, POLL_INTERVAL_S, what="Broker Ready once the node returned")

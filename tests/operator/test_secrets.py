@@ -38,8 +38,8 @@ def b64(text: str) -> str:
 
 
 def secure_body() -> dict[str, Any]:
-    """The Broker of examples/cluster-secure.yaml as the API server hands it over."""
-    documents = list(yaml.safe_load_all((REPO_ROOT / "examples" / "cluster-secure.yaml").read_text()))
+    """The Broker of examples/secure/cluster-secure.yaml as the API server hands it over."""
+    documents = list(yaml.safe_load_all((REPO_ROOT / "examples" / "secure" / "cluster-secure.yaml").read_text()))
     (body,) = [d for d in documents if d["kind"] == "Broker"]
     body["metadata"].update(namespace="mq", uid="0f7c5d2e-1111-4222-8333-944455556666", generation=1)
     return dict(body)
@@ -72,7 +72,7 @@ def mounted(spec: BrokerSpec, **found: dict[str, Any] | None) -> secrets.Mounted
 
 
 def test_secure_example_parses_into_acl_and_tls_specs() -> None:
-    """examples/cluster-secure.yaml: ACL from Secret orders-acl (default key), TLS via a Certificate."""
+    """examples/secure/cluster-secure.yaml: ACL from Secret orders-acl (default key), TLS via a Certificate."""
     spec = secure_spec()
     assert spec.acl == AclSpec(secret_name="orders-acl", key="plain_acl.yml")
     assert spec.tls is not None and (spec.tls.certificate_name, spec.tls.secret_name, spec.tls.mode) == (
@@ -171,7 +171,7 @@ def secure_objects(digest: str = "0123456789abcdef") -> list[dict[str, Any]]:
 
 
 def test_secure_cluster_matches_golden() -> None:
-    """examples/cluster-secure.yaml with its Secrets resolved and NetworkPolicies on: golden objects."""
+    """examples/secure/cluster-secure.yaml with its Secrets resolved and NetworkPolicies on: golden objects."""
     check_golden(GOLDEN, secure_objects())
 
 
