@@ -12,6 +12,7 @@ SHOAL_E2E_BROKER, SHOAL_E2E_TOPIC.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -56,6 +57,12 @@ FAILOVER_TIMEOUT_S = 420.0
 a reconcile: well under this, even on a busy machine; wrong is 'never promoted'."""
 """A generous bound on the producer's gap while a killed master restarts: wrong is 'never comes back'."""
 EXAMPLES_NAMESPACE = "shoal-examples"
+EXAMPLES_TOPIC = "OrderEvents"
+"""examples/topic.yaml's spec.topicName."""
+DRAIN_GROUP = "CID_drain"
+DRAIN_MESSAGES = 20
+REPLICAS_PER_GROUP = 2
+"""examples/cluster.yaml's spec.replicasPerGroup."""
 EXAMPLES_TIMEOUT = "--timeout=600s"
 KUBECTL_TIMEOUT_S = 660.0
 NAMESRV_PORT = 9876
@@ -65,15 +72,19 @@ MEMORY_HEADROOM = 0.9
 """The broker's working set must stay below 90 % of its container's memory limit after the load tests."""
 
 
-def outside_namesrv(kube: Kube) -> str:
-    """The NameServers by pod IP: status.nameServerAddresses are cluster DNS names, which only pods resolve."""
+def namesrv_pod_ips(kube: Kube, namespace: str, cluster: str) -> str:
+    """A Broker's NameServers by pod IP: status.nameServerAddresses are cluster DNS names, which only pods
+    resolve."""
     pods = kube.core.list_namespaced_pod(
-        kube.target.namespace,
-        label_selector=f"app.kubernetes.io/component=nameserver,shoal.io/cluster={kube.target.broker}",
+        namespace, label_selector=f"app.kubernetes.io/component=nameserver,shoal.io/cluster={cluster}"
     ).items
     addresses = [f"{pod.status.pod_ip}:{NAMESRV_PORT}" for pod in pods if pod_ready(pod)]
-    assert addresses, f"no ready NameServer pod of {kube.target.broker}"
+    assert addresses, f"no ready NameServer pod of {namespace}/{cluster}"
     return ";".join(addresses)
+
+
+def outside_namesrv(kube: Kube) -> str:
+    return namesrv_pod_ips(kube, kube.target.namespace, kube.target.broker)
 
 
 def docker_exec(container: str, *command: str) -> str:
@@ -258,26 +269,99 @@ def kubectl(*args: str) -> str:
     return done.stdout
 
 
-def test_kubectl_apply_of_the_examples_folder_makes_a_ready_cluster(kube: Kube) -> None:
+def test_kubectl_apply_of_the_examples_folder_then_a_scale_down_that_drains(kube: Kube) -> None:
     """`kubectl apply -f examples/` as the README says, into a namespace of its own (Pod Security baseline):
-    the Broker `orders` and its Topic become Ready and the operator schedules the StoreAnalysis; then the
-    namespace goes."""
+    the Broker `orders` and its Topic become Ready and the operator schedules the StoreAnalysis. Then groups
+    1 -> 2 -> 1 with messages left unconsumed on the second group: its pods stay (Progressing Draining)
+    until a consumer group has read and committed them, and go after that."""
     kubectl("create", "namespace", EXAMPLES_NAMESPACE)
     try:
         kubectl("label", "namespace", EXAMPLES_NAMESPACE, "pod-security.kubernetes.io/enforce=baseline")
         kubectl("-n", EXAMPLES_NAMESPACE, "apply", "-f", str(REPO_ROOT / "examples"))
-        kubectl("-n", EXAMPLES_NAMESPACE, "wait", "--for=condition=Ready", "broker/orders", EXAMPLES_TIMEOUT)
-        kubectl("-n", EXAMPLES_NAMESPACE, "wait", "--for=condition=Ready", "topic/order-events", EXAMPLES_TIMEOUT)
+        wait_ready("broker/orders")
+        wait_ready("topic/order-events")
 
         def scheduled() -> bool:
-            analysis = json.loads(
-                kubectl("-n", EXAMPLES_NAMESPACE, "get", "storeanalysis", "nightly-topic-stats", "-o", "json")
-            )
+            analysis = examples_object("storeanalysis", "nightly-topic-stats")
             return bool(analysis.get("status", {}).get("nextScheduleTime"))
 
         wait_until(scheduled, READY_TIMEOUT_S, POLL_INTERVAL_S, what="StoreAnalysis nightly-topic-stats scheduled")
+        _scale_down_drains(kube)
     finally:
         kubectl("delete", "namespace", EXAMPLES_NAMESPACE, "--wait=true", "--timeout=300s")
+
+
+def wait_ready(name: str) -> None:
+    kubectl("-n", EXAMPLES_NAMESPACE, "wait", "--for=condition=Ready", name, EXAMPLES_TIMEOUT)
+
+
+def examples_object(kind: str, name: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(kubectl("-n", EXAMPLES_NAMESPACE, "get", kind, name, "-o", "json"))
+    return body
+
+
+def _scale_down_drains(kube: Kube) -> None:
+    from shoal.client import Message, MessageQueue, Producer, PullConsumer, PullStatus
+
+    group = "orders-g1"
+    kubectl("-n", EXAMPLES_NAMESPACE, "patch", "broker", "orders", "--type=merge", "-p", '{"spec":{"groups":2}}')
+    wait_until(
+        lambda: _group_pods(kube, group, ready=True) == REPLICAS_PER_GROUP,
+        READY_TIMEOUT_S,
+        POLL_INTERVAL_S,
+        what=f"{group}'s pods Ready",
+    )
+    namesrv = namesrv_pod_ips(kube, EXAMPLES_NAMESPACE, "orders").split(";")
+
+    async def g1_queues(consumer: PullConsumer) -> list[MessageQueue]:
+        return [q for q in await consumer.fetch_message_queues(EXAMPLES_TOPIC) if q.broker_name == group]
+
+    async def reaches_g1() -> bool:
+        async with PullConsumer(DRAIN_GROUP, namesrv) as consumer:
+            return bool(await g1_queues(consumer))
+
+    wait_until(lambda: asyncio.run(reaches_g1()), READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{EXAMPLES_TOPIC} on {group}")
+
+    async def leave_messages() -> None:
+        async with PullConsumer(DRAIN_GROUP, namesrv) as consumer:
+            for queue in await g1_queues(consumer):
+                await consumer.update_offset(queue, 0)  # the group consumes g1 from its start
+            (first,) = [q for q in await g1_queues(consumer) if q.queue_id == 0]
+        async with Producer(unique("PID_drain"), namesrv) as producer:
+            for index in range(DRAIN_MESSAGES):
+                await producer.send(Message(EXAMPLES_TOPIC, f"drain {index}".encode()), queue=first)
+
+    asyncio.run(leave_messages())
+    kubectl("-n", EXAMPLES_NAMESPACE, "patch", "broker", "orders", "--type=merge", "-p", '{"spec":{"groups":1}}')
+    waiting = f"{group}: draining, {DRAIN_MESSAGES} messages not consumed yet"
+
+    def progressing() -> dict[str, Any]:
+        conditions = examples_object("broker", "orders").get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Progressing"), {})
+
+    wait_until(lambda: waiting in progressing().get("message", ""), READY_TIMEOUT_S, POLL_INTERVAL_S, what=waiting)
+    assert progressing()["reason"] == "Draining"
+    assert _group_pods(kube, group) == REPLICAS_PER_GROUP, f"{group}'s pods went before its messages were consumed"
+
+    async def read_out() -> int:
+        read = 0
+        async with PullConsumer(DRAIN_GROUP, namesrv) as consumer:
+            for queue in await g1_queues(consumer):
+                offset = await consumer.fetch_offset(queue) or 0
+                result = await consumer.pull(queue, "*", offset, 32)
+                if result.status is PullStatus.FOUND:
+                    read += len(result.messages)
+                    await consumer.update_offset(queue, result.next_begin_offset)
+        return read
+
+    assert asyncio.run(read_out()) == DRAIN_MESSAGES
+    wait_until(lambda: _group_pods(kube, group) == 0, READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{group}'s pods gone")
+    wait_ready("broker/orders")
+
+
+def _group_pods(kube: Kube, group: str, *, ready: bool = False) -> int:
+    pods = kube.core.list_namespaced_pod(EXAMPLES_NAMESPACE, label_selector=f"shoal.io/group={group}").items
+    return len([pod for pod in pods if pod_ready(pod) or not ready])
 
 
 def test_losing_the_master_node_promotes_the_slave_without_losing_acknowledged_messages(
