@@ -16,7 +16,7 @@ from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import decode_header
 from shoal.protocol import MessageModel, PullSysFlag, RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData, SubscriptionData
-from shoal.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from shoal.protocol.headers import GetMaxOffsetRequestHeader, PullMessageRequestHeader, SendMessageRequestHeaderV2
 from shoal.remoting import RemotingClient
 
 pytestmark = pytest.mark.slow
@@ -24,6 +24,9 @@ pytestmark = pytest.mark.slow
 ENABLED = {"enablePropertyFilter": "true"}
 TOPIC = "FilterTopic"
 GROUP = "CID_filter"
+DISPATCH_TIMEOUT_S = 30.0
+"""Dispatch takes milliseconds; this bound only tells a lost message from a slow machine."""
+DISPATCH_POLL_S = 0.01
 RED_FROM_3_TO_7 = "a BETWEEN 3 AND 7 AND color = 'red'"
 
 
@@ -98,8 +101,22 @@ class Wire:
         return await self.client.invoke(self.address, code, fields, body)
 
     async def send(self, properties: dict[str, str], topic: str = TOPIC) -> None:
+        """Send, then wait until the ConsumeQueue has the message: dispatch runs after the send is answered
+        (as RocketMQ's reput does), and a pull at once may find nothing yet on a busy machine."""
         answer = await self.call(RequestCode.SEND_MESSAGE_V2, _send_fields(topic, properties), b"body")
         assert answer.code == ResponseCode.SUCCESS, answer.remark
+        queue_offset = int(answer.ext_fields["queueOffset"])
+        deadline = time.monotonic() + DISPATCH_TIMEOUT_S
+        while await self.max_offset(topic) <= queue_offset:
+            assert time.monotonic() < deadline, f"{topic} offset {queue_offset} not dispatched"
+            await asyncio.sleep(DISPATCH_POLL_S)
+
+    async def max_offset(self, topic: str) -> int:
+        answer = await self.call(
+            RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic=topic, queue_id=0).to_ext_fields()
+        )
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        return int(answer.ext_fields["offset"])
 
     async def heartbeat(self, *subscriptions: SubscriptionData) -> None:
         answer = await self.call(RequestCode.HEART_BEAT, body=_heartbeat(*subscriptions))
