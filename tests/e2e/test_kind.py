@@ -247,6 +247,7 @@ class Stream:
     run: str = field(default_factory=lambda: unique("stream"))
     acked: list[str] = field(default_factory=list)
     acked_at: list[float] = field(default_factory=list)
+    unreplicated: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -267,6 +268,8 @@ class Stream:
                 if result.status is SendStatus.SEND_OK:
                     self.acked.append(key)
                     self.acked_at.append(time.monotonic())
+                elif result.status is SendStatus.SLAVE_NOT_AVAILABLE:
+                    self.unreplicated.append(key)  # stored by a SYNC_MASTER whose slave is away
                 else:
                     self.failures.append(f"{key}: {result.status}")
 
