@@ -59,7 +59,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 def route_of(namesrv_addr: str, topic: str) -> dict[str, Any] | None:
     """GET_ROUTEINFO_BY_TOPIC over a raw socket to the first NameServer of a ';'-separated list (as the
     clients' namesrvAddr): the TopicRouteData, or None when the topic is unknown."""
-    host, _, port = namesrv_addr.split(";")[0].strip().rpartition(":")
+    host, _, port = namesrv_addr.split(";", maxsplit=1)[0].strip().rpartition(":")
     header = json.dumps(
         {
             "code": GET_ROUTEINFO_BY_TOPIC,
