@@ -56,6 +56,8 @@ kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -
 kubectl label namespace "$NAMESPACE" pod-security.kubernetes.io/enforce=baseline --overwrite >/dev/null
 kubectl -n "$NAMESPACE" apply -f "$REPO_ROOT/examples/cluster.yaml" -f "$REPO_ROOT/examples/topic.yaml"
 kubectl -n "$NAMESPACE" wait --for=condition=Ready broker/orders --timeout="$READY_TIMEOUT"
+# The Topic is made once the group serves: the printed produce command needs it.
+kubectl -n "$NAMESPACE" wait --for=condition=Ready topic/order-events --timeout="$READY_TIMEOUT"
 kubectl -n "$NAMESPACE" get brokers,topics,pods -o wide
 
 step "routes from this host to the pods"
