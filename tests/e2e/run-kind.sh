@@ -17,7 +17,7 @@
 #                      tests/e2e/test_kind_outside.py here with the repository's .venv: shoal.client
 #                      and the official Java client as outside applications, a SIGKILLed master
 #                      container, the pods' security context and memory
-#   8. teardown        kind delete cluster and the routes (SHOAL_E2E_KEEP=1 keeps both for debugging)
+#   8. teardown        kind delete cluster, the routes and the scratch folder (SHOAL_E2E_KEEP=1 keeps them)
 #
 # Usage: tests/e2e/run-kind.sh            (from anywhere; exit status = the tests' result)
 #        `make kind-e2e` builds kind and its node image first (tools/get_images.py) and calls this.
@@ -85,6 +85,8 @@ cleanup() {
     else
         kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
         for route in "${ROUTES[@]}"; do ip route del "$route" 2>/dev/null || true; done
+        # A scratch folder of our own goes too: its image archive alone is about 2 GB.
+        if [ -z "${SHOAL_E2E_WORK:-}" ]; then rm -rf "$WORK" 2>/dev/null || true; fi
     fi
     exit "$status"
 }
