@@ -266,17 +266,17 @@ def ensure_node_programs(root: Path) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     log_path = directory / "build.log"
-    version_flags = " ".join(
-        f"-X {get_k8s.VERSION_PACKAGE}.{name}={value}"
-        for name, value in (
-            ("gitVersion", f"v{get_k8s.KUBERNETES_VERSION}"),
-            ("gitMajor", get_k8s.KUBERNETES_MAJOR),
-            ("gitMinor", get_k8s.KUBERNETES_MINOR),
-            ("gitTreeState", "clean"),
-        )
-    )
     get_k8s.run_go(
-        [go, "build", "-v", "-trimpath", f"-ldflags=-s -w {version_flags}", "-o", str(partial / "shoal-node"), "."],
+        [
+            go,
+            "build",
+            "-v",
+            "-trimpath",
+            f"-ldflags=-s -w {get_k8s.version_ldflags()}",
+            "-o",
+            str(partial / "shoal-node"),
+            ".",
+        ],
         cwd=NODE_MODULE_DIR,
         env=env,
         log_path=log_path,

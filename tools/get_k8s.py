@@ -184,6 +184,20 @@ def write_kwok_stages(go: str, env: dict[str, str], cwd: Path, destination: Path
     destination.write_text(header + "---\n".join(documents))
 
 
+def version_ldflags() -> str:
+    """`-X` flags that make a Kubernetes binary built from the module proxy report KUBERNETES_VERSION
+    (kubeadm picks its image tags from it); tools/get_images.py builds the node programs with them too."""
+    return " ".join(
+        f"-X {VERSION_PACKAGE}.{name}={value}"
+        for name, value in (
+            ("gitVersion", f"v{KUBERNETES_VERSION}"),
+            ("gitMajor", KUBERNETES_MAJOR),
+            ("gitMinor", KUBERNETES_MINOR),
+            ("gitTreeState", "clean"),
+        )
+    )
+
+
 def build(directory: Path, root: Path) -> Path:
     go = find_go()
     env = go_environment(root)
@@ -195,22 +209,13 @@ def build(directory: Path, root: Path) -> Path:
     print(
         f"building Kubernetes {KUBERNETES_VERSION}, etcd and kwok from Go modules into {directory} ...", file=sys.stderr
     )
-    version_flags = " ".join(
-        f"-X {VERSION_PACKAGE}.{name}={value}"
-        for name, value in (
-            ("gitVersion", f"v{KUBERNETES_VERSION}"),
-            ("gitMajor", KUBERNETES_MAJOR),
-            ("gitMinor", KUBERNETES_MINOR),
-            ("gitTreeState", "clean"),
-        )
-    )
     run_go(
         [
             go,
             "build",
             "-v",
             "-trimpath",
-            f"-ldflags=-s -w {version_flags}",
+            f"-ldflags=-s -w {version_ldflags()}",
             "-o",
             str(partial / MULTI_CALL_BINARY),
             ".",
