@@ -38,6 +38,7 @@ from tests.e2e.test_kind import (
     unique,
 )
 from tests.interop.java.conftest import java, java_classes, rocketmq_lib
+from tests.scenarios import drain
 
 __all__ = ["java", "java_classes", "kube", "rocketmq_lib"]  # fixtures used by name below
 
@@ -308,8 +309,6 @@ def examples_object(kind: str, name: str) -> dict[str, Any]:
 
 
 def _scale_down_drains(kube: Kube) -> None:
-    from shoal.client import Message, MessageQueue, Producer, PullConsumer, PullStatus
-
     group = "orders-g1"
     kubectl("-n", EXAMPLES_NAMESPACE, "patch", "broker", "orders", "--type=merge", "-p", '{"spec":{"groups":2}}')
     wait_until(
@@ -320,25 +319,13 @@ def _scale_down_drains(kube: Kube) -> None:
     )
     namesrv = namesrv_pod_ips(kube, EXAMPLES_NAMESPACE, "orders").split(";")
 
-    async def g1_queues(consumer: PullConsumer) -> list[MessageQueue]:
-        return [q for q in await consumer.fetch_message_queues(EXAMPLES_TOPIC) if q.broker_name == group]
-
-    async def reaches_g1() -> bool:
-        async with PullConsumer(DRAIN_GROUP, namesrv) as consumer:
-            return bool(await g1_queues(consumer))
-
-    wait_until(lambda: asyncio.run(reaches_g1()), READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{EXAMPLES_TOPIC} on {group}")
-
-    async def leave_messages() -> None:
-        async with PullConsumer(DRAIN_GROUP, namesrv) as consumer:
-            for queue in await g1_queues(consumer):
-                await consumer.update_offset(queue, 0)  # the group consumes g1 from its start
-            (first,) = [q for q in await g1_queues(consumer) if q.queue_id == 0]
-        async with Producer(unique("PID_drain"), namesrv) as producer:
-            for index in range(DRAIN_MESSAGES):
-                await producer.send(Message(EXAMPLES_TOPIC, f"drain {index}".encode()), queue=first)
-
-    asyncio.run(leave_messages())
+    wait_until(
+        lambda: asyncio.run(drain.reaches(namesrv, EXAMPLES_TOPIC, group, DRAIN_GROUP)),
+        READY_TIMEOUT_S,
+        POLL_INTERVAL_S,
+        what=f"{EXAMPLES_TOPIC} on {group}",
+    )
+    asyncio.run(drain.leave_messages(namesrv, EXAMPLES_TOPIC, group, DRAIN_GROUP, unique("PID_drain"), DRAIN_MESSAGES))
     kubectl("-n", EXAMPLES_NAMESPACE, "patch", "broker", "orders", "--type=merge", "-p", '{"spec":{"groups":1}}')
     waiting = f"{group}: draining, {DRAIN_MESSAGES} messages not consumed yet"
 
@@ -350,18 +337,7 @@ def _scale_down_drains(kube: Kube) -> None:
     assert progressing()["reason"] == "Draining"
     assert _group_pods(kube, group) == REPLICAS_PER_GROUP, f"{group}'s pods went before its messages were consumed"
 
-    async def read_out() -> int:
-        read = 0
-        async with PullConsumer(DRAIN_GROUP, namesrv) as consumer:
-            for queue in await g1_queues(consumer):
-                offset = await consumer.fetch_offset(queue) or 0
-                result = await consumer.pull(queue, "*", offset, 32)
-                if result.status is PullStatus.FOUND:
-                    read += len(result.messages)
-                    await consumer.update_offset(queue, result.next_begin_offset)
-        return read
-
-    assert asyncio.run(read_out()) == DRAIN_MESSAGES
+    assert asyncio.run(drain.read_and_commit(namesrv, EXAMPLES_TOPIC, group, DRAIN_GROUP)) == DRAIN_MESSAGES
     wait_until(lambda: _group_pods(kube, group) == 0, READY_TIMEOUT_S, POLL_INTERVAL_S, what=f"{group}'s pods gone")
     wait_ready("broker/orders")
 

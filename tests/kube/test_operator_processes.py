@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
-from shoal.client import Admin, Message, MessageQueue, Producer, PullConsumer, PullStatus
+from shoal.client import Admin, Message, Producer
 from tests.conftest import wait_until
 from tests.kube.conftest import SHOAL_PROCESS_IMAGE, SPARK_PROCESS_IMAGE, Helm
 from tests.kube.control_plane import ControlPlane, write_kubeconfig
 from tests.kube.pod_runner import PodRunner
+from tests.scenarios import drain
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "shoal"
@@ -398,25 +399,14 @@ def test_scale_down_drains_a_group_before_its_pods_go(
             what=f"{group}-{ordinal} Ready",
         )
 
-    async def g1_queues(consumer: PullConsumer) -> list[MessageQueue]:
-        return [q for q in await consumer.fetch_message_queues("OrderEvents") if q.broker_name == group]
-
-    async def reaches_g1() -> bool:
-        async with PullConsumer("CID_drain", [_name_server(plane)]) as consumer:
-            return bool(await g1_queues(consumer))
-
-    wait_until(lambda: asyncio.run(reaches_g1()), READY_TIMEOUT_S, interval_s=2, what="the Topic on the new group")
-
-    async def leave_messages() -> None:
-        async with PullConsumer("CID_drain", [_name_server(plane)]) as consumer:
-            for queue in await g1_queues(consumer):
-                await consumer.update_offset(queue, 0)  # the group consumes g1 from its start
-            (first,) = [q for q in await g1_queues(consumer) if q.queue_id == 0]
-        async with Producer("PID_drain", [_name_server(plane)]) as producer:
-            for index in range(MESSAGES):
-                await producer.send(Message("OrderEvents", f"drain {index}".encode()), queue=first)
-
-    asyncio.run(leave_messages())
+    namesrv = [_name_server(plane)]
+    wait_until(
+        lambda: asyncio.run(drain.reaches(namesrv, "OrderEvents", group, "CID_drain")),
+        READY_TIMEOUT_S,
+        interval_s=2,
+        what="the Topic on the new group",
+    )
+    asyncio.run(drain.leave_messages(namesrv, "OrderEvents", group, "CID_drain", "PID_drain", MESSAGES))
     plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"groups":1}}')
     waiting = f"{group}: draining, {MESSAGES} messages not consumed yet"
 
@@ -428,18 +418,7 @@ def test_scale_down_drains_a_group_before_its_pods_go(
     assert progressing()["reason"] == "Draining"
     assert not pod_runner.events_of("stop", f"{NAMESPACE}/{group}-")
 
-    async def read_out() -> int:
-        read = 0
-        async with PullConsumer("CID_drain", [_name_server(plane)]) as consumer:
-            for queue in await g1_queues(consumer):
-                offset = await consumer.fetch_offset(queue) or 0
-                result = await consumer.pull(queue, "*", offset, 32)
-                if result.status is PullStatus.FOUND:
-                    read += len(result.messages)
-                    await consumer.update_offset(queue, result.next_begin_offset)
-        return read
-
-    assert asyncio.run(read_out()) == MESSAGES
+    assert asyncio.run(drain.read_and_commit(namesrv, "OrderEvents", group, "CID_drain")) == MESSAGES
     drained_s = pod_runner.elapsed_s()
     assert not pod_runner.events_of("stop", f"{NAMESPACE}/{group}-")
 
