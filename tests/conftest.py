@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import inspect
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -46,6 +48,21 @@ def small_settings(
 
 WAIT_TIMEOUT_S = 10.0
 WAIT_INTERVAL_S = 0.005
+
+
+TOOLS_DIR = Path(__file__).resolve().parent.parent / "tools"
+
+
+def load_tool(name: str) -> ModuleType:
+    """tools/<name>.py as a module. tools/ is a folder of scripts, not a package; a tool may import another
+    beside it (get_images imports get_k8s), so the folder goes on sys.path."""
+    if str(TOOLS_DIR) not in sys.path:
+        sys.path.insert(0, str(TOOLS_DIR))
+    spec = importlib.util.spec_from_file_location(f"shoal_tools_{name}", TOOLS_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def wait_until(

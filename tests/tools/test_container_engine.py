@@ -3,7 +3,6 @@ real runc (the wrapper execs it; runc then fails on the dummy bundle, after the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -13,18 +12,13 @@ from types import ModuleType
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import load_tool
+
 CAP_SYS_RESOURCE_BIT = 24
 
 
 def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "shoal_tools_container_engine", REPO_ROOT / "tools" / "container_engine.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("container_engine")
 
 
 def _bounded() -> bool:

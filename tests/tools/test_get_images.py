@@ -3,21 +3,14 @@ inputs. The stages themselves run in the kind suite (`make kind-e2e`), which che
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import load_tool
 
 
 def _tool() -> ModuleType:
-    sys.path.insert(0, str(REPO_ROOT / "tools"))  # get_images imports get_k8s beside it
-    spec = importlib.util.spec_from_file_location("shoal_tools_get_images", REPO_ROOT / "tools" / "get_images.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("get_images")
 
 
 def test_the_mirror_comes_from_deb822_or_one_line_sources() -> None:
