@@ -26,12 +26,14 @@ from shoal.broker.client_manager import ConsumerGroupInfo, ConsumerManager, Prod
 from shoal.broker.config import BrokerConfig, BrokerSettings
 from shoal.broker.metrics import BrokerMetrics
 from shoal.broker.metrics_endpoint import BrokerCollector, MetricsServer, load_metrics_token
+from shoal.broker.pop.limits import JOURNAL_SYNC_INTERVAL_S
 from shoal.broker.preflight import check_port_free, check_store_dir
 from shoal.broker.processors.admin import AdminProcessors
 from shoal.broker.processors.broker_admin import BrokerAdminProcessors
 from shoal.broker.processors.consumer import ConsumerProcessors
 from shoal.broker.processors.end_transaction import EndTransactionProcessor
 from shoal.broker.processors.group_admin import GroupAdminProcessors
+from shoal.broker.processors.pop import PopProcessors
 from shoal.broker.processors.reply import ReplyProcessor
 from shoal.broker.processors.send import SendProcessor
 from shoal.broker.replication import ReplicatedBroker, ReplicationService
@@ -207,6 +209,7 @@ class BrokerController:
             loop.create_task(self._registration_loop(first_delay=True)),
             loop.create_task(self._every(config.flush_consumer_offset_interval_ms / 1000, self.persist_offsets)),
             loop.create_task(self._every(SCAN_CHANNELS_INTERVAL_S, self._scan_channels)),
+            loop.create_task(self._every(JOURNAL_SYNC_INTERVAL_S, self.parts.pop.tick)),
             loop.create_task(self._every(STATS_TICK_INTERVAL_S, self.stats.tick, now=True)),
         ]
         log.info(  # self.role, not broker.conf's: fencing at start may have made this broker a slave
@@ -288,6 +291,7 @@ class BrokerController:
             store=parts.store,
             next_opaque=self.namesrv_client.next_opaque,
         )
+        pop = PopProcessors(config=self.config, role=self.role, pop=parts.pop)
         table: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: send,
             RequestCode.SEND_MESSAGE_V2: send,
@@ -295,6 +299,9 @@ class BrokerController:
             RequestCode.SEND_REPLY_MESSAGE: reply,
             RequestCode.SEND_REPLY_MESSAGE_V2: reply,
             RequestCode.PULL_MESSAGE: parts.pull,
+            RequestCode.POP_MESSAGE: pop.pop,
+            RequestCode.ACK_MESSAGE: pop.ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
             RequestCode.HEART_BEAT: consumer.heartbeat,
             RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
             RequestCode.CHECK_CLIENT_CONFIG: consumer.check_client_config,
@@ -367,6 +374,7 @@ class BrokerController:
             await self._metrics_server.stop()
         await parts.schedule.stop()
         parts.pull.hold.close()
+        parts.pop.close()
         self.persist_metadata()
         await parts.store.shutdown_from_loop()
         log.info("broker stopped")

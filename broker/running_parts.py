@@ -19,6 +19,7 @@ from shoal.broker.client_manager import ConsumerManager, ProducerManager
 from shoal.broker.config import BrokerSettings
 from shoal.broker.group_manager import SubscriptionGroupManager
 from shoal.broker.metrics import BrokerMetrics
+from shoal.broker.pop import PopService
 from shoal.broker.processors.pull import PullProcessor
 from shoal.broker.replication.role import BrokerRoleState
 from shoal.broker.schedule import ScheduleMessageService, schedule_tags_code_rule
@@ -47,6 +48,8 @@ class RunningParts:
     transaction_checker: TransactionCheckService
     pull: PullProcessor
     """PULL_MESSAGE; owns the long-polling `hold` service."""
+    pop: PopService
+    """POP consumption's leases and their journal (RocketMQ 5's POP_MESSAGE, ACK_MESSAGE, ...)."""
 
 
 async def open_running_parts(
@@ -95,6 +98,16 @@ async def open_running_parts(
         loop=loop,
     )
     store.subscribe(pull.hold.on_dispatch)
+    pop = PopService(
+        store=store,
+        topics=topics,
+        groups=groups,
+        offsets=offsets,
+        directory=settings.store.root_dir / "pop",
+        on_append=store.dispatch_soon,
+    )
+    await asyncio.to_thread(pop.load)  # before serving: every lease and ack a killed broker left
+    store.subscribe(pop.on_dispatch)
     schedule = ScheduleMessageService(
         store,
         config.delay_levels_ms,
@@ -126,4 +139,5 @@ async def open_running_parts(
         transactions=transactions,
         transaction_checker=transaction_checker,
         pull=pull,
+        pop=pop,
     )

@@ -604,3 +604,10 @@ def frame_messages(
         position = end
         count += 1
     return position, count
+
+
+def reconsume_times_offset(sysflag: int) -> int:
+    """Where RECONSUMETIMES lies in a record with this sysflag (IPv6 hosts move it)."""
+    born = 20 if sysflag & BORNHOST_V6_FLAG else 8
+    stored = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
+    return header_layout(born, stored)["reconsume_times"].offset

@@ -290,6 +290,73 @@ class PullMessageResponseHeader(CustomHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PopMessageRequestHeader(CustomHeader):
+    """POP_MESSAGE (200050, RocketMQ 5.x): lease up to `max_msg_nums` messages of one queue (or
+    every readable queue with `queue_id` -1) for `invisible_time_ms`, holding up to `poll_time_ms`
+    for one to arrive. `exp_type`/`exp` filter as a subscription does (TAG or SQL92); `order`
+    leases a queue's messages one batch at a time (FIFO groups)."""
+
+    consumer_group: str = field(metadata=java("consumerGroup"))
+    topic: str = field(metadata=java("topic"))
+    queue_id: int = field(metadata=java("queueId", INT))
+    max_msg_nums: int = field(metadata=java("maxMsgNums", INT))
+    invisible_time_ms: int = field(metadata=java("invisibleTime", LONG))
+    poll_time_ms: int = field(metadata=java("pollTime", LONG))
+    born_time_ms: int = field(metadata=java("bornTime", LONG))
+    init_mode: int = field(default=0, metadata=java("initMode", INT))
+    exp_type: str | None = field(default=None, metadata=java("expType"))
+    exp: str | None = field(default=None, metadata=java("exp"))
+    order: bool = field(default=False, metadata=java("order", BOOLEAN))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PopMessageResponseHeader(CustomHeader):
+    """Response to POP_MESSAGE; body = the leased records, each with its reconsume times set to
+    its delivery attempt - 1. `msg_offset_info` lists `queueId offset attempt` per record
+    (`;`-separated), the lease's identity is `pop_time_ms`."""
+
+    pop_time_ms: int = field(metadata=java("popTime", LONG))
+    invisible_time_ms: int = field(metadata=java("invisibleTime", LONG))
+    revive_qid: int = field(default=0, metadata=java("reviveQid", INT))
+    rest_num: int = field(default=0, metadata=java("restNum", LONG))
+    msg_offset_info: str | None = field(default=None, metadata=java("msgOffsetInfo"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AckMessageRequestHeader(CustomHeader):
+    """ACK_MESSAGE (200051): end the lease `extra_info` names (its pop time is field 1, as in
+    RocketMQ's ExtraInfoUtil) of the message at `offset`."""
+
+    consumer_group: str = field(metadata=java("consumerGroup"))
+    topic: str = field(metadata=java("topic"))
+    queue_id: int = field(metadata=java("queueId", INT))
+    extra_info: str = field(metadata=java("extraInfo"))
+    offset: int = field(metadata=java("offset", LONG))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeInvisibleTimeRequestHeader(CustomHeader):
+    """CHANGE_MESSAGE_INVISIBLETIME (200053): make the leased message visible again in
+    `invisible_time_ms`; the answer names the new lease (`popTime`), the old one ends."""
+
+    consumer_group: str = field(metadata=java("consumerGroup"))
+    topic: str = field(metadata=java("topic"))
+    queue_id: int = field(metadata=java("queueId", INT))
+    extra_info: str = field(metadata=java("extraInfo"))
+    offset: int = field(metadata=java("offset", LONG))
+    invisible_time_ms: int = field(metadata=java("invisibleTime", LONG))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeInvisibleTimeResponseHeader(CustomHeader):
+    """Response to CHANGE_MESSAGE_INVISIBLETIME."""
+
+    pop_time_ms: int = field(metadata=java("popTime", LONG))
+    invisible_time_ms: int = field(metadata=java("invisibleTime", LONG))
+    revive_qid: int = field(default=0, metadata=java("reviveQid", INT))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class QueryConsumerOffsetRequestHeader(CustomHeader):
     """QUERY_CONSUMER_OFFSET (14)."""
 

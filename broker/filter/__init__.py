@@ -14,7 +14,7 @@ from shoal.broker.filter.errors import (
     FilterTooComplexError,
     UnsupportedExpressionTypeError,
 )
-from shoal.broker.filter.message_filter import MessageFilter, message_filter_for
+from shoal.broker.filter.message_filter import MessageFilter, keep_matching, message_filter_for
 from shoal.broker.filter.sql92 import Sql92Filter, compile_sql92
 from shoal.broker.filter.subscription import (
     EXPRESSION_TYPE_SQL92,
@@ -23,6 +23,7 @@ from shoal.broker.filter.subscription import (
     check_subscription,
     compile_filter,
     is_tag_type,
+    parse_subscription,
 )
 
 __all__ = [
@@ -44,5 +45,7 @@ __all__ = [
     "compile_filter",
     "compile_sql92",
     "is_tag_type",
+    "keep_matching",
     "message_filter_for",
+    "parse_subscription",
 ]

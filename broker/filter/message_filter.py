@@ -14,15 +14,20 @@ filter there it passes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from shoal.broker.filter.consumer_filters import ConsumerFilterTable
 from shoal.broker.filter.sql92 import Sql92Filter
 from shoal.formats.properties import RETRY_TOPIC, decode_properties
+from shoal.formats.record import decode_header
 from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX
+from shoal.store import GetResult
 
-__all__ = ["MessageFilter", "message_filter_for"]
+__all__ = ["MessageFilter", "keep_matching", "message_filter_for"]
+
+log = logging.getLogger(__name__)
 
 RetryFilters = Callable[[str], Sql92Filter | None]
 """The original topic of a retried message -> the SQL92 filter its group has there (None: none)."""
@@ -87,3 +92,24 @@ def message_filter_for(
         retry_filters = of_original_topic
 
     return MessageFilter(tag_codes, sql92, retry_filters)
+
+
+def keep_matching(found: GetResult, message_filter: MessageFilter) -> None:
+    """Drop (and release) the found records whose properties fail the filter."""
+    kept: list[int] = []
+    for index, view in enumerate(found.messages):
+        try:
+            record = decode_header(view, 0)
+            raw = view[record.properties_position : record.properties_position + record.properties_length]
+            matches = message_filter.matches_properties(decode_properties(raw))
+        except (ValueError, IndexError) as failure:  # a damaged record: RocketMQ's evaluator skips it too
+            log.warning("record at %d unreadable for filtering: %s", found.commitlog_offsets[index], failure)
+            matches = False
+        if matches:
+            kept.append(index)
+        else:
+            view.release()
+    if len(kept) < len(found.messages):
+        found.messages = [found.messages[index] for index in kept]
+        found.queue_offsets = [found.queue_offsets[index] for index in kept]
+        found.commitlog_offsets = [found.commitlog_offsets[index] for index in kept]

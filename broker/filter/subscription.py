@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from shoal.broker.filter.errors import RESPONSE_CODE_OF_ERROR, FilterError, UnsupportedExpressionTypeError
 from shoal.broker.filter.sql92 import Sql92Filter, compile_sql92
+from shoal.formats.java_hash import java_string_hash
 from shoal.protocol import ResponseCode
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "check_subscription",
     "compile_filter",
     "is_tag_type",
+    "parse_subscription",
 ]
 
 EXPRESSION_TYPE_TAG = "TAG"  # org.apache.rocketmq.common.filter.ExpressionType
@@ -69,3 +71,14 @@ def check_subscription(
     except FilterError as error:
         return SubscriptionCheck(RESPONSE_CODE_OF_ERROR[type(error)], str(error))
     return SubscriptionCheck(ResponseCode.SUCCESS, None, compiled)
+
+
+def parse_subscription(expression: str | None) -> frozenset[int] | None:
+    """Tag codes of a TAG expression (`A || B`); None means every message (`*` or empty)."""
+    if expression is None:
+        return None
+    tags = [tag.strip() for tag in expression.split("||")]
+    tags = [tag for tag in tags if tag]
+    if not tags or "*" in tags:
+        return None
+    return frozenset(java_string_hash(tag) for tag in tags)

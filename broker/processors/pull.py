@@ -19,14 +19,13 @@ from shoal.broker.filter import (
     Sql92Filter,
     compile_filter,
     is_tag_type,
+    keep_matching,
     message_filter_for,
+    parse_subscription,
 )
 from shoal.broker.filter.limits import SQL92_SCAN_UNITS_MAX_COUNT
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.topic_manager import PERM_READ
-from shoal.formats.java_hash import java_string_hash
-from shoal.formats.properties import decode_properties
-from shoal.formats.record import decode_header
 from shoal.formats.topics import SCHEDULE_TOPIC
 from shoal.protocol import PullSysFlag, RemotingCommand, ResponseCode, make_response
 from shoal.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -72,38 +71,6 @@ _CORRECTED_STATUSES = frozenset(
     }
 )
 """Statuses whose nextBeginOffset a master corrects (RocketMQ's nextOffsetCorrection) and a slave does not."""
-
-
-def parse_subscription(expression: str | None) -> frozenset[int] | None:
-    """Tag codes of a TAG expression (`A || B`); None means every message (`*` or empty)."""
-    if expression is None:
-        return None
-    tags = [tag.strip() for tag in expression.split("||")]
-    tags = [tag for tag in tags if tag]
-    if not tags or "*" in tags:
-        return None
-    return frozenset(java_string_hash(tag) for tag in tags)
-
-
-def keep_matching(found: GetResult, message_filter: MessageFilter) -> None:
-    """Drop (and release) the found records whose properties fail the filter."""
-    kept: list[int] = []
-    for index, view in enumerate(found.messages):
-        try:
-            record = decode_header(view, 0)
-            raw = view[record.properties_position : record.properties_position + record.properties_length]
-            matches = message_filter.matches_properties(decode_properties(raw))
-        except (ValueError, IndexError) as failure:  # a damaged record: RocketMQ's evaluator skips it too
-            log.warning("record at %d unreadable for filtering: %s", found.commitlog_offsets[index], failure)
-            matches = False
-        if matches:
-            kept.append(index)
-        else:
-            view.release()
-    if len(kept) < len(found.messages):
-        found.messages = [found.messages[index] for index in kept]
-        found.queue_offsets = [found.queue_offsets[index] for index in kept]
-        found.commitlog_offsets = [found.commitlog_offsets[index] for index in kept]
 
 
 class PullProcessor:
