@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client operator spark cli
+PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client proxy operator spark cli
 # Strict editable installs link files one by one, so a new module needs a reinstall:
 # the stamps depend on every package file.
 PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.pyi' -o -name '*.c' \) 2>/dev/null) pyproject.toml setup.py
@@ -36,10 +36,10 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check formats store protocol remoting acl namesrv broker client operator spark cli tests bench tools
+	$(VENV)/bin/ruff format --check formats store protocol remoting acl namesrv broker client proxy operator spark cli tests bench tools
 
 typecheck: $(VENV)/.installed-dev
-	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.acl -p shoal.namesrv -p shoal.client -p shoal.broker -p shoal.cli -p shoal.operator -p shoal.spark
+	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.acl -p shoal.namesrv -p shoal.client -p shoal.broker -p shoal.proxy -p shoal.cli -p shoal.operator -p shoal.spark
 
 # tools/lint_imports.py: the contracts hold the same with a plain `pip install -e .` (README, Developing).
 imports: $(VENV)/.installed-dev
@@ -66,10 +66,10 @@ $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/
 
 # The tests that drive Apache RocketMQ's JVMs (tests/interop/java, the side-by-side benchmark run in
 # tests/bench/test_vs_rocketmq.py, and the ACL bench's tests with its Java-client case) and the Go and
-# Node.js clients' (tests/interop/go, tests/interop/node) mostly wait on clients and brokers, so they run in a second pytest process beside the rest: `make test` takes about
+# Node.js clients' (tests/interop/go, tests/interop/node) and the v5 Python client's (tests/interop/python_v5) mostly wait on clients and brokers, so they run in a second pytest process beside the rest: `make test` takes about
 # 35 min on 2 cores instead of 60. Their report is printed after the rest's (and kept in $(JAVA_LOG)).
 # `make unit PYTEST_ARGS=...` runs one pytest.
-JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
+JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/interop/python_v5 tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
 # The codecs, the store and the send path again with SHOAL_PURE_PYTHON=1 (the compiled modules off:
 # formats/compiled.py), after the JVM suite in the same stream: the Python twins pass the same tests.
 PURE_PYTHON_SUITE := tests/formats tests/protocol tests/store tests/broker/processors/test_send.py \

@@ -56,6 +56,9 @@ from shoal.formats.properties import (
     REAL_QUEUE_ID,
     REAL_TOPIC,
     START_DELIVER_TIME,
+    TIMER_DELAY_MS,
+    TIMER_DELAY_SEC,
+    TIMER_DELIVER_MS,
     decode_properties,
     encode_properties,
 )
@@ -75,9 +78,6 @@ from shoal.store.metadata import DelayOffsetTable
 
 log = logging.getLogger(__name__)
 
-TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
-TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_REQUEST_PROPERTIES = (TIMER_DELAY_SEC, TIMER_DELAY_MS, START_DELIVER_TIME)
 """Turned into TIMER_DELIVER_MS when a message is parked, so a re-sent copy is not delayed again."""
 

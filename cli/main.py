@@ -8,7 +8,7 @@ import click
 
 from shoal.cli.client_commands import admin, consume, produce
 from shoal.cli.demo import demo, demo_writer
-from shoal.cli.server_commands import broker, local, namesrv
+from shoal.cli.server_commands import broker, local, namesrv, proxy
 from shoal.cli.spark_commands import spark_group
 from shoal.cli.store_commands import store_group
 from shoal.cli.trace_commands import trace
@@ -25,9 +25,10 @@ def cli(context: click.Context, log_level: str | None) -> None:
     """Shoal: a RocketMQ-compatible, persistent message broker.
 
     \b
-    shoal local           a NameServer and a Broker in one process (what `make run` starts)
+    shoal local           a NameServer, a Broker and the gRPC proxy in one process (`make run`)
     shoal namesrv         run a NameServer
     shoal broker          run a Broker (-c broker.conf)
+    shoal proxy           run the gRPC proxy RocketMQ 5 clients connect to (-n namesrv)
     shoal admin           topics, routes, consumer progress, messages by id or key
     shoal produce         send messages;  shoal consume   print consumed messages
     shoal demo            write, crash, recover and read back a store
@@ -40,7 +41,7 @@ def cli(context: click.Context, log_level: str | None) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-SERVER_COMMANDS = frozenset({"namesrv", "broker", "local", "demo", "demo-writer"})
+SERVER_COMMANDS = frozenset({"namesrv", "broker", "proxy", "local", "demo", "demo-writer"})
 
 cli.add_command(demo)
 cli.add_command(demo_writer)
@@ -49,6 +50,7 @@ cli.add_command(spark_group)
 cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(local)
+cli.add_command(proxy)
 cli.add_command(admin)
 cli.add_command(produce)
 cli.add_command(consume)

@@ -1,4 +1,4 @@
-"""`shoal namesrv`, `shoal broker` and `shoal local`: run the processes."""
+"""`shoal namesrv`, `shoal broker`, `shoal proxy` and `shoal local`: run the processes."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from shoal.cli.local_demo import round_trip
 from shoal.cli.startup_errors import one_line_startup_errors
 from shoal.namesrv.config import NamesrvConfig, load_namesrv_config
 from shoal.namesrv.name_server import NameServer
+from shoal.proxy import ProxyServer, ProxySettings
+from shoal.proxy.limits import GRPC_PORT
 from shoal.remoting.settings import load_tls_config, parse_properties
 from shoal.store import limits as store_limits
 
@@ -129,6 +131,36 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
     run_until_signal(main)
 
 
+@click.command()
+@click.option("-n", "--namesrv-addr", required=True, help="NameServer addresses, ';'-separated.")
+@click.option("--port", type=int, default=GRPC_PORT, show_default=True, help="gRPC port (0: any free port).")
+@click.option("--host", default="0.0.0.0", show_default=True, help="Interface to bind.")
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="Host clients are told to connect to in routes (default: --host, or 127.0.0.1 for 0.0.0.0).",
+)
+def proxy(namesrv_addr: str, port: int, host: str, advertised_host: str | None) -> None:
+    """Run a gRPC proxy for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService).
+
+    It serves the official v5 clients (Java rocketmq-client-java, Python rocketmq-python-client,
+    Go rocketmq-clients) in front of every broker the NameServers know, as RocketMQ 5's proxy does
+    in cluster mode: sends, and POP consumption (SimpleConsumer, PushConsumer) through the brokers.
+    """
+    addresses = tuple(address.strip() for address in namesrv_addr.split(";") if address.strip())
+    settings = ProxySettings(namesrv_addrs=addresses, host=host, port=port, advertised_host=advertised_host)
+
+    async def main(stop: asyncio.Event) -> None:
+        server = ProxyServer(settings)
+        with one_line_startup_errors():
+            bound = await server.start()
+        click.echo(f"gRPC proxy listening on port {bound} (NameServers {';'.join(addresses)})", err=True)
+        await stop.wait()
+        await server.stop()
+
+    run_until_signal(main)
+
+
 LOCAL_STORE_CONF = {
     # RocketMQ's sizes (1 GiB CommitLog segments, a 420 MB IndexFile, 6 MB per ConsumeQueue file)
     # are for servers; a laptop cluster gets files of a few MB (docs/operations.md, "Sizes").
@@ -193,8 +225,18 @@ def local_allocation_text(settings: BrokerSettings) -> str:
     default=False,
     help="With --demo: shut down cleanly once the demo is done (exit 1 if it failed), for scripts and CI.",
 )
-def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_after_demo: bool) -> None:
-    """Run a NameServer and a Broker in one process with the embedded default config (Ctrl-C stops).
+@click.option(
+    "--grpc-port",
+    type=int,
+    default=GRPC_PORT,
+    show_default=True,
+    help="Port of the gRPC proxy for RocketMQ 5 clients (0: any free port; -1: no proxy).",
+)
+def local(
+    data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_after_demo: bool, grpc_port: int
+) -> None:
+    """Run a NameServer, a Broker and a gRPC proxy (RocketMQ 5 clients) in one process with the
+    embedded default config (Ctrl-C stops).
 
     The store uses small files (16 MiB CommitLog segments, a 22 MB IndexFile) rather than
     RocketMQ's server sizes; `shoal broker -c broker.conf` uses RocketMQ's.
@@ -219,10 +261,23 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_
         except BaseException:
             await name_server.stop()
             raise
+        proxy: ProxyServer | None = None
+        if grpc_port >= 0:
+            proxy = ProxyServer(
+                ProxySettings(namesrv_addrs=(f"127.0.0.1:{namesrv_port}",), host="127.0.0.1", port=grpc_port)
+            )
+            try:
+                with one_line_startup_errors():
+                    await proxy.start()
+            except BaseException:
+                await controller.stop()
+                await name_server.stop()
+                raise
         serving = (
             f"NameServer 127.0.0.1:{namesrv_port}, broker {settings.broker.broker_name} "
             f"127.0.0.1:{controller.port} (VIP channel :{controller.vip_port}), "
             f"metrics http://127.0.0.1:{controller.metrics_port}/metrics"
+            + (f", gRPC for RocketMQ 5 clients 127.0.0.1:{proxy.port}" if proxy is not None else "")
         )
         click.echo(f"local cluster up: {serving}, store {settings.store.root_dir}", err=True)
         try:
@@ -242,6 +297,8 @@ def local(data_dir: Path, namesrv_port: int, broker_port: int, demo: bool, exit_
                 await stop.wait()
         finally:
             click.echo("stopping the local cluster ...", err=True)
+            if proxy is not None:
+                await proxy.stop()
             await controller.stop()
             await name_server.stop()
             click.echo("local cluster stopped", err=True)

@@ -45,6 +45,10 @@ TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 CLUSTER = "CLUSTER"
 START_DELIVER_TIME = "__STARTDELIVERTIME"
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # RocketMQ 5: deliver at this time (ms since the epoch)
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+SHARDING_KEY = "__SHARDINGKEY"  # RocketMQ 5: a FIFO message's message group
 
 
 def properties_to_string(properties: Mapping[str, str | None]) -> str:

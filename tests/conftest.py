@@ -165,6 +165,7 @@ class Cluster:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
     starts: int = 0
+    proxy_port: int = 0
     broker_cgroups: list[Path] = field(default_factory=list)
     """cgroup directories the next broker process joins before it runs (tests/cgroups.py)."""
 
@@ -211,6 +212,20 @@ class Cluster:
             cgroups=list(self.broker_cgroups),
         )
 
+    def start_proxy(self, port: int) -> None:
+        """`shoal proxy` (gRPC, RocketMQ 5 clients) in front of this NameServer's brokers."""
+        self.proxy_port = port
+        self._spawn(
+            "proxy",
+            ["proxy", "-n", self.namesrv_addr, "--host", "127.0.0.1", "--port", str(port)],
+            port,
+            f"gRPC proxy listening on port {port}",
+        )
+
+    @property
+    def proxy_addr(self) -> str:
+        return f"127.0.0.1:{self.proxy_port}"
+
     def _spawn(self, name: str, args: list[str], port: int, ready_line: str, cgroups: list[Path] | None = None) -> None:
         self.starts += 1  # a fresh log per start: a restart must not see the previous ready line
         log_path = self.root / f"{name}-{self.starts}.log"
@@ -245,7 +260,7 @@ class Cluster:
         return self.logs[name].read_text(errors="replace")
 
     def stop_all(self) -> None:
-        for name in ("broker", "namesrv"):
+        for name in ("proxy", "broker", "namesrv"):
             if name in self.processes:
                 self.stop(name)
 

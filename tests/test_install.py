@@ -31,9 +31,13 @@ import pytest
 from tests.conftest import free_broker_port, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE_DEPENDENCIES = ("crc32c", "click", "prometheus_client", "uvloop", "_cffi_backend")
-"""Top-level modules every command imports with (pyproject's `dependencies`, less pyyaml: it is imported only
-when a plain_acl.yml or credentials file is read, so the CLI starts even where it is missing)."""
+BASE_DEPENDENCIES = (
+    *("crc32c", "click", "prometheus_client", "uvloop", "_cffi_backend"),
+    *("grpc", "typing_extensions", "google"),
+)
+"""Top-level modules every command imports with (pyproject's `dependencies`: grpcio is `grpc` and its
+`typing_extensions`, protobuf `google`; less pyyaml: it is imported only when a plain_acl.yml or
+credentials file is read, so the CLI starts even where it is missing)."""
 OPTIONAL_PARTS = ("shoal.spark", "shoal.operator")
 """The only parts allowed to import an extra at import time."""
 INSTALL_TIMEOUT_S = 900.0
@@ -318,6 +322,8 @@ def test_base_install_runs_the_quick_start_demo(base_env: Path, tmp_path: Path) 
         str(namesrv_port),
         "--broker-port",
         str(broker_port),
+        "--grpc-port",
+        str(free_port()),
         "--demo",
         "--exit-after-demo",
     )
@@ -398,6 +404,8 @@ def test_spark_image_install_runs_a_job(tmp_path_factory: pytest.TempPathFactory
         str(free_port()),
         "--broker-port",
         str(free_broker_port()),
+        "--grpc-port",
+        str(free_port()),
         "--demo",
         "--exit-after-demo",
     )

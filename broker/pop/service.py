@@ -18,6 +18,7 @@ The group's consumer offset is the lease floor: every message below it is acked.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -126,6 +127,7 @@ class PopService:
         self.journal = PopJournal(directory)
         self._waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
         self._last_pop_ms = 0
+        self._rotation = itertools.count()
 
     # --- life ---
     def load(self) -> None:
@@ -145,7 +147,11 @@ class PopService:
 
     def on_dispatch(self, request: DispatchRequest) -> None:
         """A store listener: wake the pops waiting on this queue."""
-        waiters = self._waiters.pop((request.topic, request.queue_id), None)
+        self._wake(request.topic, request.queue_id)
+
+    def _wake(self, topic: str, queue_id: int) -> None:
+        """Let the pops waiting on a queue look again (a message arrived, or a lease now ends sooner)."""
+        waiters = self._waiters.pop((topic, queue_id), None)
         for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
@@ -225,8 +231,10 @@ class PopService:
             raise PopRefused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{request.topic}] not exist, apply first please!")
         if not topic.perm & PERM_READ:
             raise PopRefused(ResponseCode.NO_PERMISSION, f"the topic[{request.topic}] peeking message is forbidden")
-        if request.queue_id < 0:
-            return list(range(topic.read_queue_nums))
+        if request.queue_id < 0:  # every queue, starting at a different one each time: none starves
+            count = topic.read_queue_nums
+            start = next(self._rotation) % count if count else 0
+            return [(start + index) % count for index in range(count)]
         if request.queue_id >= topic.read_queue_nums:
             raise PopRefused(
                 ResponseCode.SYSTEM_ERROR,
@@ -392,6 +400,7 @@ class PopService:
         renewed = Lease(new_pop_ms, now + invisible_ms, lease.attempt)
         queue.lease(offset, renewed)
         self.journal.append(lease_record(group, topic, queue_id, offset, renewed))
+        self._wake(topic, queue_id)  # a pop already waiting must see the message come back in time
         return new_pop_ms
 
 

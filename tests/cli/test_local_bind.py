@@ -1,5 +1,5 @@
 """`shoal local` is for this machine only: every port it opens (NameServer, broker, VIP, HA,
-metrics) listens on 127.0.0.1, never on all interfaces."""
+metrics, gRPC) listens on 127.0.0.1, never on all interfaces."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from tests.conftest import free_broker_port, free_port, wait_until
 pytestmark = pytest.mark.slow
 
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it (little-endian hex)
+MAPPED_LOOPBACK_HEX = "0000000000000000FFFF00000100007F"
+"""::ffff:127.0.0.1 in /proc/net/tcp6: gRPC binds 127.0.0.1 on an IPv6 socket; still loopback only."""
 LISTEN_STATE = "0A"
 
 
@@ -46,10 +48,10 @@ def non_loopback_address() -> str | None:
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc/net/tcp")
 def test_shoal_local_listens_on_loopback_only(tmp_path: Path) -> None:
-    """Goal: `shoal local` binds 127.0.0.1 on all five ports. Method: start it, read the LISTEN
+    """Goal: `shoal local` binds 127.0.0.1 on all six ports (the gRPC proxy's too). Method: start it, read the LISTEN
     sockets of its ports from /proc/net/tcp (each must be 127.0.0.1 only); where the machine has
     another address, connecting there to the broker port is refused."""
-    namesrv_port, broker_port = free_port(), free_broker_port()
+    namesrv_port, broker_port, grpc_port = free_port(), free_broker_port(), free_port()
     log_path = tmp_path / "local.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -64,6 +66,8 @@ def test_shoal_local_listens_on_loopback_only(tmp_path: Path) -> None:
                 str(namesrv_port),
                 "--broker-port",
                 str(broker_port),
+                "--grpc-port",
+                str(grpc_port),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -73,9 +77,13 @@ def test_shoal_local_listens_on_loopback_only(tmp_path: Path) -> None:
             lambda: "local cluster up" in log_path.read_text() or process.poll() is not None, 60, 0.1, what="start"
         )
         assert process.poll() is None, log_path.read_text()
-        ports = {namesrv_port, broker_port, broker_port - 2, broker_port + 1, broker_port + 100}
+        ports = {namesrv_port, broker_port, broker_port - 2, broker_port + 1, broker_port + 100, grpc_port}
         addresses = listening_addresses(ports)
-        assert addresses == {port: {LOOPBACK_HEX} for port in ports}, log_path.read_text()[-3000:]
+        loopback = {
+            port: ({LOOPBACK_HEX} if MAPPED_LOOPBACK_HEX not in found else {MAPPED_LOOPBACK_HEX})
+            for port, found in addresses.items()
+        }
+        assert addresses == loopback, log_path.read_text()[-3000:]
         other = non_loopback_address()
         if other is not None:
             with pytest.raises(OSError):

@@ -244,7 +244,7 @@ def test_local_with_its_ports_or_store_taken_says_so_in_one_line(tmp_path: Path)
     start it with the NameServer port held by a socket, then with its store locked by a running
     `shoal local`; the last stderr line names the port, then the lock holder's pid."""
     namesrv_port, broker_port = free_port(), free_broker_port()
-    local = ["local", "--data-dir", str(tmp_path / "data"), "--demo", "--exit-after-demo"]
+    local = ["local", "--data-dir", str(tmp_path / "data"), "--grpc-port", "0", "--demo", "--exit-after-demo"]
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", namesrv_port))
         holder.listen()
@@ -253,7 +253,7 @@ def test_local_with_its_ports_or_store_taken_says_so_in_one_line(tmp_path: Path)
     assert f"port {namesrv_port} is already in use" in result.stderr.strip().splitlines()[-1]
     ports = ["--namesrv-port", str(free_port()), "--broker-port", str(free_broker_port())]
     running = subprocess.Popen(
-        [sys.executable, "-m", "shoal.cli.main", *local[:3], *ports],
+        [sys.executable, "-m", "shoal.cli.main", *local[:5], *ports],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,0 +1,78 @@
+"""The proxy's remoting side: topic routes from the NameServers, and the requests it makes of brokers.
+
+Like RocketMQ 5's proxy in cluster mode, every gRPC call becomes remoting requests to the master
+of the broker group that holds the queue: SEND_MESSAGE_V2 for a send, POP_MESSAGE / ACK_MESSAGE /
+CHANGE_MESSAGE_INVISIBLETIME for consumption, CONSUMER_SEND_MSG_BACK for a dead letter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from shoal.client.errors import RemotingError
+from shoal.client.route import NameServerClient, master_address
+from shoal.client.transport import ClientRemoting
+from shoal.protocol import RemotingCommand
+from shoal.protocol.route_bodies import TopicRouteData
+from shoal.protocol.v2 import definition_pb2 as v2
+from shoal.proxy.errors import ProxyError
+from shoal.proxy.limits import REQUEST_TIMEOUT_S, ROUTE_REFRESH_S
+
+
+class Brokers:
+    """Routes (cached for `ROUTE_REFRESH_S`) and requests to broker masters."""
+
+    def __init__(self, namesrv_addrs: Sequence[str]) -> None:
+        self.remoting = ClientRemoting()
+        self.namesrv = NameServerClient(namesrv_addrs, self.remoting, REQUEST_TIMEOUT_S)
+        self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+        self._masters: dict[str, str] = {}
+
+    async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
+        """The topic's route; ProxyError(TOPIC_NOT_FOUND) when the NameServers know none."""
+        cached = self._routes.get(topic)
+        now = time.monotonic()
+        if cached is not None and not refresh and now - cached[0] < ROUTE_REFRESH_S:
+            return cached[1]
+        try:
+            route = await self.namesrv.get_route(topic)
+        except RemotingError as failure:
+            if cached is not None:
+                return cached[1]  # a NameServer outage must not stop traffic to brokers that still serve
+            raise ProxyError(v2.PROXY_TIMEOUT, f"no NameServer answered for {topic}: {failure}") from None
+        if route is None:
+            self._routes.pop(topic, None)
+            raise ProxyError(v2.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        self._routes[topic] = (now, route)
+        for broker in route.broker_datas:
+            address = master_address(broker)
+            if address is not None:
+                self._masters[broker.broker_name] = address
+        return route
+
+    async def master_of(self, topic: str, broker_name: str) -> str:
+        address = self._masters.get(broker_name)
+        if address is None:
+            await self.route(topic, refresh=True)
+            address = self._masters.get(broker_name)
+        if address is None:
+            raise ProxyError(v2.NOT_FOUND, f"broker {broker_name} has no master for {topic}")
+        return address
+
+    async def invoke(
+        self,
+        address: str,
+        code: int,
+        ext_fields: Mapping[str, str],
+        body: bytes | None = None,
+        *,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+    ) -> RemotingCommand:
+        try:
+            return await self.remoting.invoke(address, code, ext_fields, body, timeout_s=timeout_s)
+        except RemotingError as failure:
+            raise ProxyError(v2.PROXY_TIMEOUT, f"broker {address} did not answer: {failure}") from None
+
+    async def close(self) -> None:
+        await self.remoting.close()

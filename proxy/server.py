@@ -1,0 +1,95 @@
+"""The proxy process's gRPC server: `MessagingService` on a grpc.aio server, started and stopped.
+
+server = ProxyServer(ProxySettings(namesrv_addrs=("127.0.0.1:9876",), port=8081))
+port = await server.start()
+...
+await server.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+
+import grpc
+
+from shoal.protocol.v2 import definition_pb2 as v2
+from shoal.protocol.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
+from shoal.proxy.brokers import Brokers
+from shoal.proxy.limits import GRPC_MAX_MESSAGE_BYTES, GRPC_PORT
+from shoal.proxy.service import MessagingService
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 2.0
+"""Calls in flight get this long to finish when the proxy stops."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    namesrv_addrs: tuple[str, ...]
+    host: str = "0.0.0.0"
+    port: int = GRPC_PORT
+    """0: any free port (`start` returns it)."""
+    advertised_host: str | None = None
+    """The host QueryRoute tells clients to connect to; default `host`, or 127.0.0.1 for 0.0.0.0."""
+
+
+def endpoints_of(host: str, port: int) -> v2.Endpoints:
+    endpoints = v2.Endpoints(scheme=v2.IPv6 if ":" in host else v2.IPv4)
+    endpoints.addresses.add(host=host, port=port)
+    return endpoints
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Raise the OSError a bind of (host, port) gets (EADDRINUSE, ...), worded as asyncio words it,
+    so the CLI's one-line startup errors name the port; grpc itself only says "Failed to bind"."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as failure:
+            raise OSError(
+                failure.errno, f"{failure.strerror} (while attempting to bind on address ({host!r}, {port}))"
+            ) from None
+
+
+class ProxyServer:
+    def __init__(self, settings: ProxySettings) -> None:
+        self.settings = settings
+        self.brokers = Brokers(settings.namesrv_addrs)
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> int:
+        settings = self.settings
+        options = [
+            ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
+        ]
+        if settings.port:
+            check_bindable(settings.host, settings.port)
+        server = grpc.aio.server(options=options)
+        try:
+            self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        except RuntimeError as failure:  # grpc names no errno: the check above usually has
+            raise OSError(f"cannot listen on {settings.host}:{settings.port}: {failure}") from None
+        host = settings.advertised_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
+        service = MessagingService(self.brokers, endpoints_of(host, self.port))
+        add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        await server.start()
+        self._server = server
+        log.info("gRPC proxy (apache.rocketmq.v2.MessagingService) listening on %s:%d", settings.host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(STOP_GRACE_S)
+            self._server = None
+        await self.brokers.close()
+
+    async def wait_closed(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()

@@ -1,0 +1,181 @@
+"""Drive the official RocketMQ 5 Python client (rocketmq-python-client) against a gRPC endpoint.
+
+Runs in the client's own venv (tests/interop/python_v5/conftest.py builds it). One JSON line per
+event on stdout ({"event": ...}); the client's own log goes to stderr.
+
+    scenario.py produce ENDPOINT TOPIC COUNT            normal sends (tag, keys, a property), a FIFO and a delayed one
+    scenario.py simple ENDPOINT TOPIC GROUP COUNT TAG [SECONDS]   receive COUNT (for at most SECONDS),
+                                                                   nack the first once (1 s), ack all
+    scenario.py push ENDPOINT TOPIC GROUP COUNT          a push consumer failing each message's first delivery
+    scenario.py hold ENDPOINT TOPIC GROUP COUNT          receive COUNT, hidden for 15 s, and exit without acking
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
+
+RECEIVE_DEADLINE_S = 60
+HOLD_INVISIBLE_S = 15
+
+
+EMIT_LOCK = threading.Lock()
+"""The push consumer's listener runs on several threads: one whole line each."""
+
+
+def emit(event: str, **fields: object) -> None:
+    line = json.dumps({"event": event, **fields}) + "\n"
+    with EMIT_LOCK:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def config(endpoint: str) -> ClientConfiguration:
+    return ClientConfiguration(endpoint, Credentials())
+
+
+def describe(message: Message) -> dict[str, object]:
+    return {
+        "body": message.body.decode(),
+        "tag": message.tag,
+        "keys": sorted(message.keys or ()),
+        "properties": dict(message.properties or {}),
+        "attempt": message.delivery_attempt,
+        "message_id": message.message_id,
+        "group": message.message_group,
+        "at": time.time(),
+    }
+
+
+def produce(endpoint: str, topic: str, count: int) -> None:
+    producer = Producer(config(endpoint), (topic,))
+    producer.startup()
+    try:
+        for index in range(count):
+            message = Message()
+            message.topic = topic
+            message.body = f"normal-{index}".encode()
+            message.tag = "TagA"
+            message.keys = f"key-{index}"
+            message.add_property("index", str(index))
+            receipt = producer.send(message)
+            emit("sent", body=f"normal-{index}", message_id=receipt.message_id)
+        fifo = Message()
+        fifo.topic = topic
+        fifo.body = b"fifo-0"
+        fifo.tag = "TagA"
+        fifo.message_group = "group-1"
+        emit("sent", body="fifo-0", message_id=producer.send(fifo).message_id)
+        delayed = Message()
+        delayed.topic = topic
+        delayed.body = b"delayed-0"
+        delayed.tag = "TagA"
+        delayed.delivery_timestamp = int(time.time() * 1000) + 3000
+        emit("sent", body="delayed-0", message_id=producer.send(delayed).message_id, at=time.time())
+    finally:
+        producer.shutdown()
+
+
+def simple(endpoint: str, topic: str, group: str, count: int, tag: str, seconds: float) -> None:
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression(tag)}, await_duration=5)
+    consumer.startup()
+    try:
+        seen: dict[str, int] = {}
+        nacked = False
+        deadline = time.time() + seconds
+        while len(seen) < count and time.time() < deadline:
+            for message in consumer.receive(16, 20):
+                emit("received", **describe(message))
+                body = message.body.decode()
+                if not nacked:
+                    nacked = True
+                    consumer.change_invisible_duration(message, 1)
+                    emit("nacked", body=body)
+                    continue
+                consumer.ack(message)
+                seen[body] = message.delivery_attempt
+                emit("acked", body=body)
+    finally:
+        consumer.shutdown()
+
+
+def push(endpoint: str, topic: str, group: str, count: int) -> None:
+    done = threading.Event()
+    failed_once: set[str] = set()
+    succeeded: set[str] = set()
+    lock = threading.Lock()
+
+    class Listener(MessageListener):
+        def consume(self, message: Message) -> ConsumeResult:
+            body = message.body.decode()
+            emit("consumed", **describe(message))
+            with lock:
+                if body not in failed_once:
+                    failed_once.add(body)
+                    return ConsumeResult.FAILURE
+                succeeded.add(body)
+                if len(succeeded) >= count:
+                    done.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        done.wait(RECEIVE_DEADLINE_S)
+        time.sleep(1)  # the last acks leave the client
+    finally:
+        consumer.shutdown()
+    emit("push-done", succeeded=sorted(succeeded))
+
+
+def hold(endpoint: str, topic: str, group: str, count: int) -> None:
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    held = 0
+    deadline = time.time() + RECEIVE_DEADLINE_S
+    while held < count and time.time() < deadline:
+        asked_at = time.time()  # the leases start after this
+        for message in consumer.receive(16, HOLD_INVISIBLE_S):
+            held += 1
+            emit("held", asked_at=asked_at, invisible_s=HOLD_INVISIBLE_S, **describe(message))
+    emit("exiting", held=held)
+    sys.stdout.flush()
+    os._exit(0)  # a crash: no ack, no shutdown
+
+
+def main() -> None:
+    mode, endpoint, *rest = sys.argv[1:]
+    try:
+        if mode == "produce":
+            produce(endpoint, rest[0], int(rest[1]))
+        elif mode == "simple":
+            seconds = float(rest[4]) if len(rest) > 4 else RECEIVE_DEADLINE_S
+            simple(endpoint, rest[0], rest[1], int(rest[2]), rest[3], seconds)
+        elif mode == "push":
+            push(endpoint, rest[0], rest[1], int(rest[2]))
+        elif mode == "hold":
+            hold(endpoint, rest[0], rest[1], int(rest[2]))
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+    except Exception as error:
+        emit("error", error=repr(error))
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""rocketmq-python-client 5.1.2 (the official v5 client) through `shoal proxy` to a Shoal broker:
+normal, FIFO and delayed sends; a SimpleConsumer with a tag filter, a nack and acks; a PushConsumer
+whose failures are redelivered; and messages received but never acked by a crashed consumer coming
+back after their invisible time, across a broker SIGKILL."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.conftest import Cluster
+from tests.interop.client_runs import ClientRun
+
+pytestmark = pytest.mark.slow
+
+RUN_TIMEOUT_S = 90.0
+PUSH_REDELIVERY_BOUND_S = 10.0
+
+
+def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
+    """As a v5 user does before sending: the proxy creates no topic (RocketMQ 5's neither)."""
+    command = [sys.executable, "-m", "shoal.cli.main", "admin", "topic-create", "-n", cluster.namesrv_addr]
+    subprocess.run([*command, "--queues", str(queues), topic], check=True, capture_output=True, timeout=30)
+
+
+def produced(python_v5: Callable[..., ClientRun], cluster: Cluster, topic: str, count: int) -> ClientRun:
+    run = python_v5("produce", cluster.proxy_addr, topic, str(count), timeout_s=RUN_TIMEOUT_S)
+    run.assert_ok()
+    assert [event["body"] for event in run.of("sent")] == [
+        *(f"normal-{index}" for index in range(count)),
+        "fifo-0",
+        "delayed-0",
+    ]
+    return run
+
+
+def test_sends_then_a_simple_consumer_filters_nacks_and_acks(
+    python_v5: Callable[..., ClientRun], proxied: Cluster
+) -> None:
+    """Goal: what a v5 producer sends arrives with its tag, keys, properties, message id and group;
+    a nack (change invisible duration to 1 s) brings the message back with attempt 2 about a second
+    later; the delayed message is not received before its delivery time; a tag filter holds.
+    Method: send 3 normal, 1 FIFO, 1 delayed (3 s); receive with TagA, nack the first, ack the rest."""
+    create_topic(proxied, "V5Simple")
+    sent = produced(python_v5, proxied, "V5Simple", 3)
+    ids = {event["body"]: event["message_id"] for event in sent.of("sent")}
+    run = python_v5("simple", proxied.proxy_addr, "V5Simple", "GID_v5_simple", "5", "TagA", timeout_s=RUN_TIMEOUT_S)
+    run.assert_ok()
+    received = run.of("received")
+    assert sorted(event["body"] for event in run.of("acked")) == sorted(ids)
+    for event in received:
+        assert event["message_id"] == ids[event["body"]]
+        assert event["tag"] == "TagA"
+    normal = next(event for event in received if event["body"] == "normal-1")
+    assert normal["keys"] == ["key-1"] and normal["properties"] == {"index": "1"}
+    assert next(event for event in received if event["body"] == "fifo-0")["group"] == "group-1"
+    nacked = run.of("nacked")[0]["body"]
+    deliveries = [event for event in received if event["body"] == nacked]
+    assert [event["attempt"] for event in deliveries] == [1, 2]
+    assert deliveries[1]["at"] - deliveries[0]["at"] >= 0.9  # not before the 1 s it was hidden for
+    sent_at = next(event["at"] for event in sent.of("sent") if event["body"] == "delayed-0")
+    delayed = next(event for event in received if event["body"] == "delayed-0")
+    assert delayed["at"] >= sent_at + 2.9
+
+
+def test_a_tag_filter_hides_other_tags(python_v5: Callable[..., ClientRun], proxied: Cluster) -> None:
+    """Goal: a SimpleConsumer subscribed to TagB receives none of the TagA messages. Method: send
+    the TagA set, receive TagB for a while: nothing; then the TagA group still gets all five."""
+    create_topic(proxied, "V5Tags")
+    produced(python_v5, proxied, "V5Tags", 3)
+    none = python_v5("simple", proxied.proxy_addr, "V5Tags", "GID_v5_tags_b", "1", "TagB", "8", timeout_s=RUN_TIMEOUT_S)
+    none.assert_ok()
+    assert not none.of("received"), none.events
+    tag_a = python_v5("simple", proxied.proxy_addr, "V5Tags", "GID_v5_tags_a", "5", "TagA", timeout_s=RUN_TIMEOUT_S)
+    tag_a.assert_ok()
+    assert len(tag_a.of("acked")) == 5
+
+
+def test_a_push_consumer_gets_failed_messages_again(python_v5: Callable[..., ClientRun], proxied: Cluster) -> None:
+    """Goal: a PushConsumer whose listener fails a message gets it again (attempt 2, after the
+    server's first retry delay) and then succeeds. Method: the listener fails every first delivery."""
+    create_topic(proxied, "V5Push")
+    produced(python_v5, proxied, "V5Push", 3)
+    run = python_v5("push", proxied.proxy_addr, "V5Push", "GID_v5_push", "5", timeout_s=RUN_TIMEOUT_S)
+    run.assert_ok()
+    assert run.of("push-done")[0]["succeeded"] == ["delayed-0", "fifo-0", "normal-0", "normal-1", "normal-2"]
+    deliveries: dict[str, list[dict[str, Any]]] = {}
+    for event in run.of("consumed"):
+        deliveries.setdefault(event["body"], []).append(event)
+    for body, events in deliveries.items():
+        assert [event["attempt"] for event in events[:2]] == [1, 2], (body, events)
+        # The first retry delay the server gives is 1 s: a redelivery 20 s later (a long poll that
+        # missed the lease's new end) is wrong, whatever the machine's load.
+        assert events[1]["at"] - events[0]["at"] < PUSH_REDELIVERY_BOUND_S, (body, events)
+
+
+def test_messages_a_crashed_consumer_held_come_back_after_a_broker_sigkill(
+    python_v5: Callable[..., ClientRun], proxied: Cluster
+) -> None:
+    """Goal: POP state survives SIGKILL. Messages received (hidden for 15 s) by a consumer that then
+    crashed without acking come back after the broker is killed and restarted, with attempt 2, and
+    not before their 15 s are up; none is lost. Method: receive 4 and exit hard; SIGKILL and restart
+    the broker; a new consumer of the group receives everything."""
+    create_topic(proxied, "V5Crash")
+    produced(python_v5, proxied, "V5Crash", 3)
+    held = python_v5("hold", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "4", timeout_s=RUN_TIMEOUT_S)
+    assert held.returncode == 0, held.output
+    held_events = {event["body"]: event for event in held.of("held")}
+    assert sorted(held_events) == ["fifo-0", "normal-0", "normal-1", "normal-2"]
+    proxied.stop("broker", signal.SIGKILL)
+    proxied.start_broker()
+    again = python_v5("simple", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "5", "*", timeout_s=RUN_TIMEOUT_S)
+    again.assert_ok()
+    first_seen: dict[str, dict[str, object]] = {}
+    for event in again.of("received"):
+        first_seen.setdefault(event["body"], event)
+    assert sorted(first_seen) == sorted([*held_events, "delayed-0"])
+    for body, lease in held_events.items():
+        assert first_seen[body]["attempt"] == 2
+        hidden_until = lease["asked_at"] + lease["invisible_s"]
+        assert first_seen[body]["at"] >= hidden_until - 0.1, (body, first_seen[body]["at"], hidden_until)

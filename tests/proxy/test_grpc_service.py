@@ -1,0 +1,138 @@
+"""`shoal proxy` over real gRPC (the generated stubs, grpc.aio): answers for unknown topics, stale
+and foreign receipt handles, settings, malformed requests, and many idle Telemetry streams."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from shoal.protocol.v2 import definition_pb2 as v2
+from shoal.protocol.v2 import service_pb2 as rpc
+from shoal.protocol.v2.service_pb2_grpc import MessagingServiceStub
+from tests.conftest import Cluster
+from tests.ports import free_broker_port, free_port
+
+pytestmark = pytest.mark.slow
+
+IDLE_STREAMS = 10_000
+"""The issue's bar: this many open, idle Telemetry streams must not exhaust the proxy."""
+CALL_TIMEOUT_S = 10.0
+PROXY_RSS_BOUND_MIB = 1024
+"""Measured: about 200 MiB with 10,000 streams (20 KiB each); 100 KiB or more per stream fails it."""
+
+
+def resident_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.fixture
+def proxied(tmp_path) -> AsyncIterator[Cluster]:  # type: ignore[no-untyped-def]
+    running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    running.start_namesrv()
+    running.start_broker()
+    running.start_proxy(free_port())
+    yield running  # type: ignore[misc]
+    running.stop_all()
+
+
+def run(coroutine) -> object:  # type: ignore[no-untyped-def]
+    return asyncio.run(coroutine)
+
+
+def test_unknown_topics_and_foreign_receipts_get_their_v2_codes(proxied: Cluster) -> None:
+    async def scenario() -> None:
+        async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
+            stub = MessagingServiceStub(channel)
+            route = await stub.QueryRoute(
+                rpc.QueryRouteRequest(topic=v2.Resource(name="NoSuchTopic")), timeout=CALL_TIMEOUT_S
+            )
+            assert route.status.code == v2.TOPIC_NOT_FOUND
+            ack = rpc.AckMessageRequest(group=v2.Resource(name="G"), topic=v2.Resource(name="T"))
+            ack.entries.add(message_id="x", receipt_handle="not-a-handle")
+            acked = await stub.AckMessage(ack, timeout=CALL_TIMEOUT_S)
+            assert acked.status.code == v2.INVALID_RECEIPT_HANDLE
+            assert acked.entries[0].status.code == v2.INVALID_RECEIPT_HANDLE
+            empty = await stub.SendMessage(rpc.SendMessageRequest(), timeout=CALL_TIMEOUT_S)
+            assert empty.status.code == v2.BAD_REQUEST
+
+    run(scenario())
+
+
+def test_a_producer_is_told_its_body_limit_in_the_settings_reply(proxied: Cluster) -> None:
+    """A reply without max_body_size makes rocketmq-python-client refuse every send."""
+
+    async def scenario() -> None:
+        async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
+            stub = MessagingServiceStub(channel)
+            call = stub.Telemetry(metadata=(("x-mq-client-id", "test@1"),))
+            settings = v2.Settings(client_type=v2.PRODUCER)
+            settings.publishing.topics.add(name="T")
+            await call.write(rpc.TelemetryCommand(settings=settings))
+            reply = await asyncio.wait_for(call.read(), CALL_TIMEOUT_S)
+            assert reply.status.code == v2.OK
+            assert reply.settings.publishing.max_body_size > 0
+            await call.done_writing()
+
+    run(scenario())
+
+
+def test_malformed_bytes_get_a_grpc_status_and_the_proxy_serves_on(proxied: Cluster) -> None:
+    async def scenario() -> None:
+        async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
+            raw = channel.unary_unary(
+                "/apache.rocketmq.v2.MessagingService/SendMessage",
+                request_serializer=lambda data: data,
+                response_deserializer=rpc.SendMessageResponse.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await raw(b"\xff\xff\xff\xff not protobuf", timeout=CALL_TIMEOUT_S)
+            assert failed.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+            stub = MessagingServiceStub(channel)
+            route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="Nope")), timeout=CALL_TIMEOUT_S)
+            assert route.status.code == v2.TOPIC_NOT_FOUND
+
+    run(scenario())
+
+
+def test_ten_thousand_idle_telemetry_streams_do_not_exhaust_the_proxy(proxied: Cluster) -> None:
+    """Goal: a fleet of connected, idle clients (each holds a Telemetry stream) costs the proxy a
+    bounded amount and it keeps answering. Method: open 10,000 streams over a few channels (HTTP/2
+    multiplexes them), then ask for a route; the proxy process must still be alive."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    channels_needed = 20
+
+    async def scenario() -> None:
+        channels = [grpc.aio.insecure_channel(proxied.proxy_addr) for _ in range(channels_needed)]
+        calls = []
+        try:
+            settings = rpc.TelemetryCommand(settings=v2.Settings(client_type=v2.SIMPLE_CONSUMER))
+            for index in range(IDLE_STREAMS):  # as a client starts: its settings, the server's reply
+                stub = MessagingServiceStub(channels[index % channels_needed])
+                call = stub.Telemetry(metadata=(("x-mq-client-id", f"idle@{index}"),))
+                await call.write(settings)
+                reply = await asyncio.wait_for(call.read(), 60)
+                assert reply.status.code == v2.OK
+                calls.append(call)
+            stub = MessagingServiceStub(channels[0])
+            route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="Nope")), timeout=60)
+            assert route.status.code == v2.TOPIC_NOT_FOUND
+            rss_mib = resident_mib(proxied.processes["proxy"].pid)
+            print(f"proxy resident memory with {IDLE_STREAMS} idle streams: {rss_mib:.0f} MiB")
+            assert rss_mib < PROXY_RSS_BOUND_MIB
+        finally:
+            for call in calls:
+                call.cancel()
+            for channel in channels:
+                await channel.close()
+
+    assert soft > channels_needed * 4, (soft, hard)
+    run(scenario())
+    assert proxied.alive("proxy")
