@@ -2,32 +2,68 @@
 
 Like RocketMQ 5's proxy in cluster mode, every gRPC call becomes remoting requests to the master
 of the broker group that holds the queue: SEND_MESSAGE_V2 for a send, POP_MESSAGE / ACK_MESSAGE /
-CHANGE_MESSAGE_INVISIBLETIME for consumption, CONSUMER_SEND_MSG_BACK for a dead letter.
+CHANGE_MESSAGE_INVISIBLETIME for consumption, CONSUMER_SEND_MSG_BACK for a dead letter,
+END_TRANSACTION for a transaction, HEART_BEAT to be found for transaction checks.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from shoal.client.errors import RemotingError
 from shoal.client.route import NameServerClient, master_address
 from shoal.client.transport import ClientRemoting
-from shoal.protocol import RemotingCommand
+from shoal.protocol import RemotingCommand, RequestCode
+from shoal.protocol.bodies import HeartbeatData, ProducerData
 from shoal.protocol.route_bodies import TopicRouteData
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.proxy.errors import ProxyError
 from shoal.proxy.limits import REQUEST_TIMEOUT_S, ROUTE_REFRESH_S
+from shoal.remoting.client import RemotingConnection
+
+log = logging.getLogger(__name__)
+
+
+CheckHandler = Callable[[str, RemotingCommand], Awaitable[None]]
+"""Called with a broker's address and its CHECK_TRANSACTION_STATE request."""
 
 
 class Brokers:
-    """Routes (cached for `ROUTE_REFRESH_S`) and requests to broker masters."""
+    """Routes (cached for `ROUTE_REFRESH_S`) and requests to broker masters. The proxy heartbeats
+    every master it knows as producer group `producer_group`, so that a broker checking an orphaned
+    half message finds this connection and sends CHECK_TRANSACTION_STATE here (`on_check`)."""
 
-    def __init__(self, namesrv_addrs: Sequence[str]) -> None:
-        self.remoting = ClientRemoting()
+    def __init__(self, namesrv_addrs: Sequence[str], producer_group: str, on_check: CheckHandler) -> None:
+        self.remoting = ClientRemoting(handler=self._on_request)
         self.namesrv = NameServerClient(namesrv_addrs, self.remoting, REQUEST_TIMEOUT_S)
+        self.producer_group = producer_group
+        self.client_id = f"{socket.gethostname()}@shoal-proxy-{os.getpid()}"
+        self.on_check = on_check
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
         self._masters: dict[str, str] = {}
+        self._greeted: set[str] = set()
+        """Masters heartbeated at least once."""
+
+    async def _on_request(self, connection: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            await self.on_check(connection.address, request)
+        return None
+
+    async def heartbeat(self, *, new_only: bool = False) -> None:
+        """HEART_BEAT every known master (or only those never heartbeated) as the proxy's producer."""
+        body = HeartbeatData(client_id=self.client_id, producer_data_set=(ProducerData(self.producer_group),)).to_json()
+        for address in sorted(set(self._masters.values())):
+            if new_only and address in self._greeted:
+                continue
+            try:
+                await self.remoting.invoke(address, RequestCode.HEART_BEAT, body=body, timeout_s=REQUEST_TIMEOUT_S)
+                self._greeted.add(address)
+            except RemotingError as failure:
+                log.warning("heartbeat to broker %s failed: %s", address, failure)
 
     async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
         """The topic's route; ProxyError(TOPIC_NOT_FOUND) when the NameServers know none."""
@@ -49,7 +85,13 @@ class Brokers:
             address = master_address(broker)
             if address is not None:
                 self._masters[broker.broker_name] = address
+        if not set(self._masters.values()) <= self._greeted:
+            await self.heartbeat(new_only=True)  # before a transaction's first half message
         return route
+
+    def broker_name_of(self, address: str) -> str | None:
+        """The broker group whose master is at `address`, as the routes say."""
+        return next((name for name, master in self._masters.items() if master == address), None)
 
     async def master_of(self, topic: str, broker_name: str) -> str:
         address = self._masters.get(broker_name)

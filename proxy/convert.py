@@ -25,6 +25,7 @@ from shoal.formats.properties import (
     KEY_SEPARATOR,
     KEYS,
     PRODUCER_GROUP,
+    REAL_TOPIC,
     SHARDING_KEY,
     START_DELIVER_TIME,
     TAGS,
@@ -97,6 +98,36 @@ class Receipt:
         """The broker's `extraInfo` for this lease (field 1 is the pop time, as RocketMQ 5 reads it)."""
         offset = self.queue_offset
         return f"{offset} {self.pop_ms} {self.invisible_ms} 0 0 {self.broker_name} {self.queue_id} {offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionHandle:
+    """What a v5 transaction id names: the half message END_TRANSACTION needs to find."""
+
+    broker_name: str
+    queue_offset: int
+    """tranStateTableOffset: the half message's offset in RMQ_SYS_TRANS_HALF_TOPIC."""
+    commitlog_offset: int
+
+
+TRANSACTION_VERSION = "x1"
+
+
+def encode_transaction(handle: TransactionHandle) -> str:
+    return RECEIPT_SEPARATOR.join(
+        (TRANSACTION_VERSION, str(handle.queue_offset), str(handle.commitlog_offset), handle.broker_name)
+    )
+
+
+def decode_transaction(text: str) -> TransactionHandle:
+    """ProxyError(INVALID_TRANSACTION_ID) for anything this proxy did not write."""
+    fields = text.split(RECEIPT_SEPARATOR, 3)
+    if len(fields) != 4 or fields[0] != TRANSACTION_VERSION:
+        raise ProxyError(v2.INVALID_TRANSACTION_ID, f"transaction id {text[:80]!r} is not one this proxy gave")
+    try:
+        return TransactionHandle(fields[3], int(fields[1]), int(fields[2]))
+    except ValueError:
+        raise ProxyError(v2.INVALID_TRANSACTION_ID, f"transaction id {text[:80]!r} is malformed") from None
 
 
 def encode_receipt(receipt: Receipt) -> str:
@@ -218,11 +249,12 @@ def send_request(message: v2.Message, queue_id: int, producer_group: str, now_ms
     return header.to_ext_fields(), body_of(message)
 
 
-def delivered(ext: MessageExt, receipt: Receipt, attempt: int, namespace: str) -> v2.Message:
-    """The v2 message ReceiveMessage hands out for one leased record."""
+def delivered(ext: MessageExt, receipt: Receipt | None, attempt: int, namespace: str) -> v2.Message:
+    """The v2 message ReceiveMessage hands out for one leased record (`receipt`), or an orphaned
+    transaction check shows its producer (no receipt: the half message's real topic)."""
     properties = ext.properties
     message = v2.Message()
-    message.topic.name = ext.topic
+    message.topic.name = properties.get(REAL_TOPIC, ext.topic) if receipt is None else ext.topic
     message.topic.resource_namespace = namespace
     for name, value in properties.items():
         if name not in SYSTEM_PROPERTY_NAMES:
@@ -252,11 +284,12 @@ def delivered(ext: MessageExt, receipt: Receipt, attempt: int, namespace: str) -
     system.born_host = ext.born_host.rsplit(":", 1)[0]
     system.store_timestamp.FromMilliseconds(ext.store_timestamp_ms)
     system.store_host = ext.store_host
-    system.receipt_handle = encode_receipt(receipt)
     system.queue_id = ext.queue_id
     system.queue_offset = ext.queue_offset
-    system.invisible_duration.FromMilliseconds(receipt.invisible_ms)
-    system.delivery_attempt = attempt
+    if receipt is not None:
+        system.receipt_handle = encode_receipt(receipt)
+        system.invisible_duration.FromMilliseconds(receipt.invisible_ms)
+        system.delivery_attempt = attempt
     system.body_digest.type = v2.CRC32
     system.body_digest.checksum = f"{zlib.crc32(ext.body) & 0xFFFFFFFF:08X}"
     message.body = ext.body

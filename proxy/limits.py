@@ -25,3 +25,5 @@ PUSH_RETRY_DELAYS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540,
 invisible for the nth delay (the last one repeats)."""
 TELEMETRY_QUEUE_MAX = 1024
 """Commands waiting to go to one client's Telemetry stream; beyond this the oldest is dropped."""
+BROKER_HEARTBEAT_INTERVAL_S = 30.0
+"""How often the proxy heartbeats every broker master as its producer group (RocketMQ clients: 30 s)."""

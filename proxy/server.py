@@ -8,17 +8,21 @@ await server.stop()
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import socket
 from dataclasses import dataclass
 
 import grpc
 
+from shoal.protocol import RemotingCommand
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
 from shoal.proxy.brokers import Brokers
-from shoal.proxy.limits import GRPC_MAX_MESSAGE_BYTES, GRPC_PORT
-from shoal.proxy.service import MessagingService
+from shoal.proxy.limits import BROKER_HEARTBEAT_INTERVAL_S, GRPC_MAX_MESSAGE_BYTES, GRPC_PORT
+from shoal.proxy.service import PRODUCER_GROUP, MessagingService
+from shoal.proxy.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +63,21 @@ def check_bindable(host: str, port: int) -> None:
 class ProxyServer:
     def __init__(self, settings: ProxySettings) -> None:
         self.settings = settings
-        self.brokers = Brokers(settings.namesrv_addrs)
+        self.sessions = Sessions()
+        self.brokers = Brokers(settings.namesrv_addrs, PRODUCER_GROUP, self._on_check)
         self.port = 0
         self._server: grpc.aio.Server | None = None
+        self._service: MessagingService | None = None
+        self._heartbeats: asyncio.Task[None] | None = None
+
+    async def _on_check(self, address: str, request: RemotingCommand) -> None:
+        if self._service is not None:
+            await self._service.check_transaction(address, request)
+
+    async def _heartbeat_every_interval(self) -> None:
+        while True:
+            await asyncio.sleep(BROKER_HEARTBEAT_INTERVAL_S)
+            await self.brokers.heartbeat()
 
     async def start(self) -> int:
         settings = self.settings
@@ -77,14 +93,19 @@ class ProxyServer:
         except RuntimeError as failure:  # grpc names no errno: the check above usually has
             raise OSError(f"cannot listen on {settings.host}:{settings.port}: {failure}") from None
         host = settings.advertised_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
-        service = MessagingService(self.brokers, endpoints_of(host, self.port))
+        service = MessagingService(self.brokers, endpoints_of(host, self.port), self.sessions)
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()
-        self._server = server
+        self._server, self._service = server, service
+        self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_every_interval())
         log.info("gRPC proxy (apache.rocketmq.v2.MessagingService) listening on %s:%d", settings.host, self.port)
         return self.port
 
     async def stop(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeats
         if self._server is not None:
             await self._server.stop(STOP_GRACE_S)
             self._server = None

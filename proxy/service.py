@@ -21,11 +21,16 @@ from shoal.client.errors import MessageDecodeError
 from shoal.client.message import decode_messages
 from shoal.client.route import is_readable, is_writeable, master_address, publish_queues
 from shoal.formats.java_hash import java_string_hash
-from shoal.protocol import RequestCode, ResponseCode
+from shoal.formats.message_id import decode_offset_msg_id
+from shoal.formats.sysflag import TransactionType
+from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
+from shoal.protocol.errors import ProtocolError
 from shoal.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
+    CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
     PopMessageRequestHeader,
 )
 from shoal.protocol.route_bodies import TopicRouteData
@@ -33,7 +38,17 @@ from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2 import service_pb2 as rpc
 from shoal.protocol.v2.service_pb2_grpc import MessagingServiceServicer
 from shoal.proxy.brokers import Brokers
-from shoal.proxy.convert import Receipt, decode_receipt, delivered, encode_receipt, message_type_of, send_request
+from shoal.proxy.convert import (
+    Receipt,
+    TransactionHandle,
+    decode_receipt,
+    decode_transaction,
+    delivered,
+    encode_receipt,
+    encode_transaction,
+    message_type_of,
+    send_request,
+)
 from shoal.proxy.errors import ProxyError
 from shoal.proxy.limits import (
     DEFAULT_INVISIBLE_MS,
@@ -51,6 +66,8 @@ from shoal.proxy.status import code_of_response, status
 log = logging.getLogger(__name__)
 
 _Response = TypeVar("_Response")
+RESOLUTIONS = {v2.COMMIT: int(TransactionType.COMMIT_TYPE), v2.ROLLBACK: int(TransactionType.ROLLBACK_TYPE)}
+"""commitOrRollback of END_TRANSACTION, by v2 resolution."""
 PRODUCER_GROUP = "SHOAL_PROXY_PRODUCER"
 """The producer group of sends that come through the proxy (v5 producers have none)."""
 MAX_DELIVERY_ATTEMPTS = 17
@@ -83,10 +100,10 @@ def expression_of(filter_expression: v2.FilterExpression) -> tuple[str, str]:
 class MessagingService(MessagingServiceServicer):
     """The servicer; `endpoints` is what QueryRoute tells clients to connect to (this proxy)."""
 
-    def __init__(self, brokers: Brokers, endpoints: v2.Endpoints) -> None:
+    def __init__(self, brokers: Brokers, endpoints: v2.Endpoints, sessions: Sessions) -> None:
         self.brokers = brokers
         self.endpoints = endpoints
-        self.sessions = Sessions()
+        self.sessions = sessions
         self._next_queue = itertools.count()
 
     async def _answer(
@@ -184,6 +201,7 @@ class MessagingService(MessagingServiceServicer):
         async def read() -> None:
             async for command in request_iterator:
                 if command.HasField("settings"):
+                    outbox.settings = command.settings
                     outbox.put(rpc.TelemetryCommand(status=status(), settings=settings_reply(command.settings)))
             outbox.close()
 
@@ -223,12 +241,71 @@ class MessagingService(MessagingServiceServicer):
         response = await self.brokers.invoke(address, RequestCode.SEND_MESSAGE_V2, ext_fields, body)
         if response.code != ResponseCode.SUCCESS:
             return rpc.SendResultEntry(status=status(code_of_response(response.code), response.remark or "send failed"))
+        queue_offset = int(response.ext_fields.get("queueOffset", "0"))
+        transaction_id = ""
+        if message_type_of(message) == v2.TRANSACTION:  # what END_TRANSACTION will need, in the id
+            _, commitlog_offset = decode_offset_msg_id(response.ext_fields.get("msgId", ""))
+            transaction_id = encode_transaction(TransactionHandle(queue.broker_name, queue_offset, commitlog_offset))
         return rpc.SendResultEntry(
             status=status(),
             message_id=message.system_properties.message_id or response.ext_fields.get("msgId", ""),
-            transaction_id=response.ext_fields.get("transactionId", ""),
-            offset=int(response.ext_fields.get("queueOffset", "0")),
+            transaction_id=transaction_id,
+            offset=queue_offset,
         )
+
+    # --- transactions ---
+    async def EndTransaction(  # noqa: N802
+        self, request: rpc.EndTransactionRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> rpc.EndTransactionResponse:
+        """Commit or roll back a half message (END_TRANSACTION); UNSPECIFIED leaves it to the checks."""
+
+        async def build() -> rpc.EndTransactionResponse:
+            handle = decode_transaction(request.transaction_id)
+            if request.resolution not in RESOLUTIONS:
+                return rpc.EndTransactionResponse(status=status())
+            header = EndTransactionRequestHeader(
+                producer_group=PRODUCER_GROUP,
+                tran_state_table_offset=handle.queue_offset,
+                commit_log_offset=handle.commitlog_offset,
+                commit_or_rollback=RESOLUTIONS[request.resolution],
+                from_transaction_check=request.source == v2.SOURCE_SERVER_CHECK,
+                msg_id=request.message_id,
+                transaction_id=request.transaction_id,
+            )
+            address = await self.brokers.master_of(request.topic.name, handle.broker_name)
+            response = await self.brokers.invoke(address, RequestCode.END_TRANSACTION, header.to_ext_fields())
+            if response.code != ResponseCode.SUCCESS:
+                raise ProxyError(code_of_response(response.code), response.remark or "end transaction failed")
+            return rpc.EndTransactionResponse(status=status())
+
+        return await self._answer("EndTransaction", build, lambda failure: rpc.EndTransactionResponse(status=failure))
+
+    async def check_transaction(self, address: str, request: RemotingCommand) -> None:
+        """A broker's CHECK_TRANSACTION_STATE: ask a producer of the topic over its Telemetry stream
+        (RecoverOrphanedTransactionCommand); its checker answers with EndTransaction."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
+            (half,) = decode_messages(request.body or b"")
+        except (ProtocolError, MessageDecodeError, ValueError) as failure:
+            log.warning("malformed CHECK_TRANSACTION_STATE from %s: %s", address, failure)
+            return
+        broker_name = self.brokers.broker_name_of(address)
+        if broker_name is None:
+            log.warning("CHECK_TRANSACTION_STATE from %s, a broker no route names", address)
+            return
+        message = delivered(half, None, 0, "")
+        outbox = self.sessions.producer_of(message.topic.name)
+        if outbox is None:
+            log.info(
+                "no v5 producer of %s is connected to check a transaction: the broker will ask again",
+                message.topic.name,
+            )
+            return
+        handle = TransactionHandle(broker_name, header.tran_state_table_offset, header.commit_log_offset)
+        command = rpc.TelemetryCommand()
+        command.recover_orphaned_transaction_command.message.CopyFrom(message)
+        command.recover_orphaned_transaction_command.transaction_id = encode_transaction(handle)
+        outbox.put(command)
 
     # --- consume ---
     async def ReceiveMessage(  # noqa: N802

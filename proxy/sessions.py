@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 
+from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2 import service_pb2 as rpc
 from shoal.proxy.limits import TELEMETRY_QUEUE_MAX
 
@@ -24,6 +25,8 @@ class Outbox:
     """Commands for one Telemetry stream; iterate to send them, until `close`."""
 
     def __init__(self) -> None:
+        self.settings: v2.Settings | None = None
+        """What the client last reported (its type, the topics it publishes, ...)."""
         self._items: deque[rpc.TelemetryCommand] = deque()
         self._ready = asyncio.Event()
         self._closed = False
@@ -75,3 +78,17 @@ class Sessions:
         self.last_seen.pop(client_id, None)
         for outbox in self.outboxes.pop(client_id, []):
             outbox.close()
+
+    def producer_of(self, topic: str) -> Outbox | None:
+        """The stream of a connected producer that publishes `topic` (else of any producer): where
+        a check of an orphaned transaction goes, as RocketMQ 5 sends it to one of the group."""
+        fallback = None
+        for outboxes in self.outboxes.values():
+            for outbox in outboxes:
+                settings = outbox.settings
+                if settings is None or not settings.HasField("publishing"):
+                    continue
+                if any(resource.name == topic for resource in settings.publishing.topics):
+                    return outbox
+                fallback = fallback or outbox
+        return fallback

@@ -9,12 +9,14 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Cluster
 from tests.interop.client_runs import ClientRun
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +126,27 @@ def test_messages_a_crashed_consumer_held_come_back_after_a_broker_sigkill(
         assert first_seen[body]["attempt"] == 2
         hidden_until = lease["asked_at"] + lease["invisible_s"]
         assert first_seen[body]["at"] >= hidden_until - 0.1, (body, first_seen[body]["at"], hidden_until)
+
+
+def test_transactions_commit_roll_back_and_an_orphan_is_checked(
+    python_v5: Callable[..., ClientRun], tmp_path: Path
+) -> None:
+    """Goal: a v5 transactional producer's commit makes its message visible, a rollback never does,
+    and a half message left open is checked through the producer's Telemetry stream (its checker
+    commits it). Method: broker checking after 1 s; consume the topic afterwards."""
+    cluster = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    cluster.start_namesrv()
+    cluster.start_broker({"transactionTimeOut": "1000", "transactionCheckInterval": "1000"})
+    cluster.start_proxy(free_port())
+    try:
+        create_topic(cluster, "V5Tx")
+        run = python_v5("transaction", cluster.proxy_addr, "V5Tx", timeout_s=RUN_TIMEOUT_S)
+        run.assert_ok()
+        assert [event["body"] for event in run.of("checked")][:1] == ["tx-orphan"], run.events
+        assert run.of("checked")[0]["topic"] == "V5Tx"
+        consumed = python_v5("simple", cluster.proxy_addr, "V5Tx", "GID_v5_tx", "2", "*", "20", timeout_s=RUN_TIMEOUT_S)
+        consumed.assert_ok()
+        assert sorted(event["body"] for event in consumed.of("acked")) == ["tx-commit", "tx-orphan"]
+        assert "tx-rollback" not in {event["body"] for event in consumed.of("received")}
+    finally:
+        cluster.stop_all()

@@ -8,6 +8,7 @@ event on stdout ({"event": ...}); the client's own log goes to stderr.
                                                                    nack the first once (1 s), ack all
     scenario.py push ENDPOINT TOPIC GROUP COUNT          a push consumer failing each message's first delivery
     scenario.py hold ENDPOINT TOPIC GROUP COUNT          receive COUNT, hidden for 15 s, and exit without acking
+    scenario.py transaction ENDPOINT TOPIC               commit one, roll back one, leave one to the checker (commits)
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from rocketmq import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
 )
 
 RECEIVE_DEADLINE_S = 60
@@ -158,6 +161,37 @@ def hold(endpoint: str, topic: str, group: str, count: int) -> None:
     os._exit(0)  # a crash: no ack, no shutdown
 
 
+def transaction(endpoint: str, topic: str) -> None:
+    checked = threading.Event()
+
+    class Checker(TransactionChecker):
+        def check(self, message: Message) -> TransactionResolution:
+            emit("checked", body=message.body.decode(), topic=message.topic, message_id=message.message_id)
+            checked.set()
+            return TransactionResolution.COMMIT
+
+    producer = Producer(config(endpoint), (topic,), checker=Checker())
+    producer.startup()
+    try:
+        for body, end in (("tx-commit", "commit"), ("tx-rollback", "rollback"), ("tx-orphan", None)):
+            message = Message()
+            message.topic = topic
+            message.body = body.encode()
+            message.tag = "TagA"
+            transaction = producer.begin_transaction()
+            receipt = producer.send(message, transaction)
+            emit("sent", body=body, message_id=receipt.message_id)
+            if end == "commit":
+                transaction.commit()
+            elif end == "rollback":
+                transaction.rollback()
+            emit("ended", body=body, how=end)
+        checked.wait(RECEIVE_DEADLINE_S)
+        time.sleep(1)  # the checker's EndTransaction leaves the client
+    finally:
+        producer.shutdown()
+
+
 def main() -> None:
     mode, endpoint, *rest = sys.argv[1:]
     try:
@@ -170,6 +204,8 @@ def main() -> None:
             push(endpoint, rest[0], rest[1], int(rest[2]))
         elif mode == "hold":
             hold(endpoint, rest[0], rest[1], int(rest[2]))
+        elif mode == "transaction":
+            transaction(endpoint, rest[0])
         else:
             raise SystemExit(f"unknown mode {mode}")
     except Exception as error:
