@@ -66,10 +66,11 @@ $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/
 
 # The tests that drive Apache RocketMQ's JVMs (tests/interop/java, the side-by-side benchmark run in
 # tests/bench/test_vs_rocketmq.py, and the ACL bench's tests with its Java-client case) and the Go and
-# Node.js clients' (tests/interop/go, tests/interop/node) and the v5 Python client's (tests/interop/python_v5) mostly wait on clients and brokers, so they run in a second pytest process beside the rest: `make test` takes about
+# Node.js clients' (tests/interop/go, tests/interop/node) and the RocketMQ 5 clients' (tests/interop/v5)
+# mostly wait on clients and brokers, so they run in a second pytest process beside the rest: `make test` takes about
 # 35 min on 2 cores instead of 60. Their report is printed after the rest's (and kept in $(JAVA_LOG)).
 # `make unit PYTEST_ARGS=...` runs one pytest.
-JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/interop/python_v5 tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
+JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/interop/v5 tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
 # The codecs, the store and the send path again with SHOAL_PURE_PYTHON=1 (the compiled modules off:
 # formats/compiled.py), after the JVM suite in the same stream: the Python twins pass the same tests.
 PURE_PYTHON_SUITE := tests/formats tests/protocol tests/store tests/broker/processors/test_send.py \

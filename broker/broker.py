@@ -324,6 +324,8 @@ class BrokerController:
             RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
             RequestCode.GET_ALL_CONSUMER_OFFSET: admin.all_consumer_offsets,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_subscription_groups,
+            RequestCode.GET_TOPIC_CONFIG: admin.topic_config,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.subscription_group_config,
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
             RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_CONSUME_STATS: admin.broker_consume_stats,

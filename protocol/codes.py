@@ -109,6 +109,9 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # RocketMQ 5.x's reads of one topic's or group's config (its admin tools and proxy use them)
+    GET_TOPIC_CONFIG = 351
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352
     # RocketMQ 5.x's POP consumption (`RequestCode.java` 5.x), served for Shoal's gRPC proxy.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

@@ -575,6 +575,20 @@ class DeleteTopicRequestHeader(CustomHeader):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GetTopicConfigRequestHeader(CustomHeader):
+    """GET_TOPIC_CONFIG (351, RocketMQ 5.x): one topic's config; body = its TopicConfig JSON."""
+
+    topic: str = field(metadata=java("topic"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetSubscriptionGroupConfigRequestHeader(CustomHeader):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352, RocketMQ 5.x): one group's config; body = its JSON."""
+
+    group: str = field(metadata=java("group"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GetTopicStatsInfoRequestHeader(CustomHeader):
     """GET_TOPIC_STATS_INFO (202)."""
 

@@ -17,8 +17,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from shoal.client.errors import RemotingError
 from shoal.client.route import NameServerClient, master_address
 from shoal.client.transport import ClientRemoting
-from shoal.protocol import RemotingCommand, RequestCode
+from shoal.formats.json_compat import loads
+from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.bodies import HeartbeatData, ProducerData
+from shoal.protocol.headers import GetSubscriptionGroupConfigRequestHeader
 from shoal.protocol.route_bodies import TopicRouteData
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.proxy.errors import ProxyError
@@ -45,6 +47,8 @@ class Brokers:
         self.on_check = on_check
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
         self._masters: dict[str, str] = {}
+        self._groups: dict[str, tuple[float, bool]] = {}
+        """Consumer group -> (when asked, monotonic s; FIFO)."""
         self._greeted: set[str] = set()
         """Masters heartbeated at least once."""
 
@@ -88,6 +92,31 @@ class Brokers:
         if not set(self._masters.values()) <= self._greeted:
             await self.heartbeat(new_only=True)  # before a transaction's first half message
         return route
+
+    async def group_is_fifo(self, topic: str, group: str) -> bool:
+        """Whether `group` consumes in order (its config's `consumeMessageOrderly`, RocketMQ 5's
+        FIFO groups), asked of a master holding `topic` (GET_SUBSCRIPTIONGROUP_CONFIG), cached for
+        ROUTE_REFRESH_S. A group no broker knows yet is not FIFO (the broker creates it plain)."""
+        cached = self._groups.get(group)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < ROUTE_REFRESH_S:
+            return cached[1]
+        route = await self.route(topic)
+        masters = [master_address(broker) for broker in route.broker_datas]
+        addresses = [address for address in masters if address is not None]
+        if not addresses:
+            raise ProxyError(v2.NOT_FOUND, f"no master holds {topic}")
+        header = GetSubscriptionGroupConfigRequestHeader(group=group)
+        response = await self.invoke(addresses[0], RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, header.to_ext_fields())
+        fifo = False
+        if response.code == ResponseCode.SUCCESS and response.body:
+            try:
+                config = loads(response.body)
+            except ValueError as failure:
+                raise ProxyError(v2.INTERNAL_SERVER_ERROR, f"unreadable config of group {group}: {failure}") from None
+            fifo = isinstance(config, dict) and config.get("consumeMessageOrderly") is True
+        self._groups[group] = (now, fifo)
+        return fifo
 
     def broker_name_of(self, address: str) -> str | None:
         """The broker group whose master is at `address`, as the routes say."""

@@ -202,7 +202,8 @@ class MessagingService(MessagingServiceServicer):
             async for command in request_iterator:
                 if command.HasField("settings"):
                     outbox.settings = command.settings
-                    outbox.put(rpc.TelemetryCommand(status=status(), settings=settings_reply(command.settings)))
+                    fifo = await self._subscription_is_fifo(command.settings)
+                    outbox.put(rpc.TelemetryCommand(status=status(), settings=settings_reply(command.settings, fifo)))
             outbox.close()
 
         reader = asyncio.ensure_future(read())
@@ -212,6 +213,17 @@ class MessagingService(MessagingServiceServicer):
         finally:
             reader.cancel()
             self.sessions.close(client_id, outbox)
+
+    async def _subscription_is_fifo(self, settings: v2.Settings) -> bool:
+        """Whether a consumer's group is a FIFO group (False for producers, or when no broker answers)."""
+        if not settings.HasField("subscription") or not settings.subscription.subscriptions:
+            return False
+        subscription = settings.subscription
+        try:
+            return await self.brokers.group_is_fifo(subscription.subscriptions[0].topic.name, subscription.group.name)
+        except ProxyError as failure:
+            log.warning("FIFO setting of group %s unknown (%s): treated as not FIFO", subscription.group.name, failure)
+            return False
 
     # --- produce ---
     async def SendMessage(  # noqa: N802
@@ -353,6 +365,7 @@ class MessagingService(MessagingServiceServicer):
         poll_ms = max(min(poll_ms, LONG_POLLING_MAX_MS), 0)
         batch = min(request.batch_size or RECEIVE_BATCH_DEFAULT, RECEIVE_BATCH_MAX)
         exp_type, exp = expression_of(request.filter_expression)
+        fifo = await self.brokers.group_is_fifo(topic, request.group.name)
         header = PopMessageRequestHeader(
             consumer_group=request.group.name,
             topic=topic,
@@ -363,6 +376,7 @@ class MessagingService(MessagingServiceServicer):
             born_time_ms=_now_ms(),
             exp_type=exp_type,
             exp=exp,
+            order=fifo,  # a FIFO group: a queue's next messages only once the leased ones are acked
         )
         address = await self.brokers.master_of(topic, queue.broker.name)
         response = await self.brokers.invoke(
@@ -491,9 +505,9 @@ class MessagingService(MessagingServiceServicer):
         )
 
 
-def settings_reply(settings: v2.Settings) -> v2.Settings:
+def settings_reply(settings: v2.Settings, fifo: bool = False) -> v2.Settings:
     """The client's settings as the server sees them: a producer's body limit (a reply without one
-    makes the Python client refuse every send), a consumer's polling and retry policy."""
+    makes the Python client refuse every send), a consumer's FIFO mode, polling and retry policy."""
     reply = v2.Settings()
     reply.CopyFrom(settings)
     if settings.HasField("publishing") or settings.client_type == v2.PRODUCER:
@@ -501,8 +515,7 @@ def settings_reply(settings: v2.Settings) -> v2.Settings:
         reply.publishing.validate_message_type = False
     elif settings.HasField("subscription") or settings.client_type in (v2.PUSH_CONSUMER, v2.SIMPLE_CONSUMER):
         subscription = reply.subscription
-        if not subscription.HasField("fifo"):
-            subscription.fifo = False
+        subscription.fifo = fifo
         subscription.receive_batch_size = RECEIVE_BATCH_DEFAULT
         subscription.long_polling_timeout.FromMilliseconds(LONG_POLLING_DEFAULT_MS)
         policy = reply.backoff_policy

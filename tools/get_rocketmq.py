@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 ROCKETMQ_VERSION = "4.9.7"
@@ -120,8 +121,10 @@ def run_maven(mvn: str, pom: Path, output: Path, log_path: Path, maven_repo_loca
     downloads = 0
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     started = time.monotonic()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with (
+        log_path.open("w") as log,
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process,
+    ):  # closes the pipe however this ends
         assert process.stdout is not None
         for line in process.stdout:
             log.write(line)
@@ -153,27 +156,49 @@ def run_maven(mvn: str, pom: Path, output: Path, log_path: Path, maven_repo_loca
 def ensure_jars(*, force: bool = False, root: Path | None = None, maven_repo_local: Path | None = None) -> Path:
     """The folder holding RocketMQ's jars, fetched with Maven first unless the cached copy matches the pom."""
     directory = rocketmq_dir(root)
+    lib = ensure_pom_jars(
+        POM_PATH,
+        directory,
+        REQUIRED_JARS,
+        f"Apache RocketMQ {ROCKETMQ_VERSION}",
+        force=force,
+        maven_repo_local=maven_repo_local,
+    )
+    write_rocketmq_home(directory)
+    return lib
+
+
+def ensure_pom_jars(
+    pom: Path,
+    directory: Path,
+    required: Sequence[str],
+    what: str,
+    *,
+    force: bool = False,
+    maven_repo_local: Path | None = None,
+) -> Path:
+    """`directory`/lib holding every runtime jar of `pom` (fetched with Maven unless the stamp there
+    matches the pom); GetRocketMQError when Maven fails or a `required` jar is missing. Also used for
+    the RocketMQ 5 Java client's jars (tests/interop/v5)."""
     if not force:
-        lib = cached_lib(directory)
+        lib = cached_lib(directory, pom)
         if lib is not None:
-            write_rocketmq_home(directory)
             return lib
     mvn = find_mvn()
     directory.mkdir(parents=True, exist_ok=True)
     partial = directory / "lib.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    print(f"fetching Apache RocketMQ {ROCKETMQ_VERSION} jars with Maven into {directory} ...", file=sys.stderr)
-    run_maven(mvn, POM_PATH, partial, directory / "mvn.log", maven_repo_local)
+    print(f"fetching {what} jars with Maven into {directory} ...", file=sys.stderr)
+    run_maven(mvn, pom, partial, directory / "mvn.log", maven_repo_local)
     jars = sorted(path.name for path in partial.glob("*.jar"))
-    missing = [name for name in REQUIRED_JARS if name not in jars]
+    missing = [name for name in required if name not in jars]
     if missing:
         raise GetRocketMQError(f"mvn finished but {', '.join(missing)} are missing from {partial}")
     lib = directory / "lib"
     shutil.rmtree(lib, ignore_errors=True)
     partial.rename(lib)
-    stamp = {"pom_sha256": pom_sha256(), "rocketmq_version": ROCKETMQ_VERSION, "jars": jars}
+    stamp = {"pom_sha256": pom_sha256(pom), "what": what, "jars": jars}
     (directory / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
-    write_rocketmq_home(directory)
     return lib
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from shoal.broker import limits
 from shoal.broker.broker_stats import GROUP_GET_NUMS
+from shoal.formats.json_compat import dumps
 from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
@@ -32,6 +33,8 @@ from shoal.protocol.headers import (
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
@@ -227,6 +230,27 @@ class AdminProcessors:
 
     def all_consumer_offsets(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         return make_response(request, ResponseCode.SUCCESS, body=self.offsets.encode().encode("utf-8"))
+
+    def topic_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (351, 5.x): what a 5.x admin client reads back after creating a topic."""
+        header = GetTopicConfigRequestHeader.from_ext_fields(request.ext_fields)
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            return make_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}"
+            )
+        return make_response(request, ResponseCode.SUCCESS, body=dumps(topic.to_json()).encode("utf-8"))
+
+    def subscription_group_config(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (352, 5.x): one group's config, the fields of newer
+        versions (consumeMessageOrderly, groupRetryPolicy, ...) as they were written."""
+        header = GetSubscriptionGroupConfigRequestHeader.from_ext_fields(request.ext_fields)
+        group = self.groups.find(header.group)
+        if group is None:
+            return make_response(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"No group in this broker. group: {header.group}"
+            )
+        return make_response(request, ResponseCode.SUCCESS, body=dumps(group.to_json()).encode("utf-8"))
 
     def all_subscription_groups(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand:
         return make_response(request, ResponseCode.SUCCESS, body=self.groups.table.encode().encode("utf-8"))

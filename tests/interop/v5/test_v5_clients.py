@@ -1,22 +1,25 @@
-"""rocketmq-python-client 5.1.2 (the official v5 client) through `shoal proxy` to a Shoal broker:
-normal, FIFO and delayed sends; a SimpleConsumer with a tag filter, a nack and acks; a PushConsumer
-whose failures are redelivered; and messages received but never acked by a crashed consumer coming
-back after their invisible time, across a broker SIGKILL."""
+"""The official RocketMQ 5 clients (rocketmq-python-client 5.1.2, rocketmq-client-java 5.2.0), each
+through `shoal proxy` to a Shoal broker: normal, FIFO and delayed sends; a SimpleConsumer with a tag
+filter, a nack and acks; a PushConsumer whose failures are redelivered; messages received but never
+acked by a crashed consumer coming back after their invisible time, across a broker SIGKILL; and
+transactions with an orphan checked over Telemetry."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shoal.protocol import RequestCode, ResponseCode
+from shoal.remoting import RemotingClient
 from tests.conftest import Cluster
 from tests.interop.client_runs import ClientRun
-from tests.ports import free_broker_port, free_port
+from tests.interop.v5.conftest import V5Client
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +33,8 @@ def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
     subprocess.run([*command, "--queues", str(queues), topic], check=True, capture_output=True, timeout=30)
 
 
-def produced(python_v5: Callable[..., ClientRun], cluster: Cluster, topic: str, count: int) -> ClientRun:
-    run = python_v5("produce", cluster.proxy_addr, topic, str(count), timeout_s=RUN_TIMEOUT_S)
+def produced(v5_client: V5Client, cluster: Cluster, topic: str, count: int) -> ClientRun:
+    run = v5_client("produce", cluster.proxy_addr, topic, str(count), timeout_s=RUN_TIMEOUT_S)
     run.assert_ok()
     assert [event["body"] for event in run.of("sent")] == [
         *(f"normal-{index}" for index in range(count)),
@@ -41,17 +44,15 @@ def produced(python_v5: Callable[..., ClientRun], cluster: Cluster, topic: str, 
     return run
 
 
-def test_sends_then_a_simple_consumer_filters_nacks_and_acks(
-    python_v5: Callable[..., ClientRun], proxied: Cluster
-) -> None:
+def test_sends_then_a_simple_consumer_filters_nacks_and_acks(v5_client: V5Client, proxied: Cluster) -> None:
     """Goal: what a v5 producer sends arrives with its tag, keys, properties, message id and group;
     a nack (change invisible duration to 1 s) brings the message back with attempt 2 about a second
     later; the delayed message is not received before its delivery time; a tag filter holds.
     Method: send 3 normal, 1 FIFO, 1 delayed (3 s); receive with TagA, nack the first, ack the rest."""
     create_topic(proxied, "V5Simple")
-    sent = produced(python_v5, proxied, "V5Simple", 3)
+    sent = produced(v5_client, proxied, "V5Simple", 3)
     ids = {event["body"]: event["message_id"] for event in sent.of("sent")}
-    run = python_v5("simple", proxied.proxy_addr, "V5Simple", "GID_v5_simple", "5", "TagA", timeout_s=RUN_TIMEOUT_S)
+    run = v5_client("simple", proxied.proxy_addr, "V5Simple", "GID_v5_simple", "5", "TagA", timeout_s=RUN_TIMEOUT_S)
     run.assert_ok()
     received = run.of("received")
     assert sorted(event["body"] for event in run.of("acked")) == sorted(ids)
@@ -70,25 +71,25 @@ def test_sends_then_a_simple_consumer_filters_nacks_and_acks(
     assert delayed["at"] >= sent_at + 2.9
 
 
-def test_a_tag_filter_hides_other_tags(python_v5: Callable[..., ClientRun], proxied: Cluster) -> None:
+def test_a_tag_filter_hides_other_tags(v5_client: V5Client, proxied: Cluster) -> None:
     """Goal: a SimpleConsumer subscribed to TagB receives none of the TagA messages. Method: send
     the TagA set, receive TagB for a while: nothing; then the TagA group still gets all five."""
     create_topic(proxied, "V5Tags")
-    produced(python_v5, proxied, "V5Tags", 3)
-    none = python_v5("simple", proxied.proxy_addr, "V5Tags", "GID_v5_tags_b", "1", "TagB", "8", timeout_s=RUN_TIMEOUT_S)
+    produced(v5_client, proxied, "V5Tags", 3)
+    none = v5_client("simple", proxied.proxy_addr, "V5Tags", "GID_v5_tags_b", "1", "TagB", "8", timeout_s=RUN_TIMEOUT_S)
     none.assert_ok()
     assert not none.of("received"), none.events
-    tag_a = python_v5("simple", proxied.proxy_addr, "V5Tags", "GID_v5_tags_a", "5", "TagA", timeout_s=RUN_TIMEOUT_S)
+    tag_a = v5_client("simple", proxied.proxy_addr, "V5Tags", "GID_v5_tags_a", "5", "TagA", timeout_s=RUN_TIMEOUT_S)
     tag_a.assert_ok()
     assert len(tag_a.of("acked")) == 5
 
 
-def test_a_push_consumer_gets_failed_messages_again(python_v5: Callable[..., ClientRun], proxied: Cluster) -> None:
+def test_a_push_consumer_gets_failed_messages_again(v5_client: V5Client, proxied: Cluster) -> None:
     """Goal: a PushConsumer whose listener fails a message gets it again (attempt 2, after the
     server's first retry delay) and then succeeds. Method: the listener fails every first delivery."""
     create_topic(proxied, "V5Push")
-    produced(python_v5, proxied, "V5Push", 3)
-    run = python_v5("push", proxied.proxy_addr, "V5Push", "GID_v5_push", "5", timeout_s=RUN_TIMEOUT_S)
+    produced(v5_client, proxied, "V5Push", 3)
+    run = v5_client("push", proxied.proxy_addr, "V5Push", "GID_v5_push", "5", timeout_s=RUN_TIMEOUT_S)
     run.assert_ok()
     assert run.of("push-done")[0]["succeeded"] == ["delayed-0", "fifo-0", "normal-0", "normal-1", "normal-2"]
     deliveries: dict[str, list[dict[str, Any]]] = {}
@@ -102,21 +103,21 @@ def test_a_push_consumer_gets_failed_messages_again(python_v5: Callable[..., Cli
 
 
 def test_messages_a_crashed_consumer_held_come_back_after_a_broker_sigkill(
-    python_v5: Callable[..., ClientRun], proxied: Cluster
+    v5_client: V5Client, proxied: Cluster
 ) -> None:
     """Goal: POP state survives SIGKILL. Messages received (hidden for 15 s) by a consumer that then
     crashed without acking come back after the broker is killed and restarted, with attempt 2, and
     not before their 15 s are up; none is lost. Method: receive 4 and exit hard; SIGKILL and restart
     the broker; a new consumer of the group receives everything."""
     create_topic(proxied, "V5Crash")
-    produced(python_v5, proxied, "V5Crash", 3)
-    held = python_v5("hold", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "4", timeout_s=RUN_TIMEOUT_S)
+    produced(v5_client, proxied, "V5Crash", 3)
+    held = v5_client("hold", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "4", timeout_s=RUN_TIMEOUT_S)
     assert held.returncode == 0, held.output
     held_events = {event["body"]: event for event in held.of("held")}
     assert sorted(held_events) == ["fifo-0", "normal-0", "normal-1", "normal-2"]
     proxied.stop("broker", signal.SIGKILL)
     proxied.start_broker()
-    again = python_v5("simple", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "5", "*", timeout_s=RUN_TIMEOUT_S)
+    again = v5_client("simple", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "5", "*", timeout_s=RUN_TIMEOUT_S)
     again.assert_ok()
     first_seen: dict[str, dict[str, object]] = {}
     for event in again.of("received"):
@@ -128,25 +129,53 @@ def test_messages_a_crashed_consumer_held_come_back_after_a_broker_sigkill(
         assert first_seen[body]["at"] >= hidden_until - 0.1, (body, first_seen[body]["at"], hidden_until)
 
 
-def test_transactions_commit_roll_back_and_an_orphan_is_checked(
-    python_v5: Callable[..., ClientRun], tmp_path: Path
-) -> None:
+def test_transactions_commit_roll_back_and_an_orphan_is_checked(v5_client: V5Client, proxied: Cluster) -> None:
     """Goal: a v5 transactional producer's commit makes its message visible, a rollback never does,
     and a half message left open is checked through the producer's Telemetry stream (its checker
     commits it). Method: broker checking after 1 s; consume the topic afterwards."""
-    cluster = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
-    cluster.start_namesrv()
-    cluster.start_broker({"transactionTimeOut": "1000", "transactionCheckInterval": "1000"})
-    cluster.start_proxy(free_port())
-    try:
-        create_topic(cluster, "V5Tx")
-        run = python_v5("transaction", cluster.proxy_addr, "V5Tx", timeout_s=RUN_TIMEOUT_S)
-        run.assert_ok()
-        assert [event["body"] for event in run.of("checked")][:1] == ["tx-orphan"], run.events
-        assert run.of("checked")[0]["topic"] == "V5Tx"
-        consumed = python_v5("simple", cluster.proxy_addr, "V5Tx", "GID_v5_tx", "2", "*", "20", timeout_s=RUN_TIMEOUT_S)
-        consumed.assert_ok()
-        assert sorted(event["body"] for event in consumed.of("acked")) == ["tx-commit", "tx-orphan"]
-        assert "tx-rollback" not in {event["body"] for event in consumed.of("received")}
-    finally:
-        cluster.stop_all()
+    create_topic(proxied, "V5Tx")
+    run = v5_client("transaction", proxied.proxy_addr, "V5Tx", timeout_s=RUN_TIMEOUT_S)
+    run.assert_ok()
+    assert [event["body"] for event in run.of("checked")][:1] == ["tx-orphan"], run.events
+    assert run.of("checked")[0]["topic"] == "V5Tx"
+    consumed = v5_client("simple", proxied.proxy_addr, "V5Tx", "GID_v5_tx", "2", "*", "20", timeout_s=RUN_TIMEOUT_S)
+    consumed.assert_ok()
+    assert sorted(event["body"] for event in consumed.of("acked")) == ["tx-commit", "tx-orphan"]
+    assert "tx-rollback" not in {event["body"] for event in consumed.of("received")}
+
+
+def make_fifo_group(cluster: Cluster, group: str) -> None:
+    """A FIFO consumer group, as RocketMQ 5's admin makes one (consumeMessageOrderly in its config)."""
+    body = json.dumps({"groupName": group, "consumeMessageOrderly": True}).encode()
+
+    async def create() -> None:
+        client = RemotingClient()
+        try:
+            response = await client.invoke(
+                cluster.broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body
+            )
+            assert response.code == ResponseCode.SUCCESS, response.remark
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+
+
+def test_a_fifo_group_gets_each_message_group_in_order_even_after_a_failure(
+    v5_client: V5Client, proxied: Cluster
+) -> None:
+    """Goal: a FIFO group's push consumer gets each message group's messages in the order sent,
+    one at a time: a message that fails is retried before the next of its group is handed out.
+    Method: 3 messages in each of two groups; the listener fails fifo-g1-1 once."""
+    create_topic(proxied, "V5Fifo")
+    make_fifo_group(proxied, "GID_v5_fifo")
+    run = v5_client("fifo", proxied.proxy_addr, "V5Fifo", "GID_v5_fifo", timeout_s=RUN_TIMEOUT_S)
+    run.assert_ok()
+    succeeded = run.of("fifo-done")[0]["succeeded"]
+    assert sorted(succeeded) == sorted(f"fifo-{group}-{index}" for group in ("g1", "g2") for index in range(3))
+    for group in ("g1", "g2"):
+        consumed = [event["body"] for event in run.of("consumed") if f"-{group}-" in event["body"]]
+        expected = [f"fifo-{group}-{index}" for index in range(3)]
+        if group == "g1":
+            expected.insert(2, "fifo-g1-1")  # its retry comes before fifo-g1-2
+        assert consumed == expected, run.of("consumed")

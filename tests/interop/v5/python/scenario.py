@@ -1,6 +1,7 @@
 """Drive the official RocketMQ 5 Python client (rocketmq-python-client) against a gRPC endpoint.
 
-Runs in the client's own venv (tests/interop/python_v5/conftest.py builds it). One JSON line per
+Runs in the client's own venv (tests/interop/v5/conftest.py builds it); java/src/V5Scenario.java
+does the same with the Java client, mode for mode. One JSON line per
 event on stdout ({"event": ...}); the client's own log goes to stderr.
 
     scenario.py produce ENDPOINT TOPIC COUNT            normal sends (tag, keys, a property), a FIFO and a delayed one
@@ -9,6 +10,8 @@ event on stdout ({"event": ...}); the client's own log goes to stderr.
     scenario.py push ENDPOINT TOPIC GROUP COUNT          a push consumer failing each message's first delivery
     scenario.py hold ENDPOINT TOPIC GROUP COUNT          receive COUNT, hidden for 15 s, and exit without acking
     scenario.py transaction ENDPOINT TOPIC               commit one, roll back one, leave one to the checker (commits)
+    scenario.py fifo ENDPOINT TOPIC GROUP                two message groups of 3, then a push consumer of a FIFO group
+                                                         that fails fifo-g1-1 once
 """
 
 from __future__ import annotations
@@ -192,6 +195,50 @@ def transaction(endpoint: str, topic: str) -> None:
         producer.shutdown()
 
 
+FIFO_BODIES = ("fifo-g1-0", "fifo-g2-0", "fifo-g1-1", "fifo-g2-1", "fifo-g1-2", "fifo-g2-2")
+
+
+def fifo(endpoint: str, topic: str, group: str) -> None:
+    producer = Producer(config(endpoint), (topic,))
+    producer.startup()
+    try:
+        for body in FIFO_BODIES:
+            message = Message()
+            message.topic = topic
+            message.body = body.encode()
+            message.message_group = body.split("-")[1]
+            emit("sent", body=body, message_id=producer.send(message).message_id)
+    finally:
+        producer.shutdown()
+    done = threading.Event()
+    succeeded: list[str] = []
+    failed_once = False
+    lock = threading.Lock()
+
+    class Listener(MessageListener):
+        def consume(self, message: Message) -> ConsumeResult:
+            nonlocal failed_once
+            body = message.body.decode()
+            emit("consumed", **describe(message))
+            with lock:
+                if body == "fifo-g1-1" and not failed_once:
+                    failed_once = True
+                    return ConsumeResult.FAILURE
+                succeeded.append(body)
+                if len(succeeded) >= len(FIFO_BODIES):
+                    done.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        done.wait(RECEIVE_DEADLINE_S)
+        time.sleep(1)
+    finally:
+        consumer.shutdown()
+    emit("fifo-done", succeeded=succeeded)
+
+
 def main() -> None:
     mode, endpoint, *rest = sys.argv[1:]
     try:
@@ -206,6 +253,8 @@ def main() -> None:
             hold(endpoint, rest[0], rest[1], int(rest[2]))
         elif mode == "transaction":
             transaction(endpoint, rest[0])
+        elif mode == "fifo":
+            fifo(endpoint, rest[0], rest[1])
         else:
             raise SystemExit(f"unknown mode {mode}")
     except Exception as error:
