@@ -23,6 +23,7 @@ from shoal.cli.local_demo import round_trip
 from shoal.cli.startup_errors import one_line_startup_errors
 from shoal.namesrv.config import NamesrvConfig, load_namesrv_config
 from shoal.namesrv.name_server import NameServer
+from shoal.protocol.acl_signature import Credentials
 from shoal.proxy import ProxyServer, ProxySettings
 from shoal.proxy.limits import GRPC_PORT
 from shoal.remoting.settings import load_tls_config, parse_properties
@@ -140,7 +141,25 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
     default=None,
     help="Host clients are told to connect to in routes (default: --host, or 127.0.0.1 for 0.0.0.0).",
 )
-def proxy(namesrv_addr: str, port: int, host: str, advertised_host: str | None) -> None:
+@click.option(
+    "--acl-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="plain_acl.yml: check every call's MQv2-HMAC-SHA1 signature and permissions (reloaded on change).",
+)
+@click.option(
+    "--access-key", envvar="SHOAL_ACCESS_KEY", default=None, help="The proxy's account for brokers with aclEnable."
+)
+@click.option("--secret-key", envvar="SHOAL_SECRET_KEY", default=None, help="Its secret key (or env SHOAL_SECRET_KEY).")
+def proxy(
+    namesrv_addr: str,
+    port: int,
+    host: str,
+    advertised_host: str | None,
+    acl_file: Path | None,
+    access_key: str | None,
+    secret_key: str | None,
+) -> None:
     """Run a gRPC proxy for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService).
 
     It serves the official v5 clients (Java rocketmq-client-java, Python rocketmq-python-client,
@@ -148,11 +167,20 @@ def proxy(namesrv_addr: str, port: int, host: str, advertised_host: str | None) 
     in cluster mode: sends, and POP consumption (SimpleConsumer, PushConsumer) through the brokers.
     """
     addresses = tuple(address.strip() for address in namesrv_addr.split(";") if address.strip())
-    settings = ProxySettings(namesrv_addrs=addresses, host=host, port=port, advertised_host=advertised_host)
+    if bool(access_key) != bool(secret_key):
+        raise click.UsageError("--access-key and --secret-key go together")
+    settings = ProxySettings(
+        namesrv_addrs=addresses,
+        host=host,
+        port=port,
+        advertised_host=advertised_host,
+        plain_acl_file=acl_file,
+        credentials=Credentials(access_key, secret_key) if access_key and secret_key else None,
+    )
 
     async def main(stop: asyncio.Event) -> None:
-        server = ProxyServer(settings)
         with one_line_startup_errors():
+            server = ProxyServer(settings)
             bound = await server.start()
         click.echo(f"gRPC proxy listening on port {bound} (NameServers {';'.join(addresses)})", err=True)
         await stop.wait()

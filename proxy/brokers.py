@@ -19,6 +19,7 @@ from shoal.client.route import NameServerClient, master_address
 from shoal.client.transport import ClientRemoting
 from shoal.formats.json_compat import loads
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
+from shoal.protocol.acl_signature import Credentials
 from shoal.protocol.bodies import HeartbeatData, ProducerData
 from shoal.protocol.headers import GetSubscriptionGroupConfigRequestHeader
 from shoal.protocol.route_bodies import TopicRouteData
@@ -39,8 +40,14 @@ class Brokers:
     every master it knows as producer group `producer_group`, so that a broker checking an orphaned
     half message finds this connection and sends CHECK_TRANSACTION_STATE here (`on_check`)."""
 
-    def __init__(self, namesrv_addrs: Sequence[str], producer_group: str, on_check: CheckHandler) -> None:
-        self.remoting = ClientRemoting(handler=self._on_request)
+    def __init__(
+        self,
+        namesrv_addrs: Sequence[str],
+        producer_group: str,
+        on_check: CheckHandler,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.remoting = ClientRemoting(handler=self._on_request, credentials=credentials)
         self.namesrv = NameServerClient(namesrv_addrs, self.remoting, REQUEST_TIMEOUT_S)
         self.producer_group = producer_group
         self.client_id = f"{socket.gethostname()}@shoal-proxy-{os.getpid()}"

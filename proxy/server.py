@@ -13,10 +13,13 @@ import contextlib
 import logging
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
+from shoal.acl import AccessValidator, AclFileWatcher, start_acl
 from shoal.protocol import RemotingCommand
+from shoal.protocol.acl_signature import Credentials
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2.service_pb2_grpc import add_MessagingServiceServicer_to_server
 from shoal.proxy.brokers import Brokers
@@ -38,6 +41,11 @@ class ProxySettings:
     """0: any free port (`start` returns it)."""
     advertised_host: str | None = None
     """The host QueryRoute tells clients to connect to; default `host`, or 127.0.0.1 for 0.0.0.0."""
+    plain_acl_file: Path | None = None
+    """Check every call against this plain_acl.yml (RocketMQ 5's `MQv2-HMAC-SHA1` signatures); reloaded
+    when it changes. None: calls are not checked."""
+    credentials: Credentials | None = None
+    """The proxy's own account, signing its remoting requests to brokers that have aclEnable."""
 
 
 def endpoints_of(host: str, port: int) -> v2.Endpoints:
@@ -64,7 +72,11 @@ class ProxyServer:
     def __init__(self, settings: ProxySettings) -> None:
         self.settings = settings
         self.sessions = Sessions()
-        self.brokers = Brokers(settings.namesrv_addrs, PRODUCER_GROUP, self._on_check)
+        self.brokers = Brokers(settings.namesrv_addrs, PRODUCER_GROUP, self._on_check, settings.credentials)
+        self.acl: AccessValidator | None = None
+        self._acl_watcher: AclFileWatcher | None = None
+        if settings.plain_acl_file is not None:
+            self.acl, self._acl_watcher = start_acl(str(settings.plain_acl_file), namesrv=False)
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
@@ -93,15 +105,19 @@ class ProxyServer:
         except RuntimeError as failure:  # grpc names no errno: the check above usually has
             raise OSError(f"cannot listen on {settings.host}:{settings.port}: {failure}") from None
         host = settings.advertised_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
-        service = MessagingService(self.brokers, endpoints_of(host, self.port), self.sessions)
+        service = MessagingService(self.brokers, endpoints_of(host, self.port), self.sessions, self.acl)
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()
         self._server, self._service = server, service
         self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_every_interval())
+        if self._acl_watcher is not None:
+            self._acl_watcher.start()
         log.info("gRPC proxy (apache.rocketmq.v2.MessagingService) listening on %s:%d", settings.host, self.port)
         return self.port
 
     async def stop(self) -> None:
+        if self._acl_watcher is not None:
+            await self._acl_watcher.stop()
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             with contextlib.suppress(asyncio.CancelledError):

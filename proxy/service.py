@@ -17,14 +17,18 @@ from typing import TypeVar
 
 import grpc
 
+from shoal.acl import AccessValidator
+from shoal.acl.permission import ANY, PUB, SUB
 from shoal.client.errors import MessageDecodeError
 from shoal.client.message import decode_messages
 from shoal.client.route import is_readable, is_writeable, master_address, publish_queues
 from shoal.formats.java_hash import java_string_hash
 from shoal.formats.message_id import decode_offset_msg_id
 from shoal.formats.sysflag import TransactionType
+from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.errors import ProtocolError
+from shoal.protocol.grpc_signature import AUTHORIZATION, DATE_TIME
 from shoal.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -90,6 +94,18 @@ def metadata_value(context: grpc.aio.ServicerContext[object, object], name: str)
     return ""
 
 
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000")."""
+    address = peer.partition(":")[2]
+    host = address.rpartition(":")[0]
+    return host.strip("[]") or address
+
+
+def consuming(topic: str, group: str) -> dict[str, int]:
+    """What a consumer's call needs: SUB on the topic and on its group (`%RETRY%<group>` in plain ACL)."""
+    return {topic: SUB, RETRY_GROUP_TOPIC_PREFIX + group: SUB}
+
+
 def expression_of(filter_expression: v2.FilterExpression) -> tuple[str, str]:
     """The broker's (expType, exp) of a v2 filter."""
     if filter_expression.type == v2.SQL:
@@ -100,10 +116,13 @@ def expression_of(filter_expression: v2.FilterExpression) -> tuple[str, str]:
 class MessagingService(MessagingServiceServicer):
     """The servicer; `endpoints` is what QueryRoute tells clients to connect to (this proxy)."""
 
-    def __init__(self, brokers: Brokers, endpoints: v2.Endpoints, sessions: Sessions) -> None:
+    def __init__(
+        self, brokers: Brokers, endpoints: v2.Endpoints, sessions: Sessions, acl: AccessValidator | None = None
+    ) -> None:
         self.brokers = brokers
         self.endpoints = endpoints
         self.sessions = sessions
+        self.acl = acl
         self._next_queue = itertools.count()
 
     async def _answer(
@@ -117,11 +136,33 @@ class MessagingService(MessagingServiceServicer):
             log.exception("%s failed", what)
             return failed(status(v2.INTERNAL_ERROR, f"{what} failed: {error}"))
 
+    # --- access ---
+    def _authorize(self, context: grpc.aio.ServicerContext[object, object], needed: dict[str, int]) -> None:
+        """ProxyError UNAUTHORIZED (who is calling is not proven) or FORBIDDEN (the account lacks
+        a permission in `needed`) when plain ACL is on; RocketMQ 5's order: authenticate, then authorize."""
+        acl = self.acl
+        if acl is None:
+            return
+        host = peer_host(context.peer())
+        account, reason = acl.authenticate_v5(
+            host, metadata_value(context, AUTHORIZATION), metadata_value(context, DATE_TIME)
+        )
+        if reason is not None:
+            log.warning("v5 call from %s refused: %s", host, reason)
+            raise ProxyError(v2.UNAUTHORIZED, reason)
+        if account is None or not needed:
+            return  # globally white, or only who calls matters
+        refused = acl.permitted(account, needed)
+        if refused is not None:
+            log.warning("v5 call from %s refused: %s", host, refused)
+            raise ProxyError(v2.FORBIDDEN, refused)
+
     # --- routes ---
     async def QueryRoute(  # noqa: N802 (the RPC's name)
         self, request: rpc.QueryRouteRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> rpc.QueryRouteResponse:
         async def build() -> rpc.QueryRouteResponse:
+            self._authorize(context, {request.topic.name: ANY})
             route = await self.brokers.route(request.topic.name, refresh=True)
             queues = self._message_queues(request.topic, route)
             return rpc.QueryRouteResponse(status=status(), message_queues=queues)
@@ -165,6 +206,7 @@ class MessagingService(MessagingServiceServicer):
         as RocketMQ 5 does for POP (queue id -1: the broker pops from all its queues)."""
 
         async def build() -> rpc.QueryAssignmentResponse:
+            self._authorize(context, consuming(request.topic.name, request.group.name))
             route = await self.brokers.route(request.topic.name)
             response = rpc.QueryAssignmentResponse(status=status())
             for data in sorted(route.queue_datas, key=lambda item: item.broker_name):
@@ -181,12 +223,20 @@ class MessagingService(MessagingServiceServicer):
     async def Heartbeat(  # noqa: N802
         self, request: rpc.HeartbeatRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> rpc.HeartbeatResponse:
+        try:
+            self._authorize(context, {RETRY_GROUP_TOPIC_PREFIX + request.group.name: SUB} if request.group.name else {})
+        except ProxyError as error:
+            return rpc.HeartbeatResponse(status=status(error.code, error.message))
         self.sessions.seen(metadata_value(context, CLIENT_ID_HEADER))
         return rpc.HeartbeatResponse(status=status())
 
     async def NotifyClientTermination(  # noqa: N802
         self, request: rpc.NotifyClientTerminationRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> rpc.NotifyClientTerminationResponse:
+        try:
+            self._authorize(context, {})
+        except ProxyError as error:
+            return rpc.NotifyClientTerminationResponse(status=status(error.code, error.message))
         self.sessions.forget(metadata_value(context, CLIENT_ID_HEADER))
         return rpc.NotifyClientTerminationResponse(status=status())
 
@@ -195,6 +245,11 @@ class MessagingService(MessagingServiceServicer):
     ) -> AsyncIterator[rpc.TelemetryCommand]:
         """Answer each `settings` the client reports with the server's view of them; commands for
         the client (orphaned transactions) go out on the same stream."""
+        try:
+            self._authorize(context, {})
+        except ProxyError as error:
+            yield rpc.TelemetryCommand(status=status(error.code, error.message))
+            return
         client_id = metadata_value(context, CLIENT_ID_HEADER)
         outbox = self.sessions.open(client_id)
 
@@ -232,6 +287,7 @@ class MessagingService(MessagingServiceServicer):
         async def build() -> rpc.SendMessageResponse:
             if len(request.messages) != 1:
                 raise ProxyError(v2.BAD_REQUEST, f"one message per SendMessage, not {len(request.messages)}")
+            self._authorize(context, {request.messages[0].topic.name: PUB})
             entry = await self._send(request.messages[0])
             failed = entry.status.code != v2.OK
             return rpc.SendMessageResponse(status=entry.status if failed else status(), entries=[entry])
@@ -272,6 +328,7 @@ class MessagingService(MessagingServiceServicer):
         """Commit or roll back a half message (END_TRANSACTION); UNSPECIFIED leaves it to the checks."""
 
         async def build() -> rpc.EndTransactionResponse:
+            self._authorize(context, {request.topic.name: PUB})
             handle = decode_transaction(request.transaction_id)
             if request.resolution not in RESOLUTIONS:
                 return rpc.EndTransactionResponse(status=status())
@@ -349,6 +406,7 @@ class MessagingService(MessagingServiceServicer):
         topic = queue.topic.name
         if not request.group.name:
             raise ProxyError(v2.ILLEGAL_CONSUMER_GROUP, "a consumer group is needed")
+        self._authorize(context, consuming(topic, request.group.name))
         invisible_ms = (
             request.invisible_duration.ToMilliseconds()
             if request.HasField("invisible_duration")
@@ -408,6 +466,7 @@ class MessagingService(MessagingServiceServicer):
         self, request: rpc.AckMessageRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> rpc.AckMessageResponse:
         async def build() -> rpc.AckMessageResponse:
+            self._authorize(context, consuming(request.topic.name, request.group.name))
             response = rpc.AckMessageResponse()
             codes = set()
             for entry in request.entries:
@@ -445,6 +504,7 @@ class MessagingService(MessagingServiceServicer):
         self, request: rpc.ChangeInvisibleDurationRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> rpc.ChangeInvisibleDurationResponse:
         async def build() -> rpc.ChangeInvisibleDurationResponse:
+            self._authorize(context, consuming(request.topic.name, request.group.name))
             receipt = decode_receipt(request.receipt_handle)
             invisible_ms = request.invisible_duration.ToMilliseconds()
             header = ChangeInvisibleTimeRequestHeader(
@@ -482,6 +542,7 @@ class MessagingService(MessagingServiceServicer):
         """Store the message in %DLQ%<group> (CONSUMER_SEND_MSG_BACK with delay level -1), then ack it."""
 
         async def build() -> rpc.ForwardMessageToDeadLetterQueueResponse:
+            self._authorize(context, consuming(request.topic.name, request.group.name))
             receipt = decode_receipt(request.receipt_handle)
             header = ConsumerSendMsgBackRequestHeader(
                 offset=receipt.commitlog_offset,

@@ -212,12 +212,12 @@ class Cluster:
             cgroups=list(self.broker_cgroups),
         )
 
-    def start_proxy(self, port: int) -> None:
+    def start_proxy(self, port: int, *options: str) -> None:
         """`shoal proxy` (gRPC, RocketMQ 5 clients) in front of this NameServer's brokers."""
         self.proxy_port = port
         self._spawn(
             "proxy",
-            ["proxy", "-n", self.namesrv_addr, "--host", "127.0.0.1", "--port", str(port)],
+            ["proxy", "-n", self.namesrv_addr, "--host", "127.0.0.1", "--port", str(port), *options],
             port,
             f"gRPC proxy listening on port {port}",
         )

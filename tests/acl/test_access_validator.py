@@ -213,3 +213,33 @@ def test_an_accounts_white_address_is_kept_per_host_until_the_rules_change() -> 
         RequestCode.GET_MAX_OFFSET, {"topic": "T"}, credentials=Credentials("whiteAAA", "whiteSecret")
     )
     assert validator.refusal("10.1.1.1", signed_by_white) is None
+
+
+def test_v5_calls_authenticate_by_their_date_time_signature_then_need_their_permissions() -> None:
+    """RocketMQ 5's gRPC check: who calls (MQv2-HMAC-SHA1 over x-mq-date-time), then what it may do."""
+    from shoal.acl.permission import PUB, SUB
+    from shoal.acl.plain_acl import parse_plain_acl
+    from shoal.protocol.grpc_signature import signature_v5
+
+    rules = parse_plain_acl(
+        "accounts:\n"
+        "  - {accessKey: v5user1, secretKey: secret1234, defaultTopicPerm: DENY, topicPerms: ['T=PUB']}\n"
+        "globalWhiteRemoteAddresses: ['10.9.*.*']\n"
+    )
+    validator = AccessValidator(rules)
+    stamp = "20261129T101010Z"
+
+    def header(access_key: str, secret: str) -> str:
+        signature = signature_v5(secret, stamp).lower()  # the Python client writes lower case
+        return f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
+
+    account, reason = validator.authenticate_v5("127.0.0.1", header("v5user1", "secret1234"), stamp)
+    assert reason is None and account is not None and account.access_key == "v5user1"
+    assert validator.permitted(account, {"T": PUB}) is None
+    assert "No default permission for topic:U" in (validator.permitted(account, {"U": SUB}) or "")
+    assert validator.authenticate_v5("127.0.0.1", header("v5user1", "wrong"), stamp)[1] == (
+        "Check signature failed for accessKey=v5user1"
+    )
+    assert validator.authenticate_v5("127.0.0.1", header("nobody", "x"), stamp)[1] == "No acl config for nobody"
+    assert validator.authenticate_v5("127.0.0.1", "", stamp)[1] == "No accessKey is configured"
+    assert validator.authenticate_v5("10.9.0.1", "", stamp) == (None, None)  # globally white

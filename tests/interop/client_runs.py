@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,19 @@ class ClientRun:
         assert self.returncode == 0 and not self.of("error"), (self.events, self.output[-3000:])
 
 
-def run_client(command: list[str], *, cwd: Path | None = None, timeout_s: float) -> ClientRun:
-    """Run one client program to its end (at most `timeout_s` plus RUN_MARGIN_S) and read its events."""
+def run_client(
+    command: list[str], *, cwd: Path | None = None, timeout_s: float, env: Mapping[str, str] | None = None
+) -> ClientRun:
+    """Run one client program to its end (at most `timeout_s` plus RUN_MARGIN_S) and read its events;
+    `env` is added to this process's environment."""
     done = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, timeout=timeout_s + RUN_MARGIN_S, check=False
+        command,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + RUN_MARGIN_S,
+        check=False,
+        env=None if env is None else {**os.environ, **env},
     )
     return ClientRun(_events(done.stdout), done.returncode, done.stderr + done.stdout[-3000:])
 

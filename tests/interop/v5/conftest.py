@@ -41,7 +41,8 @@ INSTALL_TIMEOUT_S = 600.0
 Java jar here; ten minutes means it is stuck."""
 
 V5Client = Callable[..., ClientRun]
-"""Run one scenario mode with its arguments (`timeout_s=`); the events it printed."""
+"""Run one scenario mode with its arguments (`timeout_s=`, optional `env=`: SHOAL_V5_ACCESS_KEY and
+SHOAL_V5_SECRET_KEY sign its calls); the events it printed."""
 
 
 def _digest(directory: Path, names: tuple[str, ...] | list[str]) -> str:
@@ -110,8 +111,8 @@ def _java_classpath(root: Path) -> str:
 def python_v5() -> V5Client:
     python = _python_venv(cache_root())
 
-    def run(*args: str, timeout_s: float) -> ClientRun:
-        return run_client([str(python), str(PYTHON_DIR / "scenario.py"), *args], timeout_s=timeout_s)
+    def run(*args: str, timeout_s: float, env: dict[str, str] | None = None) -> ClientRun:
+        return run_client([str(python), str(PYTHON_DIR / "scenario.py"), *args], timeout_s=timeout_s, env=env)
 
     return run
 
@@ -120,8 +121,8 @@ def python_v5() -> V5Client:
 def java_v5() -> V5Client:
     classpath = _java_classpath(cache_root())
 
-    def run(*args: str, timeout_s: float) -> ClientRun:
-        return run_client(["java", "-cp", classpath, "V5Scenario", *args], timeout_s=timeout_s)
+    def run(*args: str, timeout_s: float, env: dict[str, str] | None = None) -> ClientRun:
+        return run_client(["java", "-cp", classpath, "V5Scenario", *args], timeout_s=timeout_s, env=env)
 
     return run
 

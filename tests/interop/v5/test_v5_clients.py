@@ -11,15 +11,19 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient
+from tests.acl.conftest import ADMIN, PLAIN_ACL, USER
 from tests.conftest import Cluster
 from tests.interop.client_runs import ClientRun
 from tests.interop.v5.conftest import V5Client
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -179,3 +183,62 @@ def test_a_fifo_group_gets_each_message_group_in_order_even_after_a_failure(
         if group == "g1":
             expected.insert(2, "fifo-g1-1")  # its retry comes before fifo-g1-2
         assert consumed == expected, run.of("consumed")
+
+
+@pytest.fixture
+def acl_proxied(tmp_path: Path) -> Iterator[Cluster]:
+    """A broker with aclEnable and `shoal proxy --acl-file` on the same plain_acl.yml (tests/acl's
+    accounts); the proxy signs its own requests to the broker as the admin account."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(PLAIN_ACL)
+    cluster = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    cluster.start_namesrv()
+    cluster.start_broker(
+        {
+            "aclEnable": "true",
+            "plainAclFile": str(acl_file),
+            "accessKey": ADMIN.access_key,
+            "secretKey": ADMIN.secret_key,
+            "autoCreateTopicEnable": "false",
+        }
+    )
+    cluster.start_proxy(
+        free_port(),
+        "--acl-file",
+        str(acl_file),
+        "--access-key",
+        ADMIN.access_key,
+        "--secret-key",
+        ADMIN.secret_key,
+    )
+    command = [sys.executable, "-m", "shoal.cli.main", "admin", "--access-key", ADMIN.access_key]
+    command += ["--secret-key", ADMIN.secret_key, "topic-create", "-n", cluster.namesrv_addr]
+    for topic in ("AclTopic", "ReadOnlyTopic"):
+        subprocess.run([*command, "--queues", "2", topic], check=True, capture_output=True, timeout=30)
+    yield cluster
+    cluster.stop_all()
+
+
+def test_acl_signed_calls_pass_and_a_bad_secret_or_a_missing_permission_is_refused(
+    v5_client: V5Client, acl_proxied: Cluster
+) -> None:
+    """Goal: with plain ACL on, a v5 client signing with a known account (MQv2-HMAC-SHA1 over
+    x-mq-date-time) sends and receives on the topics its account allows; a wrong secret is refused
+    (UNAUTHORIZED) and so is a send to a topic it may only subscribe (FORBIDDEN); nothing refused is
+    stored. Method: tests/acl's accounts; shoalUser1 has AclTopic=PUB|SUB, ReadOnlyTopic=SUB."""
+    user = {"SHOAL_V5_ACCESS_KEY": USER.access_key, "SHOAL_V5_SECRET_KEY": USER.secret_key}
+    sent = v5_client("produce", acl_proxied.proxy_addr, "AclTopic", "1", timeout_s=RUN_TIMEOUT_S, env=user)
+    sent.assert_ok()
+    got = v5_client(
+        "simple", acl_proxied.proxy_addr, "AclTopic", "GID_v5_acl", "3", "*", timeout_s=RUN_TIMEOUT_S, env=user
+    )
+    got.assert_ok()
+    assert sorted(event["body"] for event in got.of("acked")) == ["delayed-0", "fifo-0", "normal-0"]
+    wrong = {**user, "SHOAL_V5_SECRET_KEY": "not-the-secret"}
+    refused = v5_client("produce", acl_proxied.proxy_addr, "AclTopic", "1", timeout_s=RUN_TIMEOUT_S, env=wrong)
+    assert refused.of("error") and not refused.of("sent"), refused.events
+    forbidden = v5_client("produce", acl_proxied.proxy_addr, "ReadOnlyTopic", "1", timeout_s=RUN_TIMEOUT_S, env=user)
+    assert forbidden.of("error") and not forbidden.of("sent"), forbidden.events
+    proxy_log = acl_proxied.log("proxy")
+    assert "Check signature failed for accessKey=shoalUser1" in proxy_log
+    assert "No default permission for topic:ReadOnlyTopic" in proxy_log

@@ -52,7 +52,9 @@ def emit(event: str, **fields: object) -> None:
 
 
 def config(endpoint: str) -> ClientConfiguration:
-    return ClientConfiguration(endpoint, Credentials())
+    """SHOAL_V5_ACCESS_KEY / SHOAL_V5_SECRET_KEY, when set, sign every call (plain ACL)."""
+    credentials = Credentials(os.environ.get("SHOAL_V5_ACCESS_KEY", ""), os.environ.get("SHOAL_V5_SECRET_KEY", ""))
+    return ClientConfiguration(endpoint, credentials)
 
 
 def describe(message: Message) -> dict[str, object]:

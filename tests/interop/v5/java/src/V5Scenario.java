@@ -11,7 +11,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
@@ -82,9 +84,16 @@ public final class V5Scenario {
         System.exit(0);
     }
 
+    /** SHOAL_V5_ACCESS_KEY / SHOAL_V5_SECRET_KEY, when set, sign every call (plain ACL). */
     private static ClientConfiguration config(String endpoint) {
-        return ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
-            .setRequestTimeout(Duration.ofSeconds(10)).build();
+        ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
+            .setRequestTimeout(Duration.ofSeconds(10));
+        String accessKey = System.getenv("SHOAL_V5_ACCESS_KEY");
+        if (accessKey != null && !accessKey.isEmpty()) {
+            builder.setCredentialProvider(
+                new StaticSessionCredentialsProvider(accessKey, System.getenv("SHOAL_V5_SECRET_KEY")));
+        }
+        return builder.build();
     }
 
     private static double now() {
