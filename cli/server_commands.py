@@ -107,7 +107,17 @@ def namesrv(config_path: Path | None, port: int | None, host: str | None) -> Non
 @click.option("-n", "--namesrv-addr", default=None, help="NameServer addresses, ';'-separated (overrides namesrvAddr).")
 @click.option("--store-dir", type=click.Path(path_type=Path), default=None, help="storePathRootDir override.")
 @click.option("--port", type=int, default=None, help="listenPort override (0: any free port).")
-def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path | None, port: int | None) -> None:
+@click.option(
+    "--grpc-port",
+    type=int,
+    default=-1,
+    show_default=True,
+    help="Also serve RocketMQ 5 clients (gRPC) on this port from the broker's process, as RocketMQ 5's "
+    "local proxy mode does (0: any free port; -1: not).",
+)
+def broker(
+    config_path: Path | None, namesrv_addr: str | None, store_dir: Path | None, port: int | None, grpc_port: int
+) -> None:
     """Run a Broker: stores messages and serves producers and consumers."""
     conf = _read_conf(config_path)
     if namesrv_addr:
@@ -126,7 +136,19 @@ def broker(config_path: Path | None, namesrv_addr: str | None, store_dir: Path |
             controller = BrokerController(settings)
             await controller.start()
         click.echo(f"Broker {settings.broker.broker_name} listening on port {controller.port}", err=True)
+        proxy: ProxyServer | None = None
+        if grpc_port >= 0:
+            try:
+                with one_line_startup_errors():
+                    proxy = ProxyServer(local_proxy_settings(settings, grpc_port))
+                    bound = await proxy.start()
+            except BaseException:
+                await controller.stop()
+                raise
+            click.echo(f"gRPC proxy listening on port {bound}", err=True)
         await stop.wait()
+        if proxy is not None:
+            await proxy.stop()
         await controller.stop()
 
     run_until_signal(main)
@@ -187,6 +209,21 @@ def proxy(
         await server.stop()
 
     run_until_signal(main)
+
+
+def local_proxy_settings(settings: BrokerSettings, port: int) -> ProxySettings:
+    """The gRPC proxy a broker runs beside itself: its NameServers, listen host and ACL file, and
+    its own account towards the brokers."""
+    config = settings.broker
+    credentials = Credentials(config.access_key, config.secret_key) if config.access_key else None
+    return ProxySettings(
+        namesrv_addrs=tuple(config.namesrv_addresses),
+        host=config.listen_host,
+        port=port,
+        advertised_host=config.advertised_address.rpartition(":")[0],  # brokerIP1, as clients reach the broker
+        plain_acl_file=Path(config.plain_acl_file) if config.acl_enable and config.plain_acl_file else None,
+        credentials=credentials,
+    )
 
 
 LOCAL_STORE_CONF = {

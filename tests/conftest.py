@@ -189,7 +189,7 @@ class Cluster:
             "NameServer listening",
         )
 
-    def start_broker(self, conf: dict[str, str] | None = None) -> None:
+    def start_broker(self, conf: dict[str, str] | None = None, *options: str) -> None:
         settings = {
             "brokerIP1": "127.0.0.1",
             "listenHost": "127.0.0.1",
@@ -206,7 +206,7 @@ class Cluster:
         path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         self._spawn(
             "broker",
-            ["broker", "-c", str(path)],
+            ["broker", "-c", str(path), *options],
             self.broker_port,
             f"listening on port {self.broker_port}",
             cgroups=list(self.broker_cgroups),

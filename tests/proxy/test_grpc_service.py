@@ -14,7 +14,7 @@ import pytest
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2 import service_pb2 as rpc
 from shoal.protocol.v2.service_pb2_grpc import MessagingServiceStub
-from tests.conftest import Cluster
+from tests.conftest import Cluster, wait_until
 from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
@@ -136,3 +136,27 @@ def test_ten_thousand_idle_telemetry_streams_do_not_exhaust_the_proxy(proxied: C
     assert soft > channels_needed * 4, (soft, hard)
     run(scenario())
     assert proxied.alive("proxy")
+
+
+def test_a_broker_serves_v5_clients_from_its_own_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Goal: `shoal broker --grpc-port` (RocketMQ 5's local proxy mode) answers gRPC beside remoting.
+    Method: start a broker with it, create a topic by a send, ask QueryRoute over gRPC."""
+    running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    grpc_port = free_port()
+    running.start_namesrv()
+    running.start_broker({}, "--grpc-port", str(grpc_port))
+    try:
+        wait_until(lambda: f"gRPC proxy listening on port {grpc_port}" in running.log("broker"), 30, 0.1)
+
+        async def scenario() -> None:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                stub = MessagingServiceStub(channel)
+                route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="TBW102")), timeout=30)
+                assert route.status.code == v2.OK, route.status
+                assert {queue.broker.name for queue in route.message_queues} == {"broker-a"}
+                endpoint = route.message_queues[0].broker.endpoints.addresses[0]
+                assert (endpoint.host, endpoint.port) == ("127.0.0.1", grpc_port)
+
+        run(scenario())
+    finally:
+        running.stop_all()
