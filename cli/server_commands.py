@@ -173,6 +173,15 @@ def broker(
     "--access-key", envvar="SHOAL_ACCESS_KEY", default=None, help="The proxy's account for brokers with aclEnable."
 )
 @click.option("--secret-key", envvar="SHOAL_SECRET_KEY", default=None, help="Its secret key (or env SHOAL_SECRET_KEY).")
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate (chain): the gRPC port then speaks TLS only (needs --tls-key).",
+)
+@click.option(
+    "--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Its PEM key."
+)
 def proxy(
     namesrv_addr: str,
     port: int,
@@ -181,6 +190,8 @@ def proxy(
     acl_file: Path | None,
     access_key: str | None,
     secret_key: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Run a gRPC proxy for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService).
 
@@ -191,6 +202,8 @@ def proxy(
     addresses = tuple(address.strip() for address in namesrv_addr.split(";") if address.strip())
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("--access-key and --secret-key go together")
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
     settings = ProxySettings(
         namesrv_addrs=addresses,
         host=host,
@@ -198,6 +211,8 @@ def proxy(
         advertised_host=advertised_host,
         plain_acl_file=acl_file,
         credentials=Credentials(access_key, secret_key) if access_key and secret_key else None,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
 
     async def main(stop: asyncio.Event) -> None:

@@ -46,6 +46,9 @@ class ProxySettings:
     when it changes. None: calls are not checked."""
     credentials: Credentials | None = None
     """The proxy's own account, signing its remoting requests to brokers that have aclEnable."""
+    tls_cert: Path | None = None
+    """PEM certificate (chain) of the gRPC port; with `tls_key`, the port speaks TLS only."""
+    tls_key: Path | None = None
 
 
 def endpoints_of(host: str, port: int) -> v2.Endpoints:
@@ -100,8 +103,13 @@ class ProxyServer:
         if settings.port:
             check_bindable(settings.host, settings.port)
         server = grpc.aio.server(options=options)
+        address = f"{settings.host}:{settings.port}"
         try:
-            self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+            if settings.tls_cert is not None and settings.tls_key is not None:
+                pair = (settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())
+                self.port = server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
+            else:
+                self.port = server.add_insecure_port(address)
         except RuntimeError as failure:  # grpc names no errno: the check above usually has
             raise OSError(f"cannot listen on {settings.host}:{settings.port}: {failure}") from None
         host = settings.advertised_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
@@ -112,7 +120,12 @@ class ProxyServer:
         self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_every_interval())
         if self._acl_watcher is not None:
             self._acl_watcher.start()
-        log.info("gRPC proxy (apache.rocketmq.v2.MessagingService) listening on %s:%d", settings.host, self.port)
+        log.info(
+            "gRPC proxy (apache.rocketmq.v2.MessagingService) listening on %s:%d (%s)",
+            settings.host,
+            self.port,
+            "TLS" if settings.tls_cert is not None else "plain",
+        )
         return self.port
 
     async def stop(self) -> None:

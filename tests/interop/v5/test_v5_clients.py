@@ -24,6 +24,7 @@ from tests.conftest import Cluster
 from tests.interop.client_runs import ClientRun
 from tests.interop.v5.conftest import V5Client
 from tests.ports import free_broker_port, free_port
+from tests.tls_certs import make_tls_files
 
 pytestmark = pytest.mark.slow
 
@@ -242,3 +243,27 @@ def test_acl_signed_calls_pass_and_a_bad_secret_or_a_missing_permission_is_refus
     proxy_log = acl_proxied.log("proxy")
     assert "Check signature failed for accessKey=shoalUser1" in proxy_log
     assert "No default permission for topic:ReadOnlyTopic" in proxy_log
+
+
+def test_tls_on_the_grpc_port(v5_client: V5Client, tmp_path: Path) -> None:
+    """Goal: `shoal proxy --tls-cert/--tls-key` serves v5 clients over TLS only. Method: a CA and a
+    server certificate for 127.0.0.1; the Python client trusts the CA (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH),
+    the Java client does not check certificates (rocketmq-client-java 5.x); both send and receive
+    over TLS, and a plain-text client gets nothing through."""
+    files = make_tls_files(tmp_path / "tls")
+    cluster = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    cluster.start_namesrv()
+    cluster.start_broker()
+    cluster.start_proxy(free_port(), "--tls-cert", str(files.server_cert), "--tls-key", str(files.server_key))
+    try:
+        create_topic(cluster, "V5Tls")
+        tls = {"SHOAL_V5_TLS": "1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(files.ca)}
+        sent = v5_client("produce", cluster.proxy_addr, "V5Tls", "1", timeout_s=RUN_TIMEOUT_S, env=tls)
+        sent.assert_ok()
+        got = v5_client("simple", cluster.proxy_addr, "V5Tls", "GID_v5_tls", "3", "*", timeout_s=RUN_TIMEOUT_S, env=tls)
+        got.assert_ok()
+        assert sorted(event["body"] for event in got.of("acked")) == ["delayed-0", "fifo-0", "normal-0"]
+        plain = v5_client("produce", cluster.proxy_addr, "V5Tls", "1", timeout_s=RUN_TIMEOUT_S)
+        assert not plain.of("sent"), plain.events
+    finally:
+        cluster.stop_all()

@@ -37,6 +37,8 @@ from rocketmq import (
 )
 
 RECEIVE_DEADLINE_S = 60
+TLS = os.environ.get("SHOAL_V5_TLS") == "1"
+"""Connect over TLS (the CA to trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, which gRPC reads)."""
 HOLD_INVISIBLE_S = 15
 
 
@@ -71,7 +73,7 @@ def describe(message: Message) -> dict[str, object]:
 
 
 def produce(endpoint: str, topic: str, count: int) -> None:
-    producer = Producer(config(endpoint), (topic,))
+    producer = Producer(config(endpoint), (topic,), tls_enable=TLS)
     producer.startup()
     try:
         for index in range(count):
@@ -100,7 +102,7 @@ def produce(endpoint: str, topic: str, count: int) -> None:
 
 
 def simple(endpoint: str, topic: str, group: str, count: int, tag: str, seconds: float) -> None:
-    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression(tag)}, await_duration=5)
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression(tag)}, await_duration=5, tls_enable=TLS)
     consumer.startup()
     try:
         seen: dict[str, int] = {}
@@ -141,7 +143,7 @@ def push(endpoint: str, topic: str, group: str, count: int) -> None:
                     done.set()
             return ConsumeResult.SUCCESS
 
-    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")})
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")}, tls_enable=TLS)
     consumer.startup()
     try:
         done.wait(RECEIVE_DEADLINE_S)
@@ -152,7 +154,7 @@ def push(endpoint: str, topic: str, group: str, count: int) -> None:
 
 
 def hold(endpoint: str, topic: str, group: str, count: int) -> None:
-    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5, tls_enable=TLS)
     consumer.startup()
     held = 0
     deadline = time.time() + RECEIVE_DEADLINE_S
@@ -175,7 +177,7 @@ def transaction(endpoint: str, topic: str) -> None:
             checked.set()
             return TransactionResolution.COMMIT
 
-    producer = Producer(config(endpoint), (topic,), checker=Checker())
+    producer = Producer(config(endpoint), (topic,), checker=Checker(), tls_enable=TLS)
     producer.startup()
     try:
         for body, end in (("tx-commit", "commit"), ("tx-rollback", "rollback"), ("tx-orphan", None)):
@@ -201,7 +203,7 @@ FIFO_BODIES = ("fifo-g1-0", "fifo-g2-0", "fifo-g1-1", "fifo-g2-1", "fifo-g1-2", 
 
 
 def fifo(endpoint: str, topic: str, group: str) -> None:
-    producer = Producer(config(endpoint), (topic,))
+    producer = Producer(config(endpoint), (topic,), tls_enable=TLS)
     producer.startup()
     try:
         for body in FIFO_BODIES:
@@ -231,7 +233,7 @@ def fifo(endpoint: str, topic: str, group: str) -> None:
                     done.set()
             return ConsumeResult.SUCCESS
 
-    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")})
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")}, tls_enable=TLS)
     consumer.startup()
     try:
         done.wait(RECEIVE_DEADLINE_S)

@@ -84,9 +84,10 @@ public final class V5Scenario {
         System.exit(0);
     }
 
-    /** SHOAL_V5_ACCESS_KEY / SHOAL_V5_SECRET_KEY, when set, sign every call (plain ACL). */
+    /** SHOAL_V5_ACCESS_KEY / SHOAL_V5_SECRET_KEY, when set, sign every call (plain ACL); SHOAL_V5_TLS=1: TLS. */
     private static ClientConfiguration config(String endpoint) {
-        ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(false)
+        ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(endpoint)
+            .enableSsl("1".equals(System.getenv("SHOAL_V5_TLS")))
             .setRequestTimeout(Duration.ofSeconds(10));
         String accessKey = System.getenv("SHOAL_V5_ACCESS_KEY");
         if (accessKey != null && !accessKey.isEmpty()) {
