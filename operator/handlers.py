@@ -256,15 +256,34 @@ async def _promote(spec: BrokerSpec, promotion: failover.Promotion, address: str
     try:
         await asyncio.wait_for(promote(), limits.ADMIN_TIMEOUT_S)
     except MQBrokerError as error:
-        logger.warning(f"promotion of {promotion.pod} refused by the broker: {error.remark}")
-        return False
+        if not await _reports_master(spec, address):
+            logger.warning(f"promotion of {promotion.pod} refused by the broker: {error.remark}")
+            return False
+        logger.info(f"{promotion.pod} is master already (an earlier promotion went through): {error.remark}")
     except (MQClientError, OSError, TimeoutError, NotReadyError) as error:
-        logger.warning(f"promotion of {promotion.pod} failed: {error!r}")
-        return False
+        # The broker answers once it has re-registered with every NameServer, and one of them may be
+        # down (on the lost node, say): the answer can come too late although the promotion is done.
+        if not await _reports_master(spec, address):
+            logger.warning(f"promotion of {promotion.pod} failed: {error!r}")
+            return False
+        logger.info(f"{promotion.pod} reports the master role although the promotion's answer was lost ({error!r})")
     logger.info(
         f"promoted {promotion.pod} to master of {manifests.group_name(spec, promotion.group)}: {promotion.reason}"
     )
     return True
+
+
+async def _reports_master(spec: BrokerSpec, address: str) -> bool:
+    """Whether the broker at `address` says it is a master now (False when it does not answer)."""
+
+    async def ask() -> bool:
+        async with admin([address], spec) as client:
+            return (await client.ha_status(address)).is_master
+
+    try:
+        return await asyncio.wait_for(ask(), limits.ADMIN_TIMEOUT_S)
+    except (MQClientError, OSError, TimeoutError, NotReadyError):
+        return False
 
 
 async def _fail_over(

@@ -20,7 +20,7 @@ import kmock as km
 import pytest
 
 from shoal.client import Admin, Message, Producer, SendStatus
-from shoal.operator import handlers, limits
+from shoal.operator import failover, handlers, limits
 from shoal.protocol import PermName, RequestCode, ResponseCode
 from tests.conftest import Cluster, free_broker_port, free_port
 from tests.operator import test_handlers as harness
@@ -523,3 +523,21 @@ async def test_topic_reaches_a_group_added_by_scaling_up(
         assert "OrdersCreated" in on_g1 and "PlacedOnG1" in on_g1 and "PlacedOnG1" not in on_g0
     finally:
         g1.stop_all()
+
+
+@pytest.mark.asyncio
+async def test_a_promotion_whose_answer_was_lost_counts_once_the_slave_reports_master(
+    real_group: tuple[Cluster, Cluster], spec: Any
+) -> None:
+    """Goal: the failover does not spin when the broker promoted itself but its answer never came
+    back (it answers after re-registering with every NameServer, and one may be on the lost node):
+    the operator's retry, refused with "already a master", counts as done because the broker reports
+    the master role. Method: SIGKILL the master; promote the real slave; promote it again."""
+    master, slave = real_group
+    assert master.stop("broker", signal.SIGKILL) == -signal.SIGKILL
+    promotion = failover.Promotion(group=0, pod="orders-g0-1", ordinal=1, reason="test", requested=False)
+    logger = logging.getLogger("test.promote")
+    assert await handlers._promote(spec, promotion, slave.broker_addr, logger)
+    assert await handlers._promote(spec, promotion, slave.broker_addr, logger)  # refused, yet done
+    async with Admin(master.namesrv_addr) as admin:
+        assert (await admin.ha_status(slave.broker_addr)).is_master
