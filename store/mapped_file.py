@@ -220,7 +220,7 @@ class MappedFile:
         at = position
         chunk_size = len(_ZERO_CHUNK)
         # zeros past `stop` stay untouched (no dirty pages)
-        stop = position if tail_is_zeros else written_end(self.view, position, self.file_size)
+        stop = position if tail_is_zeros else self.written_end(position)
         while at < stop:
             end = min(at + chunk_size, stop)
             if not is_zeros(self.view, at, end):
@@ -233,6 +233,10 @@ class MappedFile:
         if self.write_buffer is not None:
             self.write_buffer[position:] = bytes(len(self.write_buffer) - position)
         return zeroed
+
+    def written_end(self, start: int = 0) -> int:
+        """Where the non-zero bytes from `start` on end (`start` when none): how far a process wrote."""
+        return written_end_in_file(self.fd, start, self.file_size)
 
     def close(self) -> None:
         """Unmap and close; a view still held by a reader keeps the mapping until it is dropped."""
@@ -304,6 +308,24 @@ def is_zeros(view: memoryview, start: int, end: int) -> bool:
             return False
         at = stop
     return True
+
+
+def written_end_in_file(fd: int, start: int, end: int) -> int:
+    """`written_end` of the file's bytes [start, end), read with pread rather than through the
+    mapping, each piece's page cache dropped once read: scanning the zero tail of a 1 GiB segment
+    must not leave 1 GiB of it resident in the broker (its memory limit counts mapped file pages)."""
+    chunk = len(_ZERO_CHUNK)
+    stop = end
+    while stop > start:
+        begin = max(start, stop - chunk)
+        piece = os.pread(fd, stop - begin, begin)
+        if len(piece) < stop - begin:  # past the file's end: the rest reads as zeros
+            piece += bytes(stop - begin - len(piece))
+        if piece != _zeros(stop - begin):
+            return begin + len(piece.rstrip(b"\x00"))
+        os.posix_fadvise(fd, begin, stop - begin, os.POSIX_FADV_DONTNEED)
+        stop = begin
+    return start
 
 
 def written_end(view: memoryview, start: int, end: int) -> int:

@@ -41,7 +41,6 @@ from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.commitlog import CommitLog
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DamagedRange, damaged_file_path, find_resync, known_damage, save_damaged_bytes
-from shoal.store.mapped_file import written_end
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +363,7 @@ def blank_units_in_damage(consume_queues: ConsumeQueueTable, report: RecoveryRep
 def _written_end(commitlog: CommitLog) -> int:
     """Where non-zero bytes end in the last non-empty segment (how far the old process wrote)."""
     for mapped in reversed(commitlog.queue.files):
-        end = written_end(mapped.view, 0, mapped.file_size)
+        end = mapped.written_end()
         if end:
             return mapped.file_from_offset + end
     return 0

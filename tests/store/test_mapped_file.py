@@ -347,3 +347,30 @@ def test_regrain_tail_makes_a_loaded_segment_page_grained_past_its_write_positio
         assert bytes(loaded.slice(4096, 904)) == b"\x03" * 904
     finally:
         loaded.close()
+
+
+def _resident_file_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc/self/status")
+def test_finding_the_written_end_of_a_big_segment_maps_none_of_its_zero_tail(tmp_path: Path) -> None:
+    """Goal: recovery after a crash (truncate_to past the valid end, with the tail unknown) does not
+    fault the segment's zero tail into the broker: a broker with 1 GiB segments held 1.1 GB of file
+    pages after an abnormal restart, and its memory limit counts them. Method: a 256 MiB segment
+    with 4 KiB written; truncate_to(100) must find the end without mapping the rest."""
+    size = 256 * 1024 * 1024
+    mapped = MappedFile.create(tmp_path / offset_to_file_name(0), size, warm=False)
+    try:
+        append(mapped, b"\x01" * 4096)
+        mapped.flush(least_pages=0)
+        before = _resident_file_kib()
+        assert mapped.truncate_to(100) == 4096 - 100
+        grown_mib = (_resident_file_kib() - before) / 1024
+        assert grown_mib < 64, f"{grown_mib:.0f} MiB of the segment became resident"
+        assert mapped.written_end() == 100
+    finally:
+        mapped.close()
