@@ -34,9 +34,15 @@ SPEC_RESPONSE_CODES = {
 }  # fmt: skip
 
 
+ROCKETMQ_5_RESPONSE_CODES = {29: "INVALID_PARAMETER"}
+"""5.x's codes POP consumption answers with; 5.x also names 210 POLLING_TIMEOUT (an alias here)."""
+
+
 def test_response_codes_are_exactly_the_spec_table() -> None:
-    """Goal: §8.7 complete and exact. Method: compare value -> name for every member."""
-    assert {code.value: code.name for code in ResponseCode} == SPEC_RESPONSE_CODES
+    """Goal: §8.7 complete and exact, plus the 5.x codes POP uses. Method: compare value -> name
+    for every member."""
+    assert {code.value: code.name for code in ResponseCode} == {**SPEC_RESPONSE_CODES, **ROCKETMQ_5_RESPONSE_CODES}
+    assert ResponseCode.POLLING_TIMEOUT == 210
 
 
 def test_request_codes_match_the_spec_table() -> None:
