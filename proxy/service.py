@@ -565,6 +565,34 @@ class MessagingService(MessagingServiceServicer):
             lambda failure: rpc.ForwardMessageToDeadLetterQueueResponse(status=failure),
         )
 
+    # --- offset-based consumption: not served ---
+    # The v5 clients consume by POP; none of the official ones calls these (docs/compatibility.md).
+    # Answered here, rather than by the generated base class, so a caller gets a v2 status and the
+    # log no traceback.
+    async def PullMessage(  # noqa: N802
+        self, request: rpc.PullMessageRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> AsyncIterator[rpc.PullMessageResponse]:
+        yield rpc.PullMessageResponse(status=not_served("PullMessage"))
+
+    async def UpdateOffset(  # noqa: N802
+        self, request: rpc.UpdateOffsetRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> rpc.UpdateOffsetResponse:
+        return rpc.UpdateOffsetResponse(status=not_served("UpdateOffset"))
+
+    async def GetOffset(  # noqa: N802
+        self, request: rpc.GetOffsetRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> rpc.GetOffsetResponse:
+        return rpc.GetOffsetResponse(status=not_served("GetOffset"))
+
+    async def QueryOffset(  # noqa: N802
+        self, request: rpc.QueryOffsetRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> rpc.QueryOffsetResponse:
+        return rpc.QueryOffsetResponse(status=not_served("QueryOffset"))
+
+
+def not_served(method: str) -> v2.Status:
+    return status(v2.NOT_IMPLEMENTED, f"{method} is not served by Shoal's proxy: consume with POP (ReceiveMessage)")
+
 
 def settings_reply(settings: v2.Settings, fifo: bool = False) -> v2.Settings:
     """The client's settings as the server sees them: a producer's body limit (a reply without one

@@ -62,6 +62,10 @@ def test_unknown_topics_and_foreign_receipts_get_their_v2_codes(proxied: Cluster
             assert acked.entries[0].status.code == v2.INVALID_RECEIPT_HANDLE
             empty = await stub.SendMessage(rpc.SendMessageRequest(), timeout=CALL_TIMEOUT_S)
             assert empty.status.code == v2.BAD_REQUEST
+            offset = await stub.GetOffset(rpc.GetOffsetRequest(), timeout=CALL_TIMEOUT_S)
+            assert offset.status.code == v2.NOT_IMPLEMENTED  # offset-based RPCs: a status, not a crash
+            pulled = [response async for response in stub.PullMessage(rpc.PullMessageRequest(), timeout=CALL_TIMEOUT_S)]
+            assert [response.status.code for response in pulled] == [v2.NOT_IMPLEMENTED]
 
     run(scenario())
 
