@@ -115,6 +115,7 @@ _NAME = re.compile(rf"[%|a-zA-Z0-9_-]{{1,{limits.NAME_LENGTH_MAX}}}")  # RocketM
 PORT_HA = between(-1, remoting_limits.PORT_MAX, note="-1: listenPort + 1, 0: any free port")
 PORT_METRICS = between(-1, remoting_limits.PORT_MAX, note="-1: no metrics, 0: listenPort + 100")
 PORT_FAST = between(-1, remoting_limits.PORT_MAX, note="-1: listenPort - 2, 0: no VIP channel")
+PORT_GRPC = between(-1, remoting_limits.PORT_MAX, note="-1: no gRPC port, 0: any free port")
 HA_INTERVAL_MS = between(limits.HA_INTERVAL_MIN_MS, remoting_limits.CONFIG_INTERVAL_MAX_MS, "ms")
 NAME = Allowed(
     f"1..{limits.NAME_LENGTH_MAX} characters of [%|a-zA-Z0-9_-] (it is also a topic name)",
@@ -213,6 +214,10 @@ class BrokerConfig:
     """Shoal: a connection whose request frame is still incomplete this long after it began is closed."""
     metrics_port: int = field(default=0, metadata={"java": "metricsPort", "allowed": PORT_METRICS})
     """Shoal: HTTP port for /metrics and /healthz (0: listenPort + 100; -1: off)."""
+    grpc_server_port: int = field(default=-1, metadata={"java": "grpcServerPort", "allowed": PORT_GRPC})
+    """Shoal: also serve RocketMQ 5 clients (gRPC MessagingService) on this port from the broker's
+    process, as RocketMQ 5's local proxy mode does (the key is its proxy's; -1: off). With
+    tls.server.certPath set and tls.server.mode not disabled, the port speaks TLS only."""
     metrics_host: str = field(default="0.0.0.0", metadata={"java": "metricsHost", "allowed": HOST})
     """Shoal: the interface of the metrics/health port; all, so Prometheus and kubelet reach it from
     other hosts (`shoal local`: 127.0.0.1). docs/security.md §5."""
@@ -375,6 +380,7 @@ def _check_broker_relations(config: BrokerConfig) -> None:
         other = "listenPort" if metrics == listen else "haListenPort"
         raise ConfigError(f"metricsPort={metrics} is not allowed: it equals {other}; give metrics their own port")
     _check_fast_port(config)
+    _check_grpc_port(config)
     if config.ha_send_heartbeat_interval_ms >= config.ha_housekeeping_interval_ms:
         raise ConfigError(
             f"haSendHeartbeatInterval={config.ha_send_heartbeat_interval_ms} is not allowed: it must be shorter "
@@ -382,6 +388,24 @@ def _check_broker_relations(config: BrokerConfig) -> None:
         )
     if bool(config.access_key) != bool(config.secret_key):
         raise ConfigError("accessKey and secretKey go together: set both (the broker signs its requests) or neither")
+
+
+def _check_grpc_port(config: BrokerConfig) -> None:
+    """The gRPC port must be its own (the others' derived values as the broker binds them)."""
+    grpc = config.grpc_server_port
+    if grpc <= 0:
+        return
+    listen = config.listen_port
+    ha = config.ha_listen_port if config.ha_listen_port != -1 else (listen + 1 if listen else 0)
+    taken = {
+        "listenPort": listen,
+        "haListenPort": ha,
+        "metricsPort": config.metrics_port_effective,
+        "fastListenPort": config.fast_port_for(config.listen_port),
+    }
+    for key, port in taken.items():
+        if port == grpc:
+            raise ConfigError(f"grpcServerPort={grpc} is not allowed: it equals {key}; give gRPC its own port")
 
 
 def _check_fast_port(config: BrokerConfig) -> None:

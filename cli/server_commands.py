@@ -110,13 +110,12 @@ def namesrv(config_path: Path | None, port: int | None, host: str | None) -> Non
 @click.option(
     "--grpc-port",
     type=int,
-    default=-1,
-    show_default=True,
+    default=None,
     help="Also serve RocketMQ 5 clients (gRPC) on this port from the broker's process, as RocketMQ 5's "
-    "local proxy mode does (0: any free port; -1: not).",
+    "local proxy mode does (0: any free port; -1: not). Overrides grpcServerPort (default -1).",
 )
 def broker(
-    config_path: Path | None, namesrv_addr: str | None, store_dir: Path | None, port: int | None, grpc_port: int
+    config_path: Path | None, namesrv_addr: str | None, store_dir: Path | None, port: int | None, grpc_port: int | None
 ) -> None:
     """Run a Broker: stores messages and serves producers and consumers."""
     conf = _read_conf(config_path)
@@ -126,6 +125,8 @@ def broker(
         conf["storePathRootDir"] = str(store_dir)
     if port is not None:
         conf["listenPort"] = str(port)
+    if grpc_port is not None:
+        conf["grpcServerPort"] = str(grpc_port)
     with one_line_startup_errors():
         settings = load_broker_settings(conf, config_path=config_path)
     for key in settings.unknown_keys:
@@ -137,10 +138,10 @@ def broker(
             await controller.start()
         click.echo(f"Broker {settings.broker.broker_name} listening on port {controller.port}", err=True)
         proxy: ProxyServer | None = None
-        if grpc_port >= 0:
+        if settings.broker.grpc_server_port >= 0:
             try:
                 with one_line_startup_errors():
-                    proxy = ProxyServer(local_proxy_settings(settings, grpc_port))
+                    proxy = ProxyServer(local_proxy_settings(settings, settings.broker.grpc_server_port))
                     bound = await proxy.start()
             except BaseException:
                 await controller.stop()
@@ -229,7 +230,8 @@ def proxy(
 def local_proxy_settings(settings: BrokerSettings, port: int) -> ProxySettings:
     """The gRPC proxy a broker runs beside itself: its NameServers, listen host and ACL file, and
     its own account towards the brokers."""
-    config = settings.broker
+    config, tls = settings.broker, settings.tls.server
+    serve_tls = tls.serves_tls and bool(tls.cert_path and tls.key_path)
     credentials = Credentials(config.access_key, config.secret_key) if config.access_key else None
     return ProxySettings(
         namesrv_addrs=tuple(config.namesrv_addresses),
@@ -238,6 +240,11 @@ def local_proxy_settings(settings: BrokerSettings, port: int) -> ProxySettings:
         advertised_host=config.advertised_address.rpartition(":")[0],  # brokerIP1, as clients reach the broker
         plain_acl_file=Path(config.plain_acl_file) if config.acl_enable and config.plain_acl_file else None,
         credentials=credentials,
+        # gRPC cannot offer plain and TLS on one port; v5 clients default to TLS, so a broker that
+        # serves TLS at all (enforcing or permissive) serves it on the gRPC port.
+        tls_cert=Path(tls.cert_path) if serve_tls else None,
+        tls_key=Path(tls.key_path) if serve_tls else None,
+        remoting_tls=settings.tls.client,
     )
 
 

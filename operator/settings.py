@@ -50,7 +50,7 @@ class NetworkPolicySettings:
 
     enabled: bool = False
     clients: tuple[Mapping[str, Any], ...] = ()
-    """NetworkPolicyPeers that may reach the client ports (10911, 10909) and the NameServers;
+    """NetworkPolicyPeers that may reach the client ports (10911, 10909, gRPC 8081) and the NameServers;
     empty: every source."""
     metrics: tuple[Mapping[str, Any], ...] = ()
     """NetworkPolicyPeers that may scrape the metrics port; empty: none but the operator."""

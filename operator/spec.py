@@ -41,6 +41,7 @@ OPERATOR_OWNED_CONFIG_KEYS = (
     "accessKey",
     "secretKey",
     "useTLS",
+    "grpcServerPort",
 )
 """broker.conf keys the operator writes from typed fields or pod identity; spec.config may not
 set them, nor any key starting with OPERATOR_OWNED_CONFIG_PREFIX (CEL rule on spec.config). ACL
@@ -145,6 +146,8 @@ class BrokerSpec:
     pdb_max_unavailable: int = 1
     acl: AclSpec | None = None
     tls: TlsSpec | None = None
+    grpc_enabled: bool = True
+    """spec.grpc.enabled: each broker also serves RocketMQ 5 clients over gRPC (local proxy mode)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,11 @@ def require(condition: bool, field_name: str, message: str) -> None:
 def one_of(value: Any, field_name: str, choices: Sequence[str]) -> str:
     require(value in choices, field_name, f"must be one of {', '.join(choices)}, not {value!r}")
     return str(value)
+
+
+def _boolean(value: Any, field_name: str) -> bool:
+    require(isinstance(value, bool), field_name, "must be true or false")
+    return bool(value)
 
 
 def int_in(value: Any, field_name: str, low: int, high: int) -> int:
@@ -338,6 +346,7 @@ def broker_spec_from(body: Mapping[str, Any], allowed_host_roots: Sequence[str])
         ),
         acl=_acl_from(spec.get("acl")),
         tls=_tls_from(spec.get("tls")),
+        grpc_enabled=_boolean(spec.get("grpc", {}).get("enabled", True), "spec.grpc.enabled"),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -46,8 +47,9 @@ class Brokers:
         producer_group: str,
         on_check: CheckHandler,
         credentials: Credentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.remoting = ClientRemoting(handler=self._on_request, credentials=credentials)
+        self.remoting = ClientRemoting(handler=self._on_request, credentials=credentials, ssl_context=ssl_context)
         self.namesrv = NameServerClient(namesrv_addrs, self.remoting, REQUEST_TIMEOUT_S)
         self.producer_group = producer_group
         self.client_id = f"{socket.gethostname()}@shoal-proxy-{os.getpid()}"

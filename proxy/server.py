@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -26,6 +26,7 @@ from shoal.proxy.brokers import Brokers
 from shoal.proxy.limits import BROKER_HEARTBEAT_INTERVAL_S, GRPC_MAX_MESSAGE_BYTES, GRPC_PORT
 from shoal.proxy.service import PRODUCER_GROUP, MessagingService
 from shoal.proxy.sessions import Sessions
+from shoal.remoting.tls import ClientTlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ class ProxySettings:
     tls_cert: Path | None = None
     """PEM certificate (chain) of the gRPC port; with `tls_key`, the port speaks TLS only."""
     tls_key: Path | None = None
+    remoting_tls: ClientTlsSettings = field(default_factory=ClientTlsSettings)
+    """How the proxy connects to NameServers and brokers (tls.enable and tls.client.*)."""
 
 
 def endpoints_of(host: str, port: int) -> v2.Endpoints:
@@ -75,7 +78,13 @@ class ProxyServer:
     def __init__(self, settings: ProxySettings) -> None:
         self.settings = settings
         self.sessions = Sessions()
-        self.brokers = Brokers(settings.namesrv_addrs, PRODUCER_GROUP, self._on_check, settings.credentials)
+        self.brokers = Brokers(
+            settings.namesrv_addrs,
+            PRODUCER_GROUP,
+            self._on_check,
+            settings.credentials,
+            settings.remoting_tls.context(),
+        )
         self.acl: AccessValidator | None = None
         self._acl_watcher: AclFileWatcher | None = None
         if settings.plain_acl_file is not None:

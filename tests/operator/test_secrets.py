@@ -273,7 +273,7 @@ def test_a_changed_secret_rolls_the_group_slave_first() -> None:
 
 
 def test_network_policies_fence_each_port() -> None:
-    """Client ports and NameServers from the configured peers plus the operator and the cluster's
+    """Client ports (remoting, VIP, gRPC) and NameServers from the configured peers plus the operator and the cluster's
     brokers; HA only from the cluster's brokers; metrics from the metrics namespaces and the operator."""
     objects = secure_objects()
     brokers = _by_kind(objects, "NetworkPolicy", "orders-brokers")["spec"]
@@ -283,7 +283,7 @@ def test_network_policies_fence_each_port() -> None:
         "podSelector": {"matchLabels": manifests.OPERATOR_POD_LABELS},
     }
     rules = {tuple(p["port"] for p in rule["ports"]): rule.get("from") for rule in brokers["ingress"]}
-    assert rules[(10911, 10909)] == [*POLICY.clients, operator, own]
+    assert rules[(10911, 10909, 8081)] == [*POLICY.clients, operator, own]
     assert rules[(10912,)] == [own]
     assert rules[(11011,)] == [*POLICY.metrics, operator]
     assert brokers["policyTypes"] == ["Ingress"]
@@ -296,6 +296,17 @@ def test_network_policies_open_clients_to_everyone_when_no_peers_are_given() -> 
     """clients empty: the client ports have no `from` (any source); HA stays fenced; disabled: none."""
     objects = manifests.network_policies(secure_spec(), dataclasses.replace(POLICY, clients=()))
     rules = {tuple(p["port"] for p in rule["ports"]): rule for rule in objects[0]["spec"]["ingress"]}
-    assert "from" not in rules[(10911, 10909)]
+    assert "from" not in rules[(10911, 10909, 8081)]
     assert "from" in rules[(10912,)]
     assert manifests.network_policies(secure_spec(), NetworkPolicySettings()) == []
+
+
+def test_grpc_disabled_leaves_no_grpc_port_anywhere() -> None:
+    """spec.grpc.enabled false: no grpcServerPort key, no container or Service port, no policy port."""
+    spec = dataclasses.replace(secure_spec(), grpc_enabled=False)
+    assert "grpcServerPort" not in manifests.broker_conf(spec, 0)
+    assert "grpcServerPort=8081" in manifests.broker_conf(secure_spec(), 0)
+    ports = [port["port"] for port in manifests.group_service(spec, 0)["spec"]["ports"]]
+    assert manifests.GRPC_PORT not in ports
+    (policy, *_) = manifests.network_policies(spec, POLICY)
+    assert all(manifests.GRPC_PORT not in [p["port"] for p in rule["ports"]] for rule in policy["spec"]["ingress"])

@@ -26,6 +26,8 @@ def test_defaults_match_the_crd() -> None:
         "Retain",
     )
     assert spec.cluster_name == "orders"
+    assert spec.grpc_enabled is True
+    assert broker_spec_from(_broker(grpc={"enabled": False}), ROOTS).grpc_enabled is False
 
 
 @pytest.mark.parametrize(
@@ -40,6 +42,8 @@ def test_defaults_match_the_crd() -> None:
         ({"storage": {"type": "HostPath", "hostPath": {}, "persistentClaim": {}}}, CEL_MESSAGES["one_storage"]),
         ({"groups": 17}, "spec.groups"),
         ({"flush": "Sometimes"}, "spec.flush"),
+        ({"config": {"grpcServerPort": "9000"}}, CEL_MESSAGES["owned_keys"]),
+        ({"grpc": {"enabled": "yes"}}, "spec.grpc.enabled"),
     ],
 )
 def test_invalid_broker_specs_are_rejected(spec: dict[str, Any], message: str) -> None:

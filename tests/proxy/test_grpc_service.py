@@ -11,11 +11,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from shoal.broker.config import ConfigError, load_broker_settings
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2 import service_pb2 as rpc
 from shoal.protocol.v2.service_pb2_grpc import MessagingServiceStub
 from tests.conftest import Cluster, wait_until
 from tests.ports import free_broker_port, free_port
+from tests.tls_certs import make_tls_files
 
 pytestmark = pytest.mark.slow
 
@@ -164,3 +166,62 @@ def test_a_broker_serves_v5_clients_from_its_own_process(tmp_path) -> None:  # t
         run(scenario())
     finally:
         running.stop_all()
+
+
+def test_grpc_server_port_in_broker_conf_serves_tls_with_the_brokers_certificate(tmp_path: Path) -> None:
+    """Goal: broker.conf's grpcServerPort turns on the local proxy (what the operator writes), and a
+    broker in tls.server.mode=enforcing serves gRPC with its own certificate, TLS only, while the
+    proxy reaches the TLS-only broker and NameServer over TLS. Method: a TLS-only NameServer and
+    broker; QueryRoute and a send over a channel that trusts the test CA; a plain channel fails."""
+    files = make_tls_files(tmp_path / "tls")
+    tls = {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(files.server_cert),
+        "tls.server.keyPath": str(files.server_key),
+    }
+    running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    grpc_port = free_port()
+    namesrv_conf = tmp_path / "namesrv.conf"
+    namesrv_conf.write_text("".join(f"{key}={value}\n" for key, value in {"listenHost": "127.0.0.1", **tls}.items()))
+    running._spawn(
+        "namesrv",
+        ["namesrv", "-c", str(namesrv_conf), "--port", str(running.namesrv_port)],
+        running.namesrv_port,
+        "listening",
+    )
+    try:
+        running.start_broker({**tls, "grpcServerPort": str(grpc_port)})
+        wait_until(lambda: f"gRPC proxy listening on port {grpc_port}" in running.log("broker"), 30, 0.1)
+        credentials = grpc.ssl_channel_credentials(root_certificates=files.ca.read_bytes())
+
+        async def scenario() -> None:
+            async with grpc.aio.secure_channel(f"127.0.0.1:{grpc_port}", credentials) as channel:
+                stub = MessagingServiceStub(channel)
+                route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="TBW102")), timeout=30)
+                assert route.status.code == v2.OK, route.status
+                message = v2.Message(topic=v2.Resource(name="TBW102"), body=b"over tls")
+                message.system_properties.message_id = "01" + "0" * 30
+                message.system_properties.body_encoding = v2.IDENTITY
+                message.system_properties.message_type = v2.NORMAL
+                sent = await stub.SendMessage(rpc.SendMessageRequest(messages=[message]), timeout=30)
+                assert sent.status.code == v2.OK, sent.status
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as plain:
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await MessagingServiceStub(plain).QueryRoute(
+                        rpc.QueryRouteRequest(topic=v2.Resource(name="TBW102")), timeout=5
+                    )
+                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+        run(scenario())
+    finally:
+        running.stop_all()
+
+
+def test_grpc_server_port_on_another_ports_number_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Goal: grpcServerPort equal to one of the broker's own ports is a startup error naming both
+    keys, not a bind failure later. Method: grpcServerPort = metricsPort."""
+    running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    settings = {"listenPort": str(running.broker_port), "metricsPort": str(running.metrics_port)}
+    settings["grpcServerPort"] = settings["metricsPort"]
+    with pytest.raises(ConfigError, match=r"^grpcServerPort=\d+ is not allowed: it equals metricsPort"):
+        load_broker_settings(settings, root_dir=tmp_path)
