@@ -175,6 +175,15 @@ class BrokerConfig:
     broker_ip1: str = field(default="", metadata={"java": "brokerIP1", "allowed": HOST_OR_EMPTY})
     """Address clients use to reach this broker; default: the host's address."""
     auto_create_topic_enable: bool = field(default=True, metadata={"java": "autoCreateTopicEnable", "allowed": BOOLEAN})
+    enable_mixed_message_type: bool = field(
+        default=False, metadata={"java": "enableMixedMessageType", "allowed": BOOLEAN}
+    )
+    """5.x: a topic may be created with `message.type=MIXED` (every message type on one topic)."""
+    enable_topic_message_type_check: bool = field(
+        default=True, metadata={"java": "enableTopicMessageTypeCheck", "allowed": BOOLEAN}
+    )
+    """RocketMQ 5's proxy key, for the gRPC port (grpcServerPort): a v5 client's send must match its
+    topic's `message.type` (NORMAL when unset)."""
     auto_create_subscription_group: bool = field(
         default=True, metadata={"java": "autoCreateSubscriptionGroup", "allowed": BOOLEAN}
     )

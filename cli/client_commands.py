@@ -216,13 +216,28 @@ def topics(namesrv_addr: str) -> None:
 @click.option("--cluster", "cluster_name", default="DefaultCluster", show_default=True)
 @click.option("--queues", default=8, show_default=True, help="Read and write queue count.")
 @click.option("--order/--no-order", default=False)
-def topic_create(namesrv_addr: str, topic: str, cluster_name: str, queues: int, order: bool) -> None:
+@click.option(
+    "-a",
+    "--attributes",
+    default=None,
+    help="RocketMQ 5 topic attributes to add (+) or remove (-), as mqadmin's updateTopic -a takes them: "
+    "'+message.type=FIFO' (NORMAL, FIFO, DELAY, TRANSACTION; MIXED where the broker has enableMixedMessageType). "
+    "RocketMQ 5 clients may only send messages of the topic's type.",
+)
+def topic_create(
+    namesrv_addr: str, topic: str, cluster_name: str, queues: int, order: bool, attributes: str | None
+) -> None:
     """Create or update TOPIC on every master of a cluster."""
     with _admin(namesrv_addr) as client:
         brokers = client.create_topic(
-            topic, cluster=cluster_name, read_queue_nums=queues, write_queue_nums=queues, order=order
+            topic,
+            cluster=cluster_name,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            order=order,
+            attributes=attributes,
         )
-    click.echo(f"{topic}: {queues} queues on {', '.join(brokers)}")
+    click.echo(f"{topic}: {queues} queues on {', '.join(brokers)}" + (f" ({attributes})" if attributes else ""))
 
 
 @admin.command(name="topic-delete")

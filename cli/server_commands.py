@@ -183,6 +183,13 @@ def broker(
 @click.option(
     "--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Its PEM key."
 )
+@click.option(
+    "--topic-message-type-check/--no-topic-message-type-check",
+    default=True,
+    show_default=True,
+    help="Refuse a send whose type (normal, FIFO, delay, transaction) is not its topic's message.type "
+    "attribute (NORMAL when unset), as RocketMQ 5's proxy does (enableTopicMessageTypeCheck).",
+)
 def proxy(
     namesrv_addr: str,
     port: int,
@@ -193,6 +200,7 @@ def proxy(
     secret_key: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    topic_message_type_check: bool,
 ) -> None:
     """Run a gRPC proxy for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService).
 
@@ -214,6 +222,7 @@ def proxy(
         credentials=Credentials(access_key, secret_key) if access_key and secret_key else None,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        check_message_type=topic_message_type_check,
     )
 
     async def main(stop: asyncio.Event) -> None:
@@ -245,6 +254,7 @@ def local_proxy_settings(settings: BrokerSettings, port: int) -> ProxySettings:
         tls_cert=Path(tls.cert_path) if serve_tls else None,
         tls_key=Path(tls.key_path) if serve_tls else None,
         remoting_tls=settings.tls.client,
+        check_message_type=config.enable_topic_message_type_check,
     )
 
 

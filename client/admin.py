@@ -312,8 +312,10 @@ class Admin(InstanceLifecycle):
         order: bool = False,
         topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG,
         topic_sys_flag: int = 0,
+        attributes: str | None = None,
     ) -> list[str]:
-        """UPDATE_AND_CREATE_TOPIC on one broker or every master of a cluster; the addresses used."""
+        """UPDATE_AND_CREATE_TOPIC on one broker or every master of a cluster; the addresses used.
+        `attributes`: RocketMQ 5's modification string, `+message.type=FIFO` (brokers of 4.x ignore it)."""
         self._check_running()
         check_topic(topic, for_send=False)
         if (broker_addr is None) == (cluster is None):
@@ -328,6 +330,7 @@ class Admin(InstanceLifecycle):
             topic_filter_type=topic_filter_type.value,
             topic_sys_flag=topic_sys_flag,
             order=order,
+            attributes=attributes,
         )
         for address in addresses:
             await self._instance.api.call(address, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())

@@ -623,7 +623,9 @@ async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: Topi
             live = (
                 None
                 if config is None
-                else topics.LiveTopic(config.read_queue_nums, config.write_queue_nums, int(config.perm), config.order)
+                else topics.LiveTopic(
+                    config.read_queue_nums, config.write_queue_nums, int(config.perm), config.order, config.attributes
+                )
             )
             lag = None
             if topics.needs_removed_queue_lag(spec, live):
@@ -637,6 +639,7 @@ async def _apply_topic(addresses: Sequence[str], cluster: BrokerSpec, spec: Topi
                     write_queue_nums=step.write_queue_nums,
                     perm=step.perm,
                     order=step.order,
+                    attributes=step.attributes or None,
                 )
             outcome.steps[broker_name] = step
     return outcome

@@ -13,8 +13,10 @@ in them (`removed_queue_lag` 0). Growing is always safe and immediate.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shoal.formats.topic_attributes import ATTRIBUTES, MESSAGE_TYPE_KEY, format_modification
 from shoal.operator import limits
 from shoal.operator.spec import PERMISSION_BITS, TopicSpec
 
@@ -32,6 +34,25 @@ class LiveTopic:
     write_queue_nums: int
     perm: int
     order: bool
+    attributes: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """RocketMQ 5 topic attributes (`message.type`, ...); compared key by key in `plan_topic`."""
+
+
+MESSAGE_TYPES = {"Normal": "NORMAL", "FIFO": "FIFO", "Delay": "DELAY", "Transaction": "TRANSACTION"}
+"""Topic.spec.messageType -> the `message.type` attribute RocketMQ 5's proxy checks sends against."""
+
+
+def wanted_attributes(spec: TopicSpec) -> dict[str, str]:
+    """spec.attributes with spec.messageType as `message.type` (the typed field wins)."""
+    return {**spec.attributes, MESSAGE_TYPE_KEY: MESSAGE_TYPES[spec.message_type]}
+
+
+def attribute_changes(wanted: Mapping[str, str], live: Mapping[str, str]) -> dict[str, str]:
+    """The `+key=value` additions that bring `live` to `wanted` (keys not wanted are left alone:
+    a broker refuses to remove some, and other tools may own them). A topic without `message.type`
+    is NORMAL already, so a Normal topic is created and kept without the attribute (4.9.7's JSON)."""
+    effective = {MESSAGE_TYPE_KEY: "NORMAL", **live}
+    return {f"+{key}": value for key, value in sorted(wanted.items()) if effective.get(key) != value}
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,8 @@ class TopicStep:
     reason: str = ""
     shrinking: bool = False
     """A read-queue shrink is waiting for consumers (reconcile again soon)."""
+    attributes: str = ""
+    """The attribute modification to send (`+message.type=FIFO`); empty: none."""
 
     def as_live(self) -> LiveTopic:
         return LiveTopic(self.read_queue_nums, self.write_queue_nums, self.perm, self.order)
@@ -66,8 +89,24 @@ def plan_topic(spec: TopicSpec, live: LiveTopic | None, removed_queue_lag: int |
     queues a shrink removes (None: not known)."""
     perm = PERMISSION_BITS[spec.permission]
     read, write = spec.read_queue_nums, spec.write_queue_nums
+    wanted = wanted_attributes(spec)
     if live is None:
-        return TopicStep(CREATE, read, write, perm, spec.order, "created")
+        return TopicStep(
+            CREATE,
+            read,
+            write,
+            perm,
+            spec.order,
+            "created",
+            attributes=format_modification(attribute_changes(wanted, {})),
+        )
+    changes = attribute_changes(wanted, live.attributes)
+    fixed = sorted(key[1:] for key in changes if key[1:] in ATTRIBUTES and not ATTRIBUTES[key[1:]].changeable)
+    if fixed:
+        return TopicStep(
+            REFUSED,
+            reason=f"topic attribute {', '.join(fixed)} is set only when a topic is created (RocketMQ 5's rule)",
+        )
     shrinks = read < live.read_queue_nums or write < live.write_queue_nums
     if shrinks and not spec.allow_shrink:
         return TopicStep(
@@ -85,8 +124,8 @@ def plan_topic(spec: TopicSpec, live: LiveTopic | None, removed_queue_lag: int |
     ):
         read = live.read_queue_nums
         shrinking = True
-    step = TopicStep(UPDATE, read, write, perm, spec.order, "updated", shrinking)
-    if step.as_live() == live:
+    step = TopicStep(UPDATE, read, write, perm, spec.order, "updated", shrinking, format_modification(changes))
+    if step.as_live() == live and not changes:
         reason = "read queues wait for consumers before they shrink" if shrinking else "in sync"
         return TopicStep(UNCHANGED, read, write, perm, spec.order, reason, shrinking)
     return step

@@ -565,6 +565,8 @@ class CreateTopicRequestHeader(CustomHeader):
     topic_filter_type: str = field(metadata=java("topicFilterType"))
     topic_sys_flag: int | None = field(default=None, metadata=java("topicSysFlag", INT))
     order: bool = field(default=False, metadata=java("order", BOOLEAN))
+    attributes: str | None = field(default=None, metadata=java("attributes"))
+    """5.x: `+message.type=FIFO,-key` (formats/topic_attributes.py); absent from 4.x admins."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

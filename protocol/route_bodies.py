@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -16,7 +17,7 @@ from shoal.formats.json_compat import JsonValue, dumps
 from shoal.protocol.bodies import JsonBody, JsonObject, parse_each
 from shoal.protocol.codes import PermName, TopicFilterType
 from shoal.protocol.errors import BodyFormatError
-from shoal.protocol.json_compat import ObjectReader, coerce_int, loads, map_key_to_int, map_key_to_str
+from shoal.protocol.json_compat import ObjectReader, coerce_int, coerce_str, loads, map_key_to_int, map_key_to_str
 from shoal.protocol.limits import INFLATED_BODY_SIZE_MAX_BYTES
 
 # --- topics (spec §7.3) ---
@@ -49,17 +50,26 @@ class TopicConfig(JsonBody):
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """RocketMQ 5's topic attributes (`message.type`, ...; formats/topic_attributes.py). Written
+    only when set, so an untyped topic's JSON stays 4.9.7's byte for byte (4.9.7 ignores the field)."""
 
     def to_dict(self) -> JsonObject:
-        return {
-            "order": self.order,
-            "perm": int(self.perm),
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type.value,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
+        result: JsonObject = {}
+        if self.attributes:
+            result["attributes"] = dict(sorted(self.attributes.items()))
+        result.update(
+            {
+                "order": self.order,
+                "perm": int(self.perm),
+                "readQueueNums": self.read_queue_nums,
+                "topicFilterType": self.topic_filter_type.value,
+                "topicName": self.topic_name,
+                "topicSysFlag": self.topic_sys_flag,
+                "writeQueueNums": self.write_queue_nums,
+            }
+        )
+        return result
 
     @classmethod
     def from_dict(cls, value: JsonValue, path: str) -> Self:
@@ -72,6 +82,10 @@ class TopicConfig(JsonBody):
             topic_filter_type=reader.enumeration("topicFilterType", TopicFilterType, TopicFilterType.SINGLE_TAG),
             topic_sys_flag=reader.integer("topicSysFlag"),
             order=reader.boolean("order"),
+            attributes={
+                map_key_to_str(key, reader.at("attributes")): coerce_str(raw, f"{reader.at('attributes')}.{key}")
+                for key, raw in reader.mapping("attributes").items()
+            },
         )
 
     def encode_line(self) -> str:

@@ -19,11 +19,13 @@ from shoal.client.errors import RemotingError
 from shoal.client.route import NameServerClient, master_address
 from shoal.client.transport import ClientRemoting
 from shoal.formats.json_compat import loads
+from shoal.formats.topic_attributes import TopicMessageType, topic_message_type
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.acl_signature import Credentials
 from shoal.protocol.bodies import HeartbeatData, ProducerData
-from shoal.protocol.headers import GetSubscriptionGroupConfigRequestHeader
-from shoal.protocol.route_bodies import TopicRouteData
+from shoal.protocol.errors import BodyFormatError
+from shoal.protocol.headers import GetSubscriptionGroupConfigRequestHeader, GetTopicConfigRequestHeader
+from shoal.protocol.route_bodies import TopicConfig, TopicRouteData
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.proxy.errors import ProxyError
 from shoal.proxy.limits import REQUEST_TIMEOUT_S, ROUTE_REFRESH_S
@@ -57,6 +59,8 @@ class Brokers:
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
         self._masters: dict[str, str] = {}
         self._groups: dict[str, tuple[float, bool]] = {}
+        self._topic_types: dict[str, tuple[float, TopicMessageType]] = {}
+        """Topic -> (when asked, monotonic s; its message.type)."""
         """Consumer group -> (when asked, monotonic s; FIFO)."""
         self._greeted: set[str] = set()
         """Masters heartbeated at least once."""
@@ -126,6 +130,33 @@ class Brokers:
             fifo = isinstance(config, dict) and config.get("consumeMessageOrderly") is True
         self._groups[group] = (now, fifo)
         return fifo
+
+    async def topic_message_type(self, topic: str, *, refresh: bool = False) -> TopicMessageType:
+        """The topic's `message.type` attribute (NORMAL when unset), asked of a master holding it
+        (GET_TOPIC_CONFIG, 351), cached for ROUTE_REFRESH_S. A broker that does not serve 351
+        (RocketMQ 4.x) keeps no attributes: its topics take every type (MIXED)."""
+        cached = self._topic_types.get(topic)
+        now = time.monotonic()
+        if cached is not None and not refresh and now - cached[0] < ROUTE_REFRESH_S:
+            return cached[1]
+        route = await self.route(topic)
+        addresses = [address for address in map(master_address, route.broker_datas) if address is not None]
+        if not addresses:
+            raise ProxyError(v2.NOT_FOUND, f"no master holds {topic}")
+        header = GetTopicConfigRequestHeader(topic=topic)
+        response = await self.invoke(addresses[0], RequestCode.GET_TOPIC_CONFIG, header.to_ext_fields())
+        if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            kind = TopicMessageType.MIXED
+        elif response.code != ResponseCode.SUCCESS or not response.body:
+            kind = TopicMessageType.UNSPECIFIED  # RocketMQ 5's proxy: no config, no send passes the check
+        else:
+            try:
+                config = TopicConfig.from_json(response.body)
+            except BodyFormatError as failure:
+                raise ProxyError(v2.INTERNAL_SERVER_ERROR, f"unreadable config of topic {topic}: {failure}") from None
+            kind = topic_message_type(config.attributes)
+        self._topic_types[topic] = (now, kind)
+        return kind
 
     def broker_name_of(self, address: str) -> str | None:
         """The broker group whose master is at `address`, as the routes say."""

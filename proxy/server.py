@@ -50,6 +50,9 @@ class ProxySettings:
     tls_cert: Path | None = None
     """PEM certificate (chain) of the gRPC port; with `tls_key`, the port speaks TLS only."""
     tls_key: Path | None = None
+    check_message_type: bool = True
+    """RocketMQ 5 proxy's enableTopicMessageTypeCheck: a send whose type (normal, FIFO, delay,
+    transaction) is not its topic's `message.type` is refused with MESSAGE_PROPERTY_CONFLICT_WITH_TYPE."""
     remoting_tls: ClientTlsSettings = field(default_factory=ClientTlsSettings)
     """How the proxy connects to NameServers and brokers (tls.enable and tls.client.*)."""
 
@@ -122,7 +125,13 @@ class ProxyServer:
         except RuntimeError as failure:  # grpc names no errno: the check above usually has
             raise OSError(f"cannot listen on {settings.host}:{settings.port}: {failure}") from None
         host = settings.advertised_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
-        service = MessagingService(self.brokers, endpoints_of(host, self.port), self.sessions, self.acl)
+        service = MessagingService(
+            self.brokers,
+            endpoints_of(host, self.port),
+            self.sessions,
+            self.acl,
+            check_message_type=settings.check_message_type,
+        )
         add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         await server.start()
         self._server, self._service = server, service

@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import grpc
@@ -25,7 +25,8 @@ from shoal.client.route import is_readable, is_writeable, master_address, publis
 from shoal.formats.java_hash import java_string_hash
 from shoal.formats.message_id import decode_offset_msg_id
 from shoal.formats.sysflag import TransactionType
-from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX
+from shoal.formats.topic_attributes import TopicMessageType, type_conflict
+from shoal.formats.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode
 from shoal.protocol.errors import ProtocolError
 from shoal.protocol.grpc_signature import AUTHORIZATION, DATE_TIME
@@ -101,6 +102,22 @@ def peer_host(peer: str) -> str:
     return host.strip("[]") or address
 
 
+TOPIC_TYPE_OF: dict[int, TopicMessageType] = {
+    v2.NORMAL: TopicMessageType.NORMAL,
+    v2.FIFO: TopicMessageType.FIFO,
+    v2.DELAY: TopicMessageType.DELAY,
+    v2.TRANSACTION: TopicMessageType.TRANSACTION,
+}
+"""A v2 message's type as a topic's message.type names it."""
+UNSPECIFIED = TopicMessageType.UNSPECIFIED
+ACCEPTED_TYPES: dict[TopicMessageType, tuple[int, ...]] = {
+    **{kind: (v2_kind,) for v2_kind, kind in TOPIC_TYPE_OF.items()},
+    TopicMessageType.MIXED: tuple(TOPIC_TYPE_OF),
+    TopicMessageType.UNSPECIFIED: (v2.MESSAGE_TYPE_UNSPECIFIED,),
+}
+"""What QueryRoute tells clients a topic's queues accept (RocketMQ 5's RouteActivity)."""
+
+
 def consuming(topic: str, group: str) -> dict[str, int]:
     """What a consumer's call needs: SUB on the topic and on its group (`%RETRY%<group>` in plain ACL)."""
     return {topic: SUB, RETRY_GROUP_TOPIC_PREFIX + group: SUB}
@@ -117,12 +134,20 @@ class MessagingService(MessagingServiceServicer):
     """The servicer; `endpoints` is what QueryRoute tells clients to connect to (this proxy)."""
 
     def __init__(
-        self, brokers: Brokers, endpoints: v2.Endpoints, sessions: Sessions, acl: AccessValidator | None = None
+        self,
+        brokers: Brokers,
+        endpoints: v2.Endpoints,
+        sessions: Sessions,
+        acl: AccessValidator | None = None,
+        *,
+        check_message_type: bool = True,
     ) -> None:
         self.brokers = brokers
         self.endpoints = endpoints
         self.sessions = sessions
         self.acl = acl
+        self.check_message_type = check_message_type
+        """RocketMQ 5 proxy's enableTopicMessageTypeCheck: a send must match its topic's message.type."""
         self._next_queue = itertools.count()
 
     async def _answer(
@@ -164,12 +189,15 @@ class MessagingService(MessagingServiceServicer):
         async def build() -> rpc.QueryRouteResponse:
             self._authorize(context, {request.topic.name: ANY})
             route = await self.brokers.route(request.topic.name, refresh=True)
-            queues = self._message_queues(request.topic, route)
+            kind = await self.brokers.topic_message_type(request.topic.name, refresh=True)
+            queues = self._message_queues(request.topic, route, ACCEPTED_TYPES[kind])
             return rpc.QueryRouteResponse(status=status(), message_queues=queues)
 
         return await self._answer("QueryRoute", build, lambda failure: rpc.QueryRouteResponse(status=failure))
 
-    def _message_queues(self, topic: v2.Resource, route: TopicRouteData) -> list[v2.MessageQueue]:
+    def _message_queues(
+        self, topic: v2.Resource, route: TopicRouteData, accepted: Sequence[int]
+    ) -> list[v2.MessageQueue]:
         """Every queue of every broker group with a master, each reached through this proxy."""
         masters = {broker.broker_name for broker in route.broker_datas if master_address(broker) is not None}
         queues = []
@@ -188,15 +216,17 @@ class MessagingService(MessagingServiceServicer):
                     if writable
                     else v2.NONE
                 )
-                queues.append(self._queue(topic, data.broker_name, queue_id, permission))
+                queues.append(self._queue(topic, data.broker_name, queue_id, permission, accepted))
         return queues
 
-    def _queue(self, topic: v2.Resource, broker_name: str, queue_id: int, permission: int) -> v2.MessageQueue:
+    def _queue(
+        self, topic: v2.Resource, broker_name: str, queue_id: int, permission: int, accepted: Sequence[int] = ()
+    ) -> v2.MessageQueue:
         queue = v2.MessageQueue(id=queue_id, permission=permission)  # type: ignore[arg-type]
         queue.topic.CopyFrom(topic)
         queue.broker.name = broker_name
         queue.broker.endpoints.CopyFrom(self.endpoints)
-        queue.accept_message_types.extend([v2.NORMAL, v2.FIFO, v2.DELAY, v2.TRANSACTION])
+        queue.accept_message_types.extend(accepted)  # type: ignore[arg-type]
         return queue
 
     async def QueryAssignment(  # noqa: N802
@@ -258,7 +288,11 @@ class MessagingService(MessagingServiceServicer):
                 if command.HasField("settings"):
                     outbox.settings = command.settings
                     fifo = await self._subscription_is_fifo(command.settings)
-                    outbox.put(rpc.TelemetryCommand(status=status(), settings=settings_reply(command.settings, fifo)))
+                    outbox.put(
+                        rpc.TelemetryCommand(
+                            status=status(), settings=settings_reply(command.settings, fifo, self.check_message_type)
+                        )
+                    )
             outbox.close()
 
         reader = asyncio.ensure_future(read())
@@ -297,6 +331,12 @@ class MessagingService(MessagingServiceServicer):
     async def _send(self, message: v2.Message) -> rpc.SendResultEntry:
         topic = message.topic.name
         route = await self.brokers.route(topic)
+        if self.check_message_type and not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            conflict = type_conflict(
+                await self.brokers.topic_message_type(topic), TOPIC_TYPE_OF.get(message_type_of(message), UNSPECIFIED)
+            )
+            if conflict is not None:
+                raise ProxyError(v2.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)
         queues = publish_queues(topic, route)
         if not queues:
             raise ProxyError(v2.FORBIDDEN, f"topic {topic} has no writable queue")
@@ -594,14 +634,14 @@ def not_served(method: str) -> v2.Status:
     return status(v2.NOT_IMPLEMENTED, f"{method} is not served by Shoal's proxy: consume with POP (ReceiveMessage)")
 
 
-def settings_reply(settings: v2.Settings, fifo: bool = False) -> v2.Settings:
+def settings_reply(settings: v2.Settings, fifo: bool = False, validate_message_type: bool = True) -> v2.Settings:
     """The client's settings as the server sees them: a producer's body limit (a reply without one
     makes the Python client refuse every send), a consumer's FIFO mode, polling and retry policy."""
     reply = v2.Settings()
     reply.CopyFrom(settings)
     if settings.HasField("publishing") or settings.client_type == v2.PRODUCER:
         reply.publishing.max_body_size = MESSAGE_BODY_MAX_BYTES
-        reply.publishing.validate_message_type = False
+        reply.publishing.validate_message_type = validate_message_type
     elif settings.HasField("subscription") or settings.client_type in (v2.PUSH_CONSUMER, v2.SIMPLE_CONSUMER):
         subscription = reply.subscription
         subscription.fifo = fifo

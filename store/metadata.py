@@ -218,6 +218,21 @@ class TopicConfig:
     def name(self) -> str:
         return self.topic_name
 
+    @property
+    def attributes(self) -> dict[str, str]:
+        """5.x `attributes` (`message.type`, ...): the string entries of that field, as read."""
+        raw = self.extra_fields.get("attributes")
+        if not isinstance(raw, Mapping):
+            return {}
+        return {str(key): value for key, value in raw.items() if isinstance(value, str)}
+
+    def with_attributes(self, attributes: Mapping[str, str]) -> TopicConfig:
+        """This topic with `attributes` in place of its own (none: the field is dropped, as 4.9.7 writes)."""
+        extra = {key: value for key, value in self.extra_fields.items() if key != "attributes"}
+        if attributes:
+            extra["attributes"] = dict(sorted(attributes.items()))
+        return replace(self, extra_fields=extra)
+
     def to_json(self) -> dict[str, Any]:
         """order, perm, readQueueNums, topicFilterType, topicName, topicSysFlag, writeQueueNums."""
         return _bean_to_json(self)

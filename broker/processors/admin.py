@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from shoal.broker import limits
 from shoal.broker.broker_stats import GROUP_GET_NUMS
 from shoal.formats.json_compat import dumps
+from shoal.formats.topic_attributes import MIXED_REFUSAL, TopicAttributeError, alter, parse_modification
 from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
@@ -189,6 +190,17 @@ class AdminProcessors:
             return make_response(
                 request, ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {header.topic_filter_type!r}"
             )
+        current = self.topics.get(header.topic)
+        try:
+            attributes = alter(
+                current.attributes if current is not None else {},
+                parse_modification(header.attributes or ""),
+                create=current is None,
+                mixed_allowed=self.config.enable_mixed_message_type,
+            )
+        except TopicAttributeError as refused:
+            code = ResponseCode.INVALID_PARAMETER if str(refused) == MIXED_REFUSAL else ResponseCode.SYSTEM_ERROR
+            return make_response(request, code, str(refused))
         self.topics.update(
             TopicConfig(
                 header.topic,
@@ -198,7 +210,7 @@ class AdminProcessors:
                 topic_filter_type=header.topic_filter_type,
                 topic_sys_flag=header.topic_sys_flag or 0,
                 order=header.order,
-            )
+            ).with_attributes(attributes)
         )
         return self._after_registration(make_response(request, ResponseCode.SUCCESS))
 

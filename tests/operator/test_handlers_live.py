@@ -482,6 +482,25 @@ async def test_topic_adopts_an_existing_topic_and_deletes_it_with_the_resource(
 
 
 @pytest.mark.asyncio
+async def test_topic_message_type_becomes_the_brokers_attribute_and_follows_the_spec(
+    kube_api: km.KubernetesEmulator, real_broker: Callable[[str], Cluster]
+) -> None:
+    """Goal: spec.messageType reaches the broker as RocketMQ 5's `message.type` attribute (what the
+    gRPC port checks v5 sends against) and a change of it is applied. Method: a FIFO Topic, then
+    patched to Delay; the broker's GET_ALL_TOPIC_CONFIG read after each."""
+    g0 = real_broker("orders-g0")
+    await seed_cluster(kube_api)
+    async with running_operator(kube_api):
+        await post(kube_api, BROKER_PATH, live_broker_body(g0.namesrv_addr))
+        await post(kube_api, TOPIC_PATH, topic_cr(messageType="FIFO"))
+        await wait_for(lambda: topic_ready(kube_api)[0] == "True")
+        assert dict((await live_topic(g0)).attributes) == {"message.type": "FIFO"}
+        await patch_object(kube_api, f"{TOPIC_PATH}/orders-created", {"spec": {"messageType": "Delay"}})
+        await wait_for(lambda: topic_ready(kube_api)[1] == "Updated")
+        assert dict((await live_topic(g0)).attributes) == {"message.type": "DELAY"}
+
+
+@pytest.mark.asyncio
 async def test_topic_reaches_a_group_added_by_scaling_up(
     kube_api: km.KubernetesEmulator, real_broker: Callable[[str], Cluster], tmp_path: Path
 ) -> None:

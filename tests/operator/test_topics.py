@@ -66,3 +66,21 @@ def test_report_names_what_the_topic_waits_for() -> None:
     report = topics.report_topic(shrink, "orders", shrinking, first_status=False)
     assert (report.ready, report.reason) == (True, "ShrinkingQueues")
     assert report.retry_delay_s == limits.TOPIC_SHRINK_RECHECK_S
+
+
+def test_message_type_and_attributes_are_sent_at_creation_and_corrected_on_drift() -> None:
+    """spec.messageType becomes `+message.type=...`; a Normal topic needs no attribute (unset is
+    NORMAL); a changed type is sent as an update; an unchangeable attribute on an existing topic
+    is refused with the reason instead of failing at the broker on every reconcile."""
+    fifo = dataclasses.replace(SPEC, message_type="FIFO")
+    assert topics.plan_topic(fifo, None).attributes == "+message.type=FIFO"
+    assert topics.plan_topic(SPEC, None).attributes == ""
+    assert topics.plan_topic(SPEC, live()).action == topics.UNCHANGED
+    typed = topics.LiveTopic(4, 4, 6, False, {"message.type": "FIFO"})
+    assert topics.plan_topic(fifo, typed).action == topics.UNCHANGED
+    drifted = topics.plan_topic(dataclasses.replace(SPEC, message_type="Delay"), typed)
+    assert (drifted.action, drifted.attributes) == (topics.UPDATE, "+message.type=DELAY")
+    fixed = topics.plan_topic(dataclasses.replace(SPEC, attributes={"queue.type": "SimpleCQ"}), live())
+    assert fixed.action == topics.REFUSED and "queue.type" in fixed.reason
+    created = topics.plan_topic(dataclasses.replace(fifo, attributes={"queue.type": "SimpleCQ"}), None)
+    assert created.attributes == "+message.type=FIFO,+queue.type=SimpleCQ"

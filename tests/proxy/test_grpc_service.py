@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -85,9 +87,97 @@ def test_a_producer_is_told_its_body_limit_in_the_settings_reply(proxied: Cluste
             reply = await asyncio.wait_for(call.read(), CALL_TIMEOUT_S)
             assert reply.status.code == v2.OK
             assert reply.settings.publishing.max_body_size > 0
+            assert reply.settings.publishing.validate_message_type is True  # the check is on by default
             await call.done_writing()
 
     run(scenario())
+
+
+def v2_message(topic: str, kind: int, body: bytes, group: str = "") -> v2.Message:
+    message = v2.Message(topic=v2.Resource(name=topic), body=body)
+    system = message.system_properties
+    system.message_id = "01" + body.hex().ljust(32, "0")[:32]
+    system.body_encoding = v2.IDENTITY
+    system.message_type = kind  # type: ignore[assignment]
+    if group:
+        system.message_group = group
+    return message
+
+
+def admin(cluster: Cluster, *arguments: str) -> str:
+    """`shoal admin` as a user runs it."""
+    command = [sys.executable, "-m", "shoal.cli.main", "admin", *arguments]
+    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+    return done.stdout
+
+
+def test_a_send_must_match_its_topics_message_type(proxied: Cluster) -> None:
+    """Goal: as RocketMQ 5's proxy (enableTopicMessageTypeCheck), a v5 send whose type is not its
+    topic's `message.type` is refused with MESSAGE_PROPERTY_CONFLICT_WITH_TYPE and stores nothing;
+    routes tell clients the type each queue accepts; a topic without the attribute is NORMAL.
+    Method: `shoal admin topic-create -a +message.type=FIFO` and a plain topic; sends of each kind."""
+    printed = admin(
+        proxied, "topic-create", "-n", proxied.namesrv_addr, "--queues", "2", "-a", "+message.type=FIFO", "Fifo"
+    )
+    assert "+message.type=FIFO" in printed
+    admin(proxied, "topic-create", "-n", proxied.namesrv_addr, "--queues", "2", "Plain")
+
+    async def scenario() -> None:
+        async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
+            stub = MessagingServiceStub(channel)
+            for topic, accepted in (("Fifo", [v2.FIFO]), ("Plain", [v2.NORMAL])):
+                route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name=topic)), timeout=30)
+                assert route.status.code == v2.OK, route.status
+                assert {tuple(queue.accept_message_types) for queue in route.message_queues} == {tuple(accepted)}
+            cases = [
+                ("Fifo", v2.NORMAL, "", v2.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+                ("Fifo", v2.FIFO, "orders-1", v2.OK),
+                ("Plain", v2.FIFO, "orders-1", v2.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+                ("Plain", v2.NORMAL, "", v2.OK),
+            ]
+            for index, (topic, kind, group, expected) in enumerate(cases):
+                request = rpc.SendMessageRequest(messages=[v2_message(topic, kind, bytes([index]), group)])
+                sent = await stub.SendMessage(request, timeout=30)
+                assert sent.status.code == expected, (topic, kind, sent.status)
+            refused = await stub.SendMessage(
+                rpc.SendMessageRequest(messages=[v2_message("Fifo", v2.NORMAL, b"x")]), timeout=30
+            )
+            assert refused.status.message == (
+                "TopicMessageType validate failed, the expected type is FIFO, but actual type is NORMAL"
+            )
+
+    run(scenario())
+    stats = admin(proxied, "topic-stats", "-n", proxied.namesrv_addr, "Fifo")
+    assert sum(int(line.split()[-1]) for line in stats.splitlines()) == 1  # only the FIFO send was stored
+
+
+def test_the_type_check_can_be_turned_off(tmp_path: Path) -> None:
+    """`shoal proxy --no-topic-message-type-check`: a FIFO send to a NORMAL topic passes, and
+    producers are told not to validate either."""
+    running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
+    running.start_namesrv()
+    running.start_broker()
+    running.start_proxy(free_port(), "--no-topic-message-type-check")
+    try:
+        admin(running, "topic-create", "-n", running.namesrv_addr, "--queues", "2", "Plain")
+
+        async def scenario() -> None:
+            async with grpc.aio.insecure_channel(running.proxy_addr) as channel:
+                stub = MessagingServiceStub(channel)
+                request = rpc.SendMessageRequest(messages=[v2_message("Plain", v2.FIFO, b"f", "g")])
+                sent = await stub.SendMessage(request, timeout=30)
+                assert sent.status.code == v2.OK, sent.status
+                call = stub.Telemetry(metadata=(("x-mq-client-id", "test@2"),))
+                settings = v2.Settings(client_type=v2.PRODUCER)
+                settings.publishing.topics.add(name="Plain")
+                await call.write(rpc.TelemetryCommand(settings=settings))
+                reply = await asyncio.wait_for(call.read(), CALL_TIMEOUT_S)
+                assert reply.settings.publishing.validate_message_type is False
+                await call.done_writing()
+
+        run(scenario())
+    finally:
+        running.stop_all()
 
 
 def test_malformed_bytes_get_a_grpc_status_and_the_proxy_serves_on(proxied: Cluster) -> None:

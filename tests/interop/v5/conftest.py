@@ -134,12 +134,20 @@ def v5_client(request: pytest.FixtureRequest) -> V5Client:
     return runner
 
 
+MIXED_TOPICS = {"enableMixedMessageType": "true"}
+"""broker.conf: topics may take `message.type=MIXED` (RocketMQ 5's proxy refuses a send whose type is
+not its topic's; the scenarios send normal, FIFO, delayed and transactional messages to one topic)."""
+MIXED_ATTRIBUTE = ("-a", "+message.type=MIXED")
+"""`shoal admin topic-create` arguments for such a topic (mqadmin updateTopic takes the same -a)."""
+
+
 @pytest.fixture
 def proxied(tmp_path: Path) -> Iterator[Cluster]:
-    """A NameServer, a Broker (transactions checked after 1 s) and `shoal proxy`, as real processes."""
+    """A NameServer, a Broker (transactions checked after 1 s; MIXED topics allowed, as the scenarios
+    send every message type to one topic) and `shoal proxy`, as real processes."""
     running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
     running.start_namesrv()
-    running.start_broker({"transactionTimeOut": "1000", "transactionCheckInterval": "1000"})
+    running.start_broker({**MIXED_TOPICS, "transactionTimeOut": "1000", "transactionCheckInterval": "1000"})
     running.start_proxy(free_port())
     yield running
     running.stop_all()

@@ -22,7 +22,7 @@ from shoal.remoting import RemotingClient
 from tests.acl.conftest import ADMIN, PLAIN_ACL, USER
 from tests.conftest import Cluster
 from tests.interop.client_runs import ClientRun
-from tests.interop.v5.conftest import V5Client
+from tests.interop.v5.conftest import MIXED_ATTRIBUTE, MIXED_TOPICS, V5Client
 from tests.ports import free_broker_port, free_port
 from tests.tls_certs import make_tls_files
 
@@ -33,9 +33,11 @@ PUSH_REDELIVERY_BOUND_S = 10.0
 
 
 def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
-    """As a v5 user does before sending: the proxy creates no topic (RocketMQ 5's neither)."""
+    """As a v5 user does before sending: the proxy creates no topic (RocketMQ 5's neither). MIXED,
+    because the scenarios send every message type to one topic."""
     command = [sys.executable, "-m", "shoal.cli.main", "admin", "topic-create", "-n", cluster.namesrv_addr]
-    subprocess.run([*command, "--queues", str(queues), topic], check=True, capture_output=True, timeout=30)
+    command += [*MIXED_ATTRIBUTE, "--queues", str(queues), topic]
+    subprocess.run(command, check=True, capture_output=True, timeout=30)
 
 
 def produced(v5_client: V5Client, cluster: Cluster, topic: str, count: int) -> ClientRun:
@@ -121,7 +123,7 @@ def test_messages_a_crashed_consumer_held_come_back_after_a_broker_sigkill(
     held_events = {event["body"]: event for event in held.of("held")}
     assert sorted(held_events) == ["fifo-0", "normal-0", "normal-1", "normal-2"]
     proxied.stop("broker", signal.SIGKILL)
-    proxied.start_broker()
+    proxied.start_broker(MIXED_TOPICS)
     again = v5_client("simple", proxied.proxy_addr, "V5Crash", "GID_v5_crash", "5", "*", timeout_s=RUN_TIMEOUT_S)
     again.assert_ok()
     first_seen: dict[str, dict[str, object]] = {}
@@ -201,6 +203,7 @@ def acl_proxied(tmp_path: Path) -> Iterator[Cluster]:
             "accessKey": ADMIN.access_key,
             "secretKey": ADMIN.secret_key,
             "autoCreateTopicEnable": "false",
+            **MIXED_TOPICS,
         }
     )
     cluster.start_proxy(
@@ -213,7 +216,7 @@ def acl_proxied(tmp_path: Path) -> Iterator[Cluster]:
         ADMIN.secret_key,
     )
     command = [sys.executable, "-m", "shoal.cli.main", "admin", "--access-key", ADMIN.access_key]
-    command += ["--secret-key", ADMIN.secret_key, "topic-create", "-n", cluster.namesrv_addr]
+    command += ["--secret-key", ADMIN.secret_key, "topic-create", "-n", cluster.namesrv_addr, *MIXED_ATTRIBUTE]
     for topic in ("AclTopic", "ReadOnlyTopic"):
         subprocess.run([*command, "--queues", "2", topic], check=True, capture_output=True, timeout=30)
     yield cluster
@@ -253,7 +256,7 @@ def test_tls_on_the_grpc_port(v5_client: V5Client, tmp_path: Path) -> None:
     files = make_tls_files(tmp_path / "tls")
     cluster = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
     cluster.start_namesrv()
-    cluster.start_broker()
+    cluster.start_broker(MIXED_TOPICS)
     cluster.start_proxy(free_port(), "--tls-cert", str(files.server_cert), "--tls-key", str(files.server_key))
     try:
         create_topic(cluster, "V5Tls")
