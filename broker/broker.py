@@ -276,7 +276,12 @@ class BrokerController:
             settings=self.settings,
             store=parts.store,
             stats=self.stats,
-            extra_runtime=lambda: {"brokerRole": self.role.role.value, **self.replication.runtime_fields()},
+            extra_runtime=lambda: {
+                "brokerRole": self.role.role.value,
+                # 5.x (mqadmin clusterList's ACTIVATED): a master runs the schedule and transaction-check services.
+                "brokerActive": "true" if self.role.is_master else "false",
+                **self.replication.runtime_fields(),
+            },
             schedule_offsets=lambda: dict(parts.schedule.offsets),
             broker_permission_changed=self._broker_permission_changed,
         )
