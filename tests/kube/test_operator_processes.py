@@ -22,7 +22,7 @@ import yaml
 
 from shoal.client import Admin, Message, Producer
 from tests.conftest import wait_until
-from tests.kube.conftest import SHOAL_PROCESS_IMAGE, SPARK_PROCESS_IMAGE, Helm
+from tests.kube.conftest import SHOAL_PROCESS_IMAGE, SMALL_STORE_CONFIG, SPARK_PROCESS_IMAGE, Helm
 from tests.kube.control_plane import ControlPlane, write_kubeconfig
 from tests.kube.pod_runner import PodRunner
 from tests.scenarios import drain
@@ -144,7 +144,7 @@ def test_a_broker_of_real_processes_becomes_ready(
     body["metadata"] = {"name": CLUSTER, "namespace": NAMESPACE}
     body["spec"]["image"] = SHOAL_PROCESS_IMAGE
     body["spec"]["nameServer"]["replicas"] = 1
-    body["spec"]["config"] = {"autoCreateTopicEnable": "false"}
+    body["spec"]["config"] = {"autoCreateTopicEnable": "false", **SMALL_STORE_CONFIG}
     body["spec"]["replication"]["failover"] = "Automatic"
     plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
     _wait_ready(plane, operator, f"broker/{CLUSTER}")

@@ -22,7 +22,7 @@ import yaml
 from shoal.client import Admin, ClientSettings, ClientTlsSettings, Credentials, Message, Producer
 from shoal.client.errors import MQClientError
 from tests.conftest import wait_until
-from tests.kube.conftest import SHOAL_PROCESS_IMAGE, Helm
+from tests.kube.conftest import SHOAL_PROCESS_IMAGE, SMALL_STORE_CONFIG, Helm
 from tests.kube.control_plane import ControlPlane, write_kubeconfig
 from tests.kube.pod_runner import PodRunner
 from tests.tls_certs import TlsFiles, make_tls_files
@@ -189,7 +189,7 @@ def test_secure_broker_of_real_processes_serves_a_topic_cr(shoal_crds: ControlPl
         nameServer={"replicas": 1},
         replication={"mode": "Async"},
         storage={"type": "Ephemeral", "size": "1Gi"},
-        config={"autoCreateTopicEnable": "false"},
+        config={"autoCreateTopicEnable": "false", **SMALL_STORE_CONFIG},
         acl={"secretName": f"{CLUSTER}-acl"},
         tls={"secretName": f"{CLUSTER}-tls", "mode": "Enforcing"},
     )

@@ -207,7 +207,11 @@ def test_a_broker_on_a_volume_smaller_than_its_files_says_so_and_refuses_sends_w
     cluster.start_namesrv()
     try:
         cluster.start_broker(
-            {"storePathRootDir": str(small_volume / "store"), "mappedFileSizeCommitLog": str(1024 * 1024 * 1024)}
+            {
+                "storePathRootDir": str(small_volume / "store"),
+                "mappedFileSizeCommitLog": str(1024 * 1024 * 1024),
+                "maxIndexNum": str(20_000_000),  # RocketMQ's default (the test cluster's is smaller)
+            }
         )
         codes: list[int] = []
 

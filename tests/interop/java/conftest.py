@@ -321,6 +321,7 @@ def shoal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     running = start_shoal(tmp_path_factory.mktemp(f"shoal-{flush_disk_type.lower()}"), flush_disk_type)
     yield running
     running.stop_all()
+    running.discard_store()
 
 
 @pytest.fixture(scope="module")
@@ -336,6 +337,7 @@ def shoal_with(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[d
     yield start
     for running in started:
         running.stop_all()
+        running.discard_store()
 
 
 @pytest.fixture(scope="module")
@@ -344,6 +346,7 @@ def shoal_async_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     running = start_shoal(tmp_path_factory.mktemp("shoal-async-only"), "ASYNC_FLUSH")
     yield running
     running.stop_all()
+    running.discard_store()
 
 
 _TOPIC_COUNTER = iter(range(1_000_000))
