@@ -15,6 +15,8 @@ bench/v5_vs_rocketmq5.py (loaded by file path there, so this module imports noth
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -175,6 +177,23 @@ class RocketMQ5:
         log = self.root / "proxy" / "stdout.log"
         wait_port(self.ports.grpc, process, log, START_TIMEOUT_S)
         wait_port(self.ports.broker, process, log, START_TIMEOUT_S)
+        asyncio.run(self._registered(process, log))
+
+    async def _registered(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        """Until the NameServer lists the broker in DefaultCluster (admin tools look it up there)."""
+        from shoal.client import Admin
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        async with Admin(self.namesrv_addr) as admin:
+            while True:
+                with contextlib.suppress(Exception):  # not answering yet
+                    if "broker-a" in (await admin.cluster_info()).cluster_addr_table.get("DefaultCluster", ()):
+                        return
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the broker never registered with {self.namesrv_addr}:\n{log.read_text()[-3000:]}"
+                    )
+                await asyncio.sleep(0.2)
 
     def pid(self, name: str) -> int:
         return self.processes[name].pid

@@ -76,24 +76,36 @@ def test_the_same_sends_and_receives_on_both(
     v5_client: V5Client,
     server: Server,
     mqadmin5: MqAdmin,  # noqa: F811
+    request: pytest.FixtureRequest,
 ) -> None:
     """Goal: normal, FIFO and delayed sends to a MIXED topic, then a SimpleConsumer that nacks its
     first message once, give the same deliveries on RocketMQ 5.3.3 as on Shoal. Method: the same
-    client program against each; the expected outcome is written once below and held to both."""
+    client program against each; the expected outcome is written once below and held to both.
+    The one difference: rocketmq-python-client 5.1.2 writes a delivery time's milliseconds into
+    Timestamp.seconds; Shoal reads such a value as milliseconds, RocketMQ 5.3.3 refuses the send
+    ("Timestamp is not valid", INTERNAL_ERROR), so that client's delayed message exists only on Shoal.
+    And RocketMQ 5.3.3 may refuse that client's first receive when it arrives before the client's
+    settings ("settings" is null): the program then tries once more after a second."""
+    refused_delay = request.node.callspec.params["v5_client"] == "python" and server.name == "rocketmq"
     create(mqadmin5, server, "Side", "MIXED")
     sent = v5_client("produce", server.grpc_addr, "Side", "2", timeout_s=RUN_TIMEOUT_S)
-    sent.assert_ok()
-    got = v5_client("simple", server.grpc_addr, "Side", "GID_side", "4", "*", timeout_s=RUN_TIMEOUT_S)
-    got.assert_ok()
-    first = got.of("nacked")[0]["body"]
+    if refused_delay:
+        errors = [event["error"] for event in sent.of("error")]
+        assert len(errors) == 1 and "Timestamp is not valid" in errors[0], sent.events
+        assert [event["body"] for event in sent.of("sent")] == ["normal-0", "normal-1", "fifo-0"]
+    else:
+        sent.assert_ok()
     expected = sorted(
         [
             ("normal-0", "TagA", ("key-0",), "0", 1),
             ("normal-1", "TagA", ("key-1",), "1", 1),
             ("fifo-0", "TagA", (), None, 1),
-            ("delayed-0", "TagA", (), None, 1),
+            *([] if refused_delay else [("delayed-0", "TagA", (), None, 1)]),
         ]
     )
+    got = v5_client("simple", server.grpc_addr, "Side", "GID_side", str(len(expected)), "*", timeout_s=RUN_TIMEOUT_S)
+    got.assert_ok()
+    first = got.of("nacked")[0]["body"]
     again = next(row for row in expected if row[0] == first)
     assert outcome(got) == sorted([*expected, (*again[:4], 2)]), (server.name, got.events)
 
