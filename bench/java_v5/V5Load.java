@@ -25,7 +25,7 @@ import org.apache.rocketmq.client.apis.producer.Producer;
  *
  * WARM untimed async sends, then COUNT timed async sends of BODY random bytes with at most INFLIGHT
  * outstanding; then a SimpleConsumer of GROUP receives (batches of 32, long polling) and acks
- * (asynchronously) until it has acked WARM + COUNT messages, timed. Prints one JSON line:
+ * (asynchronously, at most INFLIGHT outstanding) until it has acked WARM + COUNT messages, timed. Prints one JSON line:
  * {"sendPerS":..,"sendP50Us":..,"sendP99Us":..,"receivePerS":..,"sent":..,"acked":..}.
  */
 public final class V5Load {
@@ -65,6 +65,7 @@ public final class V5Load {
             .setSubscriptionExpressions(java.util.Collections.singletonMap(topic, FilterExpression.SUB_ALL)).build()) {
             AtomicLong ackedCount = new AtomicLong();
             AtomicReference<Throwable> failure = new AtomicReference<>();
+            Semaphore ackWindow = new Semaphore(inflight);
             List<CompletableFuture<Void>> acks = new ArrayList<>();
             long started = System.nanoTime();
             long deadline = System.currentTimeMillis() + RECEIVE_DEADLINE_MS;
@@ -73,12 +74,14 @@ public final class V5Load {
                 List<MessageView> views = consumer.receive(RECEIVE_BATCH, INVISIBLE);
                 for (MessageView view : views) {
                     received++;
+                    ackWindow.acquire();  // at most INFLIGHT acks outstanding, as sends
                     acks.add(consumer.ackAsync(view).whenComplete((ok, error) -> {
                         if (error != null) {
                             failure.compareAndSet(null, error);
                         } else {
                             ackedCount.incrementAndGet();
                         }
+                        ackWindow.release();
                     }));
                 }
             }
