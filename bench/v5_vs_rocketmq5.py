@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import importlib.util
 import json
 import os
@@ -75,22 +74,7 @@ def client_classpath() -> str:
     """The Java client's jars (fetched once) and V5Load compiled against them (once per source hash)."""
     directory = get_rocketmq.cache_root() / f"rocketmq-client-java-{get_rocketmq.pom_sha256(CLIENT_POM)[:16]}"
     lib = get_rocketmq.ensure_pom_jars(CLIENT_POM, directory, (CLIENT_JAR,), "rocketmq-client-java")
-    sources = sorted(JAVA_SOURCES.glob("*.java"))
-    digest = hashlib.sha256()
-    for source in sources:
-        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
-    classes = get_rocketmq.cache_root() / "bench-java-v5" / digest.hexdigest()[:16]
-    if not (classes / ".compiled").is_file():
-        partial = classes.with_name(classes.name + f".{os.getpid()}.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        command = ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(partial), "-cp", f"{lib}/*", *map(str, sources)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"javac failed:\n{done.stdout}\n{done.stderr}")
-        (partial / ".compiled").write_text("")
-        shutil.rmtree(classes, ignore_errors=True)
-        partial.rename(classes)
+    classes = vs.compile_java(JAVA_SOURCES, lib, "bench-java-v5")
     return f"{classes}:{lib}/*"
 
 

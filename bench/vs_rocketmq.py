@@ -115,11 +115,16 @@ def log(text: str) -> None:
 
 def compile_load(lib: Path) -> Path:
     """bench/java/*.java compiled once per source hash into the cache folder (outside the repo)."""
-    sources = sorted(JAVA_SOURCES.glob("*.java"))
+    return compile_java(JAVA_SOURCES, lib, "bench-java")
+
+
+def compile_java(source_dir: Path, lib: Path, cache_name: str) -> Path:
+    """`source_dir`/*.java compiled against `lib` once per source hash into `<cache>/<cache_name>/<hash>`."""
+    sources = sorted(source_dir.glob("*.java"))
     digest = hashlib.sha256()
     for source in sources:
         digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
-    classes = get_rocketmq.cache_root() / "bench-java" / digest.hexdigest()[:16]
+    classes: Path = get_rocketmq.cache_root() / cache_name / digest.hexdigest()[:16]
     if (classes / ".compiled").is_file():
         return classes
     partial = classes.with_name(classes.name + f".{os.getpid()}.partial")

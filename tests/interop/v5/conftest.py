@@ -75,20 +75,27 @@ def _python_venv(root: Path) -> Path:
     return python
 
 
-def _java_classpath(root: Path) -> str:
-    """The classpath of V5Scenario: the client's jars and the compiled program."""
+def pom_lib(pom: Path, name: str, required: tuple[str, ...], root: Path | None = None) -> Path:
+    """The jars of `pom` in `<cache>/<name>-<pom hash>/lib`, fetched with Maven on first use (a test
+    that needs them skips with the reason when they cannot be had, and fails under CI=true)."""
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             unavailable(f"{tool} (JDK 8+) is not on PATH")
     get_rocketmq = load_tool("get_rocketmq")
-    pom = JAVA_DIR / "pom.xml"
-    directory = root / f"rocketmq-client-java-{get_rocketmq.pom_sha256(pom)[:16]}"
+    directory = (root or cache_root()) / f"{name}-{get_rocketmq.pom_sha256(pom)[:16]}"
     if get_rocketmq.cached_lib(directory, pom) is None and shutil.which("mvn") is None:
-        unavailable("mvn is not on PATH and rocketmq-client-java is not cached")
+        unavailable(f"mvn is not on PATH and {name} is not cached")
     try:
-        lib = get_rocketmq.ensure_pom_jars(pom, directory, (JAVA_CLIENT_JAR,), "rocketmq-client-java")
+        lib: Path = get_rocketmq.ensure_pom_jars(pom, directory, required, name)
     except get_rocketmq.GetRocketMQError as failure:
-        unavailable(f"rocketmq-client-java could not be fetched: {failure}")
+        unavailable(f"{name} could not be fetched: {failure}")
+    return lib
+
+
+def _java_classpath(root: Path) -> str:
+    """The classpath of V5Scenario: the client's jars and the compiled program."""
+    lib = pom_lib(JAVA_DIR / "pom.xml", "rocketmq-client-java", (JAVA_CLIENT_JAR,), root)
+    directory = lib.parent
     sources = sorted(path.relative_to(JAVA_DIR) for path in (JAVA_DIR / "src").glob("*.java"))
     classes = directory / f"classes-{_digest(JAVA_DIR, [str(path) for path in sources])}"
     if not (classes / ".compiled").is_file():

@@ -56,14 +56,18 @@ def _get_rocketmq() -> ModuleType:
     return module
 
 
+LIB_NAME = "rocketmq5-server"
+"""The cache folder's name before the pom's hash (tests/interop/v5/conftest.py's pom_lib names it alike)."""
+
+
 def lib_directory(cache_root: Path) -> Path:
-    return cache_root / f"rocketmq5-server-{_get_rocketmq().pom_sha256(POM)[:16]}"
+    return cache_root / f"{LIB_NAME}-{_get_rocketmq().pom_sha256(POM)[:16]}"
 
 
 def ensure_lib(cache_root: Path) -> Path:
     """The folder of RocketMQ 5.3.3's server jars (fetched with Maven on first use); raises the
     tool's GetRocketMQError when they cannot be fetched."""
-    lib: Path = _get_rocketmq().ensure_pom_jars(POM, lib_directory(cache_root), REQUIRED_JARS, "RocketMQ 5.3.3 server")
+    lib: Path = _get_rocketmq().ensure_pom_jars(POM, lib_directory(cache_root), REQUIRED_JARS, LIB_NAME)
     return lib
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cluster
-from tests.interop.client_runs import ClientRun, cache_root, unavailable
+from tests.interop.client_runs import ClientRun
 from tests.interop.v5 import rocketmq5
-from tests.interop.v5.conftest import MIXED_TOPICS, V5Client
+from tests.interop.v5.conftest import MIXED_TOPICS, V5Client, pom_lib
 from tests.interop.v5.test_mqadmin5 import MqAdmin, mqadmin5  # noqa: F401 (fixture)
 from tests.interop.v5.test_v5_clients import RUN_TIMEOUT_S
 from tests.ports import free_broker_port, free_port
@@ -31,11 +31,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def rocketmq5_lib() -> Path:
-    try:
-        return rocketmq5.ensure_lib(cache_root())
-    except Exception as failure:  # GetRocketMQError from the tool, loaded by path
-        unavailable(f"RocketMQ 5.3.3's jars could not be fetched: {failure}")
-        raise
+    """RocketMQ 5.3.3's server jars, where bench/v5_vs_rocketmq5.py finds them too (rocketmq5.ensure_lib)."""
+    return pom_lib(rocketmq5.POM, rocketmq5.LIB_NAME, rocketmq5.REQUIRED_JARS)
 
 
 @pytest.fixture(params=["shoal", "rocketmq"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,8 +21,8 @@ from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2 import service_pb2 as rpc
 from shoal.protocol.v2.service_pb2_grpc import MessagingServiceStub
 from shoal.remoting import RemotingClient
-from tests.conftest import Cluster, load_tool
-from tests.interop.client_runs import cache_root, unavailable
+from tests.conftest import Cluster
+from tests.interop.v5.conftest import pom_lib
 from tests.ports import free_broker_port, free_port
 
 HERE = Path(__file__).resolve().parent
@@ -38,16 +37,8 @@ MqAdmin = Callable[..., str]
 @pytest.fixture(scope="session")
 def mqadmin5() -> MqAdmin:
     """`mqadmin <command> ...` of RocketMQ 5.3.3: its jars fetched once into the cache."""
-    if shutil.which("java") is None:
-        unavailable("java (JDK 8+) is not on PATH")
-    get_rocketmq = load_tool("get_rocketmq")
-    directory = cache_root() / f"rocketmq-tools-{get_rocketmq.pom_sha256(POM)[:16]}"
-    if get_rocketmq.cached_lib(directory, POM) is None and shutil.which("mvn") is None:
-        unavailable("mvn is not on PATH and rocketmq-tools 5.x is not cached")
-    try:
-        lib = get_rocketmq.ensure_pom_jars(POM, directory, (TOOLS_JAR,), "rocketmq-tools 5.x")
-    except get_rocketmq.GetRocketMQError as failure:
-        unavailable(f"rocketmq-tools 5.x could not be fetched: {failure}")
+    lib = pom_lib(POM, "rocketmq-tools", (TOOLS_JAR,))
+    directory = lib.parent
 
     def run(*args: str) -> str:
         command = ["java", "-cp", f"{lib}/*", "org.apache.rocketmq.tools.command.MQAdminStartup", *args]
