@@ -32,7 +32,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * both clients:
  *
  * <pre>
- *   produce ENDPOINT TOPIC COUNT              normal sends (tag, keys, a property), a FIFO and a delayed one
+ *   produce ENDPOINT TOPIC COUNT              normal sends (tag, keys, a property; odd ones async), a FIFO and
+ *                                             a delayed one
  *   simple ENDPOINT TOPIC GROUP COUNT TAG [S] receive COUNT (at most S seconds), nack the first once (1 s), ack all
  *   push ENDPOINT TOPIC GROUP COUNT           a push consumer failing each message's first delivery
  *   hold ENDPOINT TOPIC GROUP COUNT           receive COUNT, hidden for 15 s, and exit without acking
@@ -109,7 +110,9 @@ public final class V5Scenario {
                 Message message = PROVIDER.newMessageBuilder().setTopic(topic).setTag("TagA")
                     .setKeys("key-" + index).addProperty("index", String.valueOf(index))
                     .setBody(body.getBytes(StandardCharsets.UTF_8)).build();
-                emit("sent", "body", body, "message_id", producer.send(message).getMessageId().toString());
+                // Odd ones with sendAsync: the producer's asynchronous path, answered the same way.
+                SendReceipt sent = index % 2 == 0 ? producer.send(message) : producer.sendAsync(message).get();
+                emit("sent", "body", body, "message_id", sent.getMessageId().toString());
             }
             Message fifo = PROVIDER.newMessageBuilder().setTopic(topic).setTag("TagA").setMessageGroup("group-1")
                 .setBody("fifo-0".getBytes(StandardCharsets.UTF_8)).build();
