@@ -360,7 +360,7 @@ def test_operator_network_policy_admits_only_probes_and_metrics_namespaces(helm:
     assert policy["metadata"]["namespace"] == NAMESPACE
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = policy["spec"]["ingress"]
-    assert sorted(p["port"] for p in rule["ports"]) == [8080, 8081]
+    assert sorted(p["port"] for p in rule["ports"]) == [8080, 8082]
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     objects = helm.template(
         "networkPolicy.metricsNamespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=observability"
@@ -407,7 +407,7 @@ def test_default_client_ports_admit_only_the_brokers_namespace(helm: Helm, monke
         monkeypatch.setenv("SHOAL_NETWORK_POLICY", _operator_env(helm.template(*values))["SHOAL_NETWORK_POLICY"])
         policy = settings.network_policy()
         brokers = manifests.network_policies(broker, policy)[0]
-        (rule,) = [r for r in brokers["spec"]["ingress"] if {p["port"] for p in r["ports"]} == {10911, 10909}]
+        (rule,) = [r for r in brokers["spec"]["ingress"] if {p["port"] for p in r["ports"]} == {10911, 10909, 8081}]
         sources: list[dict[str, Any]] | None = rule.get("from")
         return sources
 

@@ -100,7 +100,7 @@ def test_operator_pod_is_admitted_as_restricted_with_its_network_policy(
     ]
     policy = _get(plane, "networkpolicy", f"{RELEASE}-operator", OPERATOR_NAMESPACE)
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    assert sorted(p["port"] for p in policy["spec"]["ingress"][0]["ports"]) == [8080, 8081]
+    assert sorted(p["port"] for p in policy["spec"]["ingress"][0]["ports"]) == [8080, 8082]
     role = _get(plane, "role", f"{RELEASE}-operator-secrets", BROKER_NAMESPACE)
     assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
 
