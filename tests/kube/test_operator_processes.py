@@ -37,7 +37,7 @@ READY_TIMEOUT_S = 480  # the first Ready includes every pod's first start; CI on
 STOP_TIMEOUT_S = 15.0
 NAME_SERVER_PORT = 9876
 MESSAGES = 20
-ANALYSIS_TIMEOUT_S = 300
+ANALYSIS_TIMEOUT_S = 600
 EXECUTOR_END_TIMEOUT_S = 60
 REAPPEAR_CHECK_S = 3.0
 """How long a removed store directory must stay gone (a late writer would bring it back)."""
