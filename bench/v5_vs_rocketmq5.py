@@ -50,19 +50,19 @@ METRICS = (
 )
 
 
-def _load_by_path(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
+def _load_vs_rocketmq() -> ModuleType:
+    """bench/vs_rocketmq.py (its Shoal launcher, /proc readings, javac and module loader)."""
+    name = "shoal_bench_vs_rocketmq"
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "vs_rocketmq.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[name] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
     return module
 
 
-vs = _load_by_path("shoal_bench_vs_rocketmq", REPO_ROOT / "bench" / "vs_rocketmq.py")
-rocketmq5 = _load_by_path("shoal_tests_rocketmq5", REPO_ROOT / "tests" / "interop" / "v5" / "rocketmq5.py")
+vs = _load_vs_rocketmq()
+rocketmq5 = vs._load_by_path("shoal_tests_rocketmq5", REPO_ROOT / "tests" / "interop" / "v5" / "rocketmq5.py")
 get_rocketmq = vs.get_rocketmq
 
 

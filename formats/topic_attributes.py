@@ -27,6 +27,10 @@ class TopicAttributeError(ValueError):
     """A modification RocketMQ refuses; the text is its remark."""
 
 
+class MixedMessageTypeError(TopicAttributeError):
+    """`message.type=MIXED` where the broker does not allow it (RocketMQ answers INVALID_PARAMETER)."""
+
+
 class TopicMessageType(enum.Enum):
     """`message.type` values (TopicMessageType)."""
 
@@ -156,7 +160,7 @@ def alter(
     if "reserve.time" in init or "reserve.time" in add:
         raise TopicAttributeError(RESERVE_TIME_REFUSAL)
     if not mixed_allowed and (init.get(MESSAGE_TYPE_KEY) or add.get(MESSAGE_TYPE_KEY)) == TopicMessageType.MIXED.value:
-        raise TopicAttributeError(MIXED_REFUSAL)
+        raise MixedMessageTypeError(MIXED_REFUSAL)
     result = {**current, **init, **add}
     for key in delete:
         result.pop(key, None)
@@ -165,8 +169,10 @@ def alter(
 
 def topic_message_type(attributes: Mapping[str, str]) -> TopicMessageType:
     """The topic's `message.type`; NORMAL when unset (TopicConfig.getTopicMessageType)."""
-    value = attributes.get(MESSAGE_TYPE_KEY)
-    return TopicMessageType(value) if value in TopicMessageType._value2member_map_ else TopicMessageType.NORMAL
+    try:
+        return TopicMessageType(attributes.get(MESSAGE_TYPE_KEY, TopicMessageType.NORMAL.value))
+    except ValueError:
+        return TopicMessageType.NORMAL
 
 
 def message_type_of(properties: Mapping[str, str]) -> TopicMessageType:

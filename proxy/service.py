@@ -109,7 +109,6 @@ TOPIC_TYPE_OF: dict[int, TopicMessageType] = {
     v2.TRANSACTION: TopicMessageType.TRANSACTION,
 }
 """A v2 message's type as a topic's message.type names it."""
-UNSPECIFIED = TopicMessageType.UNSPECIFIED
 ACCEPTED_TYPES: dict[TopicMessageType, tuple[int, ...]] = {
     **{kind: (v2_kind,) for v2_kind, kind in TOPIC_TYPE_OF.items()},
     TopicMessageType.MIXED: tuple(TOPIC_TYPE_OF),
@@ -333,7 +332,8 @@ class MessagingService(MessagingServiceServicer):
         route = await self.brokers.route(topic)
         if self.check_message_type and not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             conflict = type_conflict(
-                await self.brokers.topic_message_type(topic), TOPIC_TYPE_OF.get(message_type_of(message), UNSPECIFIED)
+                await self.brokers.topic_message_type(topic),
+                TOPIC_TYPE_OF.get(message_type_of(message), TopicMessageType.UNSPECIFIED),
             )
             if conflict is not None:
                 raise ProxyError(v2.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from shoal.broker import limits
 from shoal.broker.broker_stats import GROUP_GET_NUMS
 from shoal.formats.json_compat import dumps
-from shoal.formats.topic_attributes import MIXED_REFUSAL, TopicAttributeError, alter, parse_modification
+from shoal.formats.topic_attributes import MixedMessageTypeError, TopicAttributeError, alter, parse_modification
 from shoal.formats.topics import validate_topic_name
 from shoal.protocol import RemotingCommand, ResponseCode, make_response
 from shoal.protocol.bodies import (
@@ -198,9 +198,10 @@ class AdminProcessors:
                 create=current is None,
                 mixed_allowed=self.config.enable_mixed_message_type,
             )
-        except TopicAttributeError as refused:
-            code = ResponseCode.INVALID_PARAMETER if str(refused) == MIXED_REFUSAL else ResponseCode.SYSTEM_ERROR
-            return make_response(request, code, str(refused))
+        except MixedMessageTypeError as refused:
+            return make_response(request, ResponseCode.INVALID_PARAMETER, str(refused))
+        except TopicAttributeError as refused:  # RocketMQ's AttributeUtil throws; the processor answers SYSTEM_ERROR
+            return make_response(request, ResponseCode.SYSTEM_ERROR, str(refused))
         self.topics.update(
             TopicConfig(
                 header.topic,
