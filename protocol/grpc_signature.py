@@ -6,7 +6,10 @@ Every v5 client call carries
     authorization:  MQv2-HMAC-SHA1 Credential=<accessKey>, SignedHeaders=x-mq-date-time, Signature=<hex>
 
 where the signature is the hex HMAC-SHA1 of the `x-mq-date-time` value under the account's secret
-key (docs real-clients.md §2.1). It is sent even without credentials (an empty access key).
+key (docs real-clients.md §2.1). The Go client writes the credential as a scope,
+`<accessKey>/<region>/Rocketmq` (region empty), and its signature in lower case; RocketMQ 5's proxy
+takes what comes before the first "/" as the access key. It is sent even without credentials (an
+empty access key).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def parse_authorization(text: str) -> GrpcAuthorization | None:
             parts[name] = value
     if "Credential" not in parts or "Signature" not in parts:
         return None
-    return GrpcAuthorization(parts["Credential"], parts.get("SignedHeaders", ""), parts["Signature"])
+    access_key = parts["Credential"].split("/", 1)[0]
+    return GrpcAuthorization(access_key, parts.get("SignedHeaders", ""), parts["Signature"])
 
 
 def signature_v5(secret_key: str, date_time: str) -> str:

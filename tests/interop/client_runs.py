@@ -1,11 +1,13 @@
-"""What the Go and Node.js client tests share: the cache their builds live in, how a missing toolchain
-is reported, and one client run's events (each program prints one JSON line per event on stdout,
-{"event": ...}; other lines are the client library's own log)."""
+"""What the Go, Node.js and v5 client tests share: the cache their builds live in, how a missing
+toolchain is reported, building a Go client program, and one client run's events (each program prints
+one JSON line per event on stdout, {"event": ...}; other lines are the client library's own log)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +18,9 @@ import pytest
 
 RUN_MARGIN_S = 30.0
 """How much longer than its own timeout a client run may take before the test gives up on it."""
+GO_BUILD_TIMEOUT_S = 600.0
+"""Cold (modules from the proxy, a client compiled): 20-40 s here; ten minutes means it is stuck."""
+GO_SOURCES = ("go.mod", "go.sum", "main.go")
 
 
 def cache_root() -> Path:
@@ -29,6 +34,46 @@ def unavailable(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (CI=true: the client interop tests must run)")
     pytest.skip(reason)
+
+
+def go_program(source: Path, name: str) -> Path:
+    """`source`'s Go program (GO_SOURCES), built with `go build` into `<cache>/<name>-<sources hash>`
+    unless already there, with Go's module and build caches in `<cache>/go` (tools/get_k8s.py's
+    too), so a fresh clone on the same machine rebuilds in seconds. Modules come from the Go module
+    proxy, pinned by go.sum. Without `go`: unavailable()."""
+    go = shutil.which("go")
+    if go is None:
+        unavailable(f"go is not on PATH: {source} cannot be built")
+    assert go is not None
+    digest = hashlib.sha256()
+    for file in GO_SOURCES:
+        digest.update(file.encode() + b"\0" + (source / file).read_bytes())
+    root = cache_root()
+    directory = root / f"{name}-{digest.hexdigest()[:16]}"
+    binary = directory / "client"
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return binary
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f"client.{os.getpid()}.partial"
+    env = {
+        **os.environ,
+        "GOMODCACHE": str(root / "go" / "mod"),
+        "GOCACHE": str(root / "go" / "build"),
+        "GOFLAGS": "-modcacherw",  # read-only module folders would make the cache undeletable
+    }
+    built = subprocess.run(
+        [go, "build", "-o", str(partial), "."],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GO_BUILD_TIMEOUT_S,
+        check=False,
+    )
+    if built.returncode != 0:
+        pytest.fail(f"go build of {source} failed (is the Go module proxy reachable?):\n{built.stderr[-3000:]}")
+    partial.replace(binary)
+    return binary
 
 
 @dataclass(frozen=True)

@@ -20,3 +20,13 @@ def test_other_schemes_and_oversized_values_are_not_parsed() -> None:
     assert parse_authorization("Bearer abc") is None
     assert parse_authorization("MQv2-HMAC-SHA1 Credential=ak") is None
     assert parse_authorization("MQv2-HMAC-SHA1 Credential=a, Signature=" + "0" * AUTHORIZATION_LENGTH_MAX) is None
+
+
+def test_the_go_clients_credential_scope_gives_its_access_key() -> None:
+    """rocketmq-clients golang v5.1.3 writes `Credential=<ak>/<region>/Rocketmq` with an empty region
+    and a lower-case signature; RocketMQ 5's proxy reads the access key before the first "/"."""
+    parsed = parse_authorization(
+        "MQv2-HMAC-SHA1 Credential=shoalUser1//Rocketmq, SignedHeaders=x-mq-date-time, Signature=0a1b"
+    )
+    assert parsed is not None
+    assert (parsed.access_key, parsed.signature) == ("shoalUser1", "0a1b")

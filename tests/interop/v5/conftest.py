@@ -1,8 +1,10 @@
 """The official RocketMQ 5 clients (gRPC) against Shoal's proxy: the Python client
-(rocketmq-python-client, PyPI) and the Java client (rocketmq-client-java, Maven Central).
+(rocketmq-python-client, PyPI), the Java client (rocketmq-client-java, Maven Central) and the Go
+client (github.com/apache/rocketmq-clients/golang/v5, the Go module proxy).
 
-Both programs (python/scenario.py, java/src/V5Scenario.java) take the same modes and print the same
-JSON events, so every test in test_v5_clients.py runs once per client (the `v5_client` fixture).
+The three programs (python/scenario.py, java/src/V5Scenario.java, go/main.go) take the same modes and
+print the same JSON events, so every test in test_v5_clients.py runs once per client (the `v5_client`
+fixture).
 
 - Python: the client installs the package name `rocketmq`, like the C++ binding in the dev
   dependencies, so it lives in its own venv, created with this interpreter and
@@ -11,8 +13,10 @@ JSON events, so every test in test_v5_clients.py runs once per client (the `v5_c
 - Java: java/pom.xml's jars (the shaded rocketmq-client-java, one jar) are fetched with Maven by
   tools/get_rocketmq.py's `ensure_pom_jars` into `$SHOAL_CACHE_DIR/rocketmq-client-java-<pom hash>`,
   and java/src is compiled with javac beside them once per source hash.
+- Go: go/main.go is built with `go build` once per hash of go/ into `$SHOAL_CACHE_DIR/go-v5-client-<hash>`
+  (tests/interop/client_runs.py's `go_program`).
 
-Without PyPI, or without java/javac/mvn, these tests skip with the reason, except under CI=true,
+Without PyPI, without java/javac/mvn, or without go, these tests skip with the reason, except under CI=true,
 where they fail.
 """
 
@@ -28,13 +32,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cluster, load_tool
-from tests.interop.client_runs import ClientRun, cache_root, run_client, unavailable
+from tests.interop.client_runs import ClientRun, cache_root, go_program, run_client, unavailable
 from tests.ports import free_broker_port, free_port
 
 HERE = Path(__file__).resolve().parent
 PYTHON_DIR = HERE / "python"
 PYTHON_FILES = ("requirements.txt", "scenario.py")
 JAVA_DIR = HERE / "java"
+GO_DIR = HERE / "go"
 JAVA_CLIENT_JAR = "rocketmq-client-java-5.2.0.jar"
 INSTALL_TIMEOUT_S = 600.0
 """Cold: about 20 s for the Python venv (grpcio, protobuf, opentelemetry from PyPI) and 10 s for the
@@ -134,7 +139,17 @@ def java_v5() -> V5Client:
     return run
 
 
-@pytest.fixture(params=["python", "java"])
+@pytest.fixture(scope="session")
+def go_v5() -> V5Client:
+    binary = go_program(GO_DIR, "go-v5-client")
+
+    def run(*args: str, timeout_s: float, env: dict[str, str] | None = None) -> ClientRun:
+        return run_client([str(binary), *args], timeout_s=timeout_s, env=env)
+
+    return run
+
+
+@pytest.fixture(params=["python", "java", "go"])
 def v5_client(request: pytest.FixtureRequest) -> V5Client:
     """Each official v5 client in turn."""
     runner: V5Client = request.getfixturevalue(f"{request.param}_v5")

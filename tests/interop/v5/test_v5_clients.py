@@ -1,4 +1,5 @@
-"""The official RocketMQ 5 clients (rocketmq-python-client 5.1.2, rocketmq-client-java 5.2.0), each
+"""The official RocketMQ 5 clients (rocketmq-python-client 5.1.2, rocketmq-client-java 5.2.0,
+rocketmq-clients golang v5.1.3), each
 through `shoal proxy` to a Shoal broker: normal, FIFO and delayed sends; a SimpleConsumer with a tag
 filter, a nack and acks; a PushConsumer whose failures are redelivered; messages received but never
 acked by a crashed consumer coming back after their invisible time, across a broker SIGKILL; and
@@ -173,22 +174,31 @@ def make_fifo_group(cluster: Cluster, group: str) -> None:
 
 
 def test_a_fifo_group_gets_each_message_group_in_order_even_after_a_failure(
-    v5_client: V5Client, proxied: Cluster
+    v5_client: V5Client, proxied: Cluster, request: pytest.FixtureRequest
 ) -> None:
-    """Goal: a FIFO group's push consumer gets each message group's messages in the order sent,
-    one at a time: a message that fails is retried before the next of its group is handed out.
-    Method: 3 messages in each of two groups; the listener fails fifo-g1-1 once."""
+    """Goal: a FIFO group's push consumer gets each message group's messages in the order sent; a
+    message that fails is delivered again by the client. Method: 3 messages in each of
+    two groups; the listener fails fifo-g1-1 once. (The Python client's local retry reports attempt
+    1 again, on RocketMQ 5.3.3 too, so the attempt is not compared.)
+
+    The Java and Python clients hold the rest of the group back until the failed message's retry
+    succeeded. The Go client (v5.1.3) does not: its FIFO consume service schedules the local retry
+    after a delay and goes on to the next message of the batch at once (consumeIteratively calls
+    eraseFifoMessage, which returns before the retry), so fifo-g1-2 comes before the retry; the
+    server handed the messages out in order either way (held for both servers by
+    test_beside_rocketmq5.py's FIFO test)."""
     create_topic(proxied, "V5Fifo")
     make_fifo_group(proxied, "GID_v5_fifo")
     run = v5_client("fifo", proxied.proxy_addr, "V5Fifo", "GID_v5_fifo", timeout_s=RUN_TIMEOUT_S)
     run.assert_ok()
     succeeded = run.of("fifo-done")[0]["succeeded"]
     assert sorted(succeeded) == sorted(f"fifo-{group}-{index}" for group in ("g1", "g2") for index in range(3))
+    holds_back = request.node.callspec.params["v5_client"] != "go"
     for group in ("g1", "g2"):
         consumed = [event["body"] for event in run.of("consumed") if f"-{group}-" in event["body"]]
         expected = [f"fifo-{group}-{index}" for index in range(3)]
         if group == "g1":
-            expected.insert(2, "fifo-g1-1")  # its retry comes before fifo-g1-2
+            expected.insert(2 if holds_back else 3, "fifo-g1-1")  # its retry
         assert consumed == expected, run.of("consumed")
 
 
@@ -255,7 +265,7 @@ def test_acl_signed_calls_pass_and_a_bad_secret_or_a_missing_permission_is_refus
 def test_tls_on_the_grpc_port(v5_client: V5Client, tmp_path: Path) -> None:
     """Goal: `shoal proxy --tls-cert/--tls-key` serves v5 clients over TLS only. Method: a CA and a
     server certificate for 127.0.0.1; the Python client trusts the CA (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH),
-    the Java client does not check certificates (rocketmq-client-java 5.x); both send and receive
+    the Java and Go clients do not check certificates (as shipped); each sends and receives
     over TLS, and a plain-text client gets nothing through."""
     files = make_tls_files(tmp_path / "tls")
     cluster = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
