@@ -33,6 +33,7 @@ from shoal.spark.planning import (
     prune_by_time,
 )
 from shoal.spark.schema import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA, arrow_schema, project
+from shoal.spark.streaming.source import RocketMQDataSource
 
 
 class RangePartition(InputPartition):
@@ -169,10 +170,16 @@ class IndexReader(DataSourceReader):
         yield from read_index_file(partition.path, self.options.hash_slots, arrow_schema(INDEX_SCHEMA))
 
 
-DATA_SOURCES: tuple[type[DataSource], ...] = (ShoalDataSource, ShoalConsumeQueueDataSource, ShoalIndexDataSource)
+DATA_SOURCES: tuple[type[DataSource], ...] = (
+    ShoalDataSource,
+    ShoalConsumeQueueDataSource,
+    ShoalIndexDataSource,
+    RocketMQDataSource,
+)
 
 
 def register(spark: SparkSession) -> None:
-    """Make the formats "shoal", "shoal_consume_queue" and "shoal_index" known to `spark`."""
+    """Make the formats "shoal", "shoal_consume_queue", "shoal_index" (store files) and "rocketmq"
+    (live topics, shoal.spark.streaming) known to `spark`."""
     for source in DATA_SOURCES:
         spark.dataSource.register(source)
