@@ -150,8 +150,8 @@ def run(
         store_dir: Path = args.store_dir
         if not (store_dir / "commitlog").is_dir():
             raise JobError(f"{store_dir} is not a store directory (no commitlog/ in it)")
-        conf = dict(_key_value(item) for item in args.conf)
-        spark = _started_session(f"shoal-{parsed.prog}", args.master, conf)
+        conf = dict(key_value(item) for item in args.conf)
+        spark = started_session(f"shoal-{parsed.prog}", args.master, conf)
         result = job(JobContext(spark, args, store_dir, output_dir))
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_MAX_CHARS]
@@ -162,7 +162,7 @@ def run(
     return 0
 
 
-def _started_session(app_name: str, master: str | None, conf: Mapping[str, str]) -> SparkSession:
+def started_session(app_name: str, master: str | None, conf: Mapping[str, str]) -> SparkSession:
     """The session, with progress on stderr while a JVM starts (10-30 s, most of a small job)."""
     if under_spark_submit():  # spark-submit started the JVM already
         return session(app_name, master, conf)
@@ -192,7 +192,7 @@ def _progress(text: str) -> Iterator[Callable[[], float]]:
         ticker.join()
 
 
-def _key_value(item: str) -> tuple[str, str]:
+def key_value(item: str) -> tuple[str, str]:
     key, separator, value = item.partition("=")
     if not separator:
         raise JobError(f"--conf {item!r} is not KEY=VALUE")
