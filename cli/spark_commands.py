@@ -1,4 +1,5 @@
-"""`shoal spark run JOB ...`: the Spark jobs of shoal.spark.jobs, in local mode by default.
+"""`shoal spark run JOB ...` and `shoal spark stream JOB ...`: the Spark jobs of shoal.spark.jobs
+(over a store directory, and over live topics), in local mode by default.
 
 Each job parses its own options (`shoal spark run JOB --help`); this command only finds the job
 and hands it the rest of the command line, so spark-submit and the CLI take the same arguments.
@@ -15,7 +16,7 @@ import sys
 
 import click
 
-from shoal.spark.jobs import JOBS  # a stdlib-only table: pyspark is not imported here
+from shoal.spark.jobs import JOBS, STREAM_JOBS  # stdlib-only tables: pyspark is not imported here
 
 SPARK_EXTRA_MODULES = ("pyspark", "pyarrow")
 EXTRA_HINT = "pip install 'shoal[spark]' (pyspark, pyarrow) and a Java 17+ runtime"
@@ -50,8 +51,23 @@ def run_group() -> None:
     """
 
 
-def _job_command(name: str, summary: str) -> click.Command:
-    @click.command(name=name, help=f"{summary}. Options: shoal spark run {name} --help", context_settings=_PASS_THROUGH)
+@spark_group.group(name="stream")
+def stream_group() -> None:
+    """Run a streaming job on live topics (through a NameServer) until stopped, or --once.
+
+    \b
+    shoal spark stream topic_archive -n ns:9876 -t Orders --checkpoint ck/ --output out/
+    shoal spark stream JOB --help   the job's own options
+    Restarted on the same --checkpoint, a job goes on where it stopped. Ctrl-C (or SIGTERM)
+    finishes the running micro-batch and stops. Progress: one line per micro-batch, and
+    <output>/progress.json.
+    """
+
+
+def _job_command(name: str, summary: str, group: str = "run") -> click.Command:
+    @click.command(
+        name=name, help=f"{summary}. Options: shoal spark {group} {name} --help", context_settings=_PASS_THROUGH
+    )
     @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
     def command(arguments: tuple[str, ...]) -> None:
         check_spark_extra()
@@ -63,6 +79,8 @@ def _job_command(name: str, summary: str) -> click.Command:
 
 for _name, _summary in JOBS.items():
     run_group.add_command(_job_command(_name, _summary))
+for _name, _summary in STREAM_JOBS.items():
+    stream_group.add_command(_job_command(_name, _summary, "stream"))
 
 
 @spark_group.command(name="submit", context_settings=_PASS_THROUGH)
@@ -81,9 +99,10 @@ def submit(arguments: tuple[str, ...]) -> None:
         click.echo(click.get_current_context().get_help())
         return
     check_spark_extra()
-    position = next((index for index, word in enumerate(arguments) if word in JOBS), None)
+    every_job = {**JOBS, **STREAM_JOBS}
+    position = next((index for index, word in enumerate(arguments) if word in every_job), None)
     if position is None:
-        raise click.ClickException(f"no job named in {' '.join(arguments)!r}; jobs: {', '.join(JOBS)}")
+        raise click.ClickException(f"no job named in {' '.join(arguments)!r}; jobs: {', '.join(every_job)}")
     job_file = importlib.util.find_spec(f"shoal.spark.jobs.{arguments[position]}")
     if job_file is None or job_file.origin is None:
         raise click.ClickException(f"job {arguments[position]} is not installed")

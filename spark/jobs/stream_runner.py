@@ -34,6 +34,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from shoal.spark.errors import JobError
 from shoal.spark.jobs.runner import ERROR_TEXT_MAX_CHARS, key_value, started_session, write_summary
+from shoal.spark.streaming.options import Connection
 
 __all__ = [
     "PROGRESS_FILE_NAME",
@@ -70,10 +71,15 @@ class StreamContext:
             options["topicPattern"] = args.topic_pattern
         if args.max_messages_per_trigger:
             options["maxMessagesPerTrigger"] = str(args.max_messages_per_trigger)
-        access_key, secret_key = os.environ.get("SHOAL_ACCESS_KEY"), os.environ.get("SHOAL_SECRET_KEY")
+        access_key, secret_key = _account()
         if access_key and secret_key:
             options.update(accessKey=access_key, secretKey=secret_key)
         return options
+
+    def connection(self) -> Connection:
+        """The cluster, for a job's own requests beside the stream (admin reads)."""
+        access_key, secret_key = _account()
+        return Connection(self.args.namesrv, access_key=access_key, secret_key=secret_key)
 
     def read_topics(self, **options: str) -> DataFrame:
         merged = {**self.source_options(), **options}
@@ -87,6 +93,14 @@ class StreamContext:
         else:
             writer = writer.trigger(processingTime=f"{self.args.trigger_seconds} seconds")
         return writer.start()
+
+
+def _account() -> tuple[str | None, str | None]:
+    """SHOAL_ACCESS_KEY / SHOAL_SECRET_KEY (both, or neither)."""
+    access_key, secret_key = os.environ.get("SHOAL_ACCESS_KEY"), os.environ.get("SHOAL_SECRET_KEY")
+    if access_key and secret_key:
+        return access_key, secret_key
+    return None, None
 
 
 def stream_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -158,6 +172,8 @@ def run_stream(
     logging.basicConfig(
         level=os.environ.get("SHOAL_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.topic and args.topic_pattern == parsed.get_default("topic_pattern"):
+        args.topic_pattern = None  # --topic replaces a job's default pattern
     if bool(args.topic) == bool(args.topic_pattern):
         print("error: give --topic (repeatable) or --topic-pattern", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from shoal.client import Credentials, MQBrokerError, RemotingError
+from shoal.client import BlockingAdmin, Credentials, MQBrokerError, MQClientError, RemotingError
 from shoal.client.blocking import EventLoopThread
 from shoal.client.client_instance import ClientInstance
 from shoal.client.route import is_readable
@@ -24,7 +24,7 @@ from shoal.spark.errors import ShoalSparkError
 from shoal.spark.streaming.offsets import Offsets, QueueKey
 from shoal.spark.streaming.options import Connection, ReadOptions
 
-__all__ = ["Queues", "StreamCluster", "client_settings", "unreachable"]
+__all__ = ["Queues", "StreamCluster", "client_settings", "consumer_lag", "unreachable"]
 
 log = logging.getLogger("shoal.spark.streaming")
 
@@ -187,3 +187,37 @@ class StreamCluster:
                 log.info("offset of %s/%s/%d not committed at %s: %s", topic, broker, queue_id, addresses[0], error)
 
         await asyncio.gather(*(one(key, offset) for key, offset in offsets.items()))
+
+
+def consumer_lag(connection: Connection) -> list[dict[str, object]]:
+    """Every consumer group's committed offset and lag per queue, from each master broker
+    (GET_BROKER_CONSUME_STATS, mqadmin brokerConsumeStats); a broker that does not answer is left
+    out of this snapshot and logged."""
+    rows: list[dict[str, object]] = []
+    with BlockingAdmin(connection.namesrv, client_settings=client_settings(connection)) as admin:
+        info = admin.cluster_info()
+        for broker in info.broker_addr_table.values():
+            master = broker.broker_addrs.get(0)
+            if master is None:
+                continue
+            try:
+                stats = admin.broker_consume_stats(master)
+            except MQClientError as error:
+                log.warning("consume stats of %s (%s) not read: %s", broker.broker_name, master, error)
+                continue
+            for entry in stats.consume_stats_list:
+                for group, per_topic in entry.items():
+                    for topic_stats in per_topic:
+                        for queue, offsets in topic_stats.offset_table.items():
+                            rows.append(
+                                {
+                                    "group": group,
+                                    "topic": queue.topic,
+                                    "broker": queue.broker_name,
+                                    "queue_id": queue.queue_id,
+                                    "broker_offset": offsets.broker_offset,
+                                    "consumer_offset": offsets.consumer_offset,
+                                    "lag": max(0, offsets.broker_offset - offsets.consumer_offset),
+                                }
+                            )
+    return rows
