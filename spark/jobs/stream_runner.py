@@ -8,7 +8,8 @@ micro-batch a crash cut short is run again with the same offsets. In --output DI
 
     progress.json   after every micro-batch: its id, rows, input and processed rates, duration,
                     and the lag per topic and queue (how far the query is behind each queue's end);
-                    the operator reads it into the StreamAnalysis status and /metrics
+                    the same figures on /metrics with --metrics-port (stream_metrics.py), which
+                    Prometheus scrapes and the operator reads into the StreamAnalysis status
     summary.json    when the job ends (or fails): the last progress, `ok` and any error
     tables          the job's own output (Parquet)
 """
@@ -34,6 +35,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from shoal.spark.errors import JobError
 from shoal.spark.jobs.runner import ERROR_TEXT_MAX_CHARS, key_value, started_session, write_summary
+from shoal.spark.jobs.stream_metrics import StreamMetrics
 from shoal.spark.streaming.options import Connection
 
 __all__ = [
@@ -125,6 +127,9 @@ def stream_parser(prog: str, description: str) -> argparse.ArgumentParser:
     result.add_argument("--once", action="store_true", help="process what the topics hold now, then stop")
     result.add_argument("--master", default=None, help="Spark master (default local[2], or spark-submit's)")
     result.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
+    result.add_argument(
+        "--metrics-port", type=int, default=0, help="serve the progress as Prometheus metrics on /metrics (0: off)"
+    )
     result.epilog = "ACL: SHOAL_ACCESS_KEY and SHOAL_SECRET_KEY in the environment sign every request."
     return result
 
@@ -185,7 +190,12 @@ def run_stream(
         spark = started_session(f"shoal-{parsed.prog}", args.master, conf)
         query = start(StreamContext(spark, args, output_dir, args.checkpoint))
         print(f"{parsed.prog}: query {query.id} running (checkpoint {args.checkpoint})", file=sys.stderr, flush=True)
-        last = _watch(query, output_dir, parsed.prog)
+        metrics = StreamMetrics(parsed.prog, args.metrics_port) if args.metrics_port else None
+        try:
+            last = _watch(query, output_dir, parsed.prog, metrics)
+        finally:
+            if metrics is not None:
+                metrics.close()
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_MAX_CHARS]
         write_summary(output_dir, {"job": parsed.prog, "ok": False, "error": error, **_brief(last)})
@@ -201,7 +211,7 @@ def _brief(record: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in record.items() if key != "lagPerQueue"}
 
 
-def _watch(query: StreamingQuery, output_dir: Path, prog: str) -> dict[str, Any]:
+def _watch(query: StreamingQuery, output_dir: Path, prog: str, metrics: StreamMetrics | None) -> dict[str, Any]:
     """Write progress.json and a line per finished micro-batch until the query ends; SIGTERM and
     SIGINT stop it after its running micro-batch."""
     stopping = threading.Event()
@@ -221,6 +231,8 @@ def _watch(query: StreamingQuery, output_dir: Path, prog: str) -> dict[str, Any]
             reported = progress.get("batchId")
             last = progress_record(progress)
             (output_dir / PROGRESS_FILE_NAME).write_text(json.dumps(last, sort_keys=True) + "\n")
+            if metrics is not None:
+                metrics.update(last)
             print(
                 f"{prog}: batch {last['batch']}: {last['rows']} rows, {last['processedRowsPerSecond']}/s, "
                 f"{last['batchDurationMs']} ms, lag {last['lag']}",
