@@ -25,7 +25,15 @@ from shoal.client.pull import PullResult
 from shoal.client.pull_consumer import PullConsumer
 from shoal.client.push_consumer import PushConsumer
 from shoal.client.transaction_producer import TransactionListener, TransactionProducer, TransactionSendResult
-from shoal.protocol import ClusterInfo, ConsumeStats, ConsumeStatsList, MessageQueue, TopicRouteData, TopicStatsTable
+from shoal.protocol import (
+    ClusterInfo,
+    ConsumeStats,
+    ConsumeStatsList,
+    MessageQueue,
+    TopicConfig,
+    TopicRouteData,
+    TopicStatsTable,
+)
 
 _T = TypeVar("_T")
 _ClientT = TypeVar("_ClientT", bound=ClientLifecycle)
@@ -268,6 +276,9 @@ class BlockingAdmin(_BlockingBase[Admin]):
 
     def cluster_info(self) -> ClusterInfo:
         return self._run(self._client.cluster_info())
+
+    def broker_topic_configs(self, broker_addr: str) -> dict[str, TopicConfig]:
+        return self._run(self._client.broker_topic_configs(broker_addr))
 
     def broker_consume_stats(self, broker_addr: str, *, order_only: bool = False) -> ConsumeStatsList:
         return self._run(self._client.broker_consume_stats(broker_addr, order_only=order_only))

@@ -185,15 +185,21 @@ class _RangePuller:
             address = self.addresses[self.address_index]
             try:
                 response = await self.remoting.invoke(address, RequestCode.PULL_MESSAGE, fields, timeout_s=timeout_s)
-                break
+                if response.code != ResponseCode.TOPIC_NOT_EXIST:
+                    break
+                # A slave that has not copied the topic's config yet (it syncs it every few seconds).
+                problem = f"it does not know the topic yet ({response.remark})"
             except Exception as error:
-                if not unreachable(error) or time.monotonic() > deadline:
+                if not unreachable(error):
                     raise
-                self.address_index = (self.address_index + 1) % len(self.addresses)
-                log.info("%s: broker %s unreachable (%s); pulling from %s", self._name(), address, error,
-                         self.addresses[self.address_index])  # fmt: skip
-                if self.address_index == 0:
-                    await asyncio.sleep(STALL_PAUSE_S * 10)
+                problem = f"unreachable ({error})"
+            if time.monotonic() > deadline:
+                raise ShoalSparkError(f"{self._name()}: no broker of the group serves the pull: {address} {problem}")
+            self.address_index = (self.address_index + 1) % len(self.addresses)
+            log.info("%s: broker %s %s; pulling from %s", self._name(), address, problem,
+                     self.addresses[self.address_index])  # fmt: skip
+            if self.address_index == 0:
+                await asyncio.sleep(STALL_PAUSE_S * 10)
         expected = (
             ResponseCode.SUCCESS,
             ResponseCode.PULL_NOT_FOUND,
