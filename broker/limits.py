@@ -44,6 +44,7 @@ NAME_LENGTH_MAX = 127  # brokerName / brokerClusterName become topic names (brok
 
 assert TOPIC_QUEUES_MAX_COUNT >= 1
 JAVA_LONG_MAX = 2**63 - 1  # keys RocketMQ holds in a Java long with no tighter bound of ours
+JAVA_INT_MAX = 2**31 - 1  # ... and in a Java int
 HA_INTERVAL_MIN_MS = 10  # = replication.settings.MIN_INTERVAL_MS (that module imports config: no cycle)
 HA_TRANSFER_BATCH_MAX_BYTES = 4 * 1024 * 1024  # = replication.limits.TRANSFER_BATCH_MAX_BYTES
 # RocketMQ's replication defaults: here, not in replication.limits, because BrokerConfig uses them

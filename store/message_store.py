@@ -69,7 +69,7 @@ from shoal.store.recovery import (
     save_damage_aside,
 )
 from shoal.store.segment_outage import SegmentOutage
-from shoal.store.settings import FlushDiskType, StoreSettings
+from shoal.store.settings import CommitLogSettings, FlushDiskType, StoreSettings
 from shoal.store.space_check import log_space
 from shoal.store.store_lock import AbortMarker, StoreLock
 from shoal.store.transient_store_pool import TransientStorePool
@@ -738,7 +738,7 @@ class MessageStore:
                 continue
             last_physical = physical
             in_memory = commitlog_max - physical <= memory_budget
-            if _batch_full(len(result.messages), total_bytes, size, max_count, in_memory):
+            if _batch_full(len(result.messages), total_bytes, size, max_count, in_memory, self.settings.commitlog):
                 scanned = index
                 break
             if tag_filter is not None and not tag_filter(tags):
@@ -924,7 +924,9 @@ def _phase_timer(phases: dict[str, float]) -> Callable[[str], contextlib.Abstrac
     return timed
 
 
-def _batch_full(count: int, total_bytes: int, next_size: int, max_count: int, in_memory: bool) -> bool:
+def _batch_full(
+    count: int, total_bytes: int, next_size: int, max_count: int, in_memory: bool, settings: CommitLogSettings
+) -> bool:
     """RocketMQ's `isTheBatchFull`: count and byte limits depend on whether data is in memory."""
     if count == 0:
         return False
@@ -932,10 +934,10 @@ def _batch_full(count: int, total_bytes: int, next_size: int, max_count: int, in
         return True
     if in_memory:
         return (
-            total_bytes + next_size > limits.PULL_TRANSFER_IN_MEMORY_MAX_BYTES
-            or count > limits.PULL_TRANSFER_IN_MEMORY_MAX_COUNT - 1
+            total_bytes + next_size > settings.max_transfer_bytes_in_memory
+            or count > settings.max_transfer_count_in_memory - 1
         )
     return (
-        total_bytes + next_size > limits.PULL_TRANSFER_ON_DISK_MAX_BYTES
-        or count > limits.PULL_TRANSFER_ON_DISK_MAX_COUNT - 1
+        total_bytes + next_size > settings.max_transfer_bytes_on_disk
+        or count > settings.max_transfer_count_on_disk - 1
     )

@@ -44,6 +44,16 @@ class CommitLogSettings:
     access_message_in_memory_max_ratio_percent: int = 40
     """accessMessageInMemoryMaxRatio: data further behind the CommitLog head than this share of
     physical memory counts as "on disk" (smaller pull batches; a master suggests a slave)."""
+    max_transfer_bytes_in_memory: int = limits.PULL_TRANSFER_IN_MEMORY_MAX_BYTES
+    """maxTransferBytesOnMessageInMemory: one pull answers at most this many bytes of messages
+    still in memory (the first message always goes, however big)."""
+    max_transfer_count_in_memory: int = limits.PULL_TRANSFER_IN_MEMORY_MAX_COUNT
+    """maxTransferCountOnMessageInMemory: ... and at most this many messages. RocketMQ's 32 keeps
+    a pull's answer small; readers that drain a backlog (a Spark stream) go faster with more."""
+    max_transfer_bytes_on_disk: int = limits.PULL_TRANSFER_ON_DISK_MAX_BYTES
+    """maxTransferBytesOnMessageInDisk: the same for messages counted as on disk."""
+    max_transfer_count_on_disk: int = limits.PULL_TRANSFER_ON_DISK_MAX_COUNT
+    """maxTransferCountOnMessageInDisk."""
     preallocate_next_segment: bool = True
     """Create the next segment ahead of need, like AllocateMappedFileService."""
 
@@ -283,6 +293,10 @@ BROKER_CONF_KEYS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "checkCRCOnRecover": ("commitlog", "check_crc_on_recover", _bool),
     "warmMapedFileEnable": ("commitlog", "warm_mapped_file_enable", _bool),
     "accessMessageInMemoryMaxRatio": ("commitlog", "access_message_in_memory_max_ratio_percent", int),
+    "maxTransferBytesOnMessageInMemory": ("commitlog", "max_transfer_bytes_in_memory", int),
+    "maxTransferCountOnMessageInMemory": ("commitlog", "max_transfer_count_in_memory", int),
+    "maxTransferBytesOnMessageInDisk": ("commitlog", "max_transfer_bytes_on_disk", int),
+    "maxTransferCountOnMessageInDisk": ("commitlog", "max_transfer_count_on_disk", int),
     "warmRateBytesPerSecond": ("commitlog", "warm_rate_bytes_per_s", int),
     "mappedFileSizeConsumeQueue": ("consume_queue", "units_per_file", _cq_units),
     "messageIndexEnable": ("index", "enabled", _bool),
@@ -314,6 +328,10 @@ BROKER_CONF_KEYS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
 _KEY_OF_FIELD = {name: key for key, (_group, name, _parse) in BROKER_CONF_KEYS.items()}
 _MINIMUM_OF: dict[str, float] = {
     "access_message_in_memory_max_ratio_percent": 0,
+    "max_transfer_bytes_in_memory": 1,
+    "max_transfer_count_in_memory": 1,
+    "max_transfer_bytes_on_disk": 1,
+    "max_transfer_count_on_disk": 1,
     "message_body_size_max_bytes": 0,
     "units_per_file": 1,
     "hash_slots": 1,

@@ -296,6 +296,41 @@ def test_get_messages_stops_at_the_on_disk_transfer_limits(tmp_path: Path, small
         store.shutdown()
 
 
+def test_the_transfer_limits_are_settings(tmp_path: Path, small_settings: SettingsFactory) -> None:
+    """Goal: maxTransferCountOnMessageInMemory / ...BytesOnMessageInMemory and the on-disk pair
+    (RocketMQ's MessageStoreConfig keys) bound a pull instead of the built-in 32 / 256 KiB / 8 /
+    64 KiB. Method: in memory 48 messages or 1 MiB (the small settings' ConsumeQueue files hold 64
+    units, and a pull never reads past one); on disk 3 messages."""
+    settings = small_settings(tmp_path / "transfer")
+    roomy = dataclasses.replace(
+        settings.commitlog, max_transfer_count_in_memory=48, max_transfer_bytes_in_memory=1024 * 1024
+    )
+    store = MessageStore(settings.with_changes(commitlog=roomy))
+    store.open()
+    store.start()
+    try:
+        for i in range(60):
+            put(store, "Roomy", 0, b"r%d" % i)
+        settle(store)
+        got = store.get_messages("Roomy", 0, 0, 1000)
+        assert len(got.messages) == 48
+        got.release()
+    finally:
+        store.shutdown()
+    on_disk = dataclasses.replace(
+        settings.commitlog, access_message_in_memory_max_ratio_percent=0, max_transfer_count_on_disk=3
+    )
+    store = MessageStore(settings.with_changes(commitlog=on_disk))
+    store.open()
+    store.start()
+    try:
+        got = store.get_messages("Roomy", 0, 0, 1000)
+        assert len(got.messages) == 3
+        got.release()
+    finally:
+        store.shutdown()
+
+
 def _fill_and_check_on_disk_limits(store: MessageStore) -> None:
     for i in range(20):
         put(store, "Disk", 0, b"d%d" % i)
