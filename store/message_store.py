@@ -938,6 +938,5 @@ def _batch_full(
             or count > settings.max_transfer_count_in_memory - 1
         )
     return (
-        total_bytes + next_size > settings.max_transfer_bytes_on_disk
-        or count > settings.max_transfer_count_on_disk - 1
+        total_bytes + next_size > settings.max_transfer_bytes_on_disk or count > settings.max_transfer_count_on_disk - 1
     )
