@@ -78,9 +78,11 @@ def durations_ms(progress: list[dict[str, Any]]) -> list[float]:
     return [float(p["durationMs"]["triggerExecution"]) for p in progress if p.get("numInputRows", 0) > 0]
 
 
-def run_query(spark: Any, namesrv: str, work: Path, name: str, max_batch: int, trigger: str | None) -> Any:
+def run_query(
+    spark: Any, namesrv: str, work: Path, name: str, max_batch: int, trigger: str | None, starting: str
+) -> Any:
     reader = spark.readStream.format("rocketmq").options(
-        namesrv=namesrv, topics=TOPIC, startingOffsets="earliest", maxMessagesPerTrigger=str(max_batch),
+        namesrv=namesrv, topics=TOPIC, startingOffsets=starting, maxMessagesPerTrigger=str(max_batch),
         pullBatchSize="32", pullsInFlight="8",
     )  # fmt: skip
     writer = (
@@ -115,7 +117,7 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
         log(f"{system.name}: sending {args.messages} messages")
         fill(system.namesrv_addr, args.messages)
         log(f"{system.name}: draining them")
-        query = run_query(spark, system.namesrv_addr, work, "drain", args.max_batch, None)
+        query = run_query(spark, system.namesrv_addr, work, "drain", args.max_batch, None, "earliest")
         progress = wait_rows(query, args.messages, args.timeout)
         query.stop()
         batches = durations_ms(progress)
@@ -136,8 +138,8 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
         log(f"{system.name}: sustained {args.rate}/s for {args.seconds} s")
         stop = threading.Event()
         sender = threading.Thread(target=fill, args=(system.namesrv_addr, 10**12, args.rate, stop), daemon=True)
-        query = run_query(spark, system.namesrv_addr, work, "sustained", args.max_batch, "1 second")
-        time.sleep(5)  # the query starts at latest of the drained topic: nothing to do yet
+        query = run_query(spark, system.namesrv_addr, work, "sustained", args.max_batch, "1 second", "latest")
+        time.sleep(5)  # the query starts at the drained topic's end: nothing to do yet
         sender.start()
         started = time.monotonic()
         time.sleep(args.seconds)
