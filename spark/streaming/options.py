@@ -166,7 +166,7 @@ def parse_read(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             raise ReadOptionError("endingOffsets takes real offsets (or latest), not -2 or -1")
     max_messages = None
     if options.get("maxmessagespertrigger"):
-        max_messages = _integer(options, "maxmessagespertrigger", 0, low=1)
+        max_messages = _integer(options, "maxMessagesPerTrigger", 0, low=1)
     group = options.get("group", DEFAULT_GROUP).strip()
     _check_name("group", group)
     columns = None
@@ -181,10 +181,10 @@ def parse_read(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         ending=ending,
         max_messages_per_trigger=max_messages,
         group=group,
-        commit_offsets=_boolean(options, "commitoffsets", default=True),
-        fail_on_data_loss=_boolean(options, "failondataloss", default=True),
-        pull_batch_size=_integer(options, "pullbatchsize", 32, low=1, high=PULL_BATCH_MAX),
-        pulls_in_flight=_integer(options, "pullsinflight", 4, low=1, high=PULLS_IN_FLIGHT_MAX),
+        commit_offsets=_boolean(options, "commitOffsets", default=True),
+        fail_on_data_loss=_boolean(options, "failOnDataLoss", default=True),
+        pull_batch_size=_integer(options, "pullBatchSize", 32, low=1, high=PULL_BATCH_MAX),
+        pulls_in_flight=_integer(options, "pullsInFlight", 4, low=1, high=PULLS_IN_FLIGHT_MAX),
         columns=columns,
         check_crc=_boolean(options, "check_crc", default=False),
     )
@@ -201,8 +201,8 @@ def parse_write(raw: Mapping[str, str]) -> WriteOptions:
         connection=_connection(options),
         topic=topic,
         producer_group=group,
-        send_timeout_s=_integer(options, "sendtimeoutms", 3000, low=1) / 1000,
-        sends_in_flight=_integer(options, "sendsinflight", 64, low=1, high=SENDS_IN_FLIGHT_MAX),
+        send_timeout_s=_integer(options, "sendTimeoutMs", 3000, low=1) / 1000,
+        sends_in_flight=_integer(options, "sendsInFlight", 64, low=1, high=SENDS_IN_FLIGHT_MAX),
     )
 
 
@@ -215,7 +215,7 @@ def _connection(options: Mapping[str, str]) -> Connection:
         raise ReadOptionError("set accessKey and secretKey together")
     return Connection(
         namesrv=namesrv,
-        request_timeout_s=_integer(options, "requesttimeoutms", 10_000, low=1) / 1000,
+        request_timeout_s=_integer(options, "requestTimeoutMs", 10_000, low=1) / 1000,
         access_key=access_key,
         secret_key=secret_key,
         tls=_boolean(options, "tls", default=False),
@@ -242,7 +242,7 @@ def _check_name(what: str, name: str) -> None:
 
 
 def _boolean(options: Mapping[str, str], name: str, *, default: bool) -> bool:
-    value = options.get(name, "").strip().lower()
+    value = options.get(name.lower(), "").strip().lower()
     if not value:
         return default
     if value in _TRUE:
@@ -253,7 +253,7 @@ def _boolean(options: Mapping[str, str], name: str, *, default: bool) -> bool:
 
 
 def _integer(options: Mapping[str, str], name: str, default: int, *, low: int, high: int | None = None) -> int:
-    text = options.get(name, "").strip()
+    text = options.get(name.lower(), "").strip()
     if not text:
         return default
     try:

@@ -47,7 +47,7 @@ def test_filters_timestamps_and_explicit_offsets() -> None:
         ({**BASE, "tag": "A", "sql": "a > 1"}, "tag or sql"),
         ({**BASE, "startingOffsets": "earliest", "startingTimestamp": "1"}, "not both"),
         ({**BASE, "startingTimestamp": "yesterday"}, "ISO-8601"),
-        ({**BASE, "maxMessagesPerTrigger": "0"}, "must be >= 1"),
+        ({**BASE, "maxMessagesPerTrigger": "0"}, "maxMessagesPerTrigger=0 must be >= 1"),
         ({**BASE, "pullBatchSize": "5000"}, r"must be \[1, 1024\]"),
         ({**BASE, "group": "bad group"}, "characters RocketMQ does not allow"),
         ({"namesrv": "n:1", "topics": "Or ders"}, "characters RocketMQ does not allow"),
