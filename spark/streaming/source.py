@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from shoal.spark.errors import ReadOptionError, ShoalSparkError
@@ -150,15 +150,22 @@ class _Planner:
             self._cluster = None
 
 
-class TopicStreamReader(_Planner, DataSourceStreamReader):
+class TopicStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of topic messages with their offsets in the query's checkpoint."""
 
     def __init__(self, options: ReadOptions) -> None:
         self._start_planning(options)
         self._latest: Offsets = {}
+        self._target: Offsets | None = None
+        """Trigger.AvailableNow: the ends recorded when the query started; nothing past them is read."""
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "_latest": {}}
+        return {**super().__getstate__(), "_latest": {}, "_target": None}
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (PySpark's name)
+        """Record every queue's end now: the query reads up to there (in batches of
+        maxMessagesPerTrigger, if set) and stops. Queues that appear later are not read."""
+        self._target = self._connected().latest(self._refresh())
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 (PySpark's name)
         return to_json(self._starting_offsets(self._refresh()))
@@ -169,7 +176,10 @@ class TopicStreamReader(_Planner, DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802 (PySpark's name)
         begin = from_json(start)
-        self._latest = self._connected().latest(self._refresh())
+        if self._target is not None:
+            self._latest = dict(self._target)
+        else:
+            self._latest = self._connected().latest(self._refresh())
         if isinstance(limit, ReadMaxRows):
             return to_json(admit(begin, self._latest, limit.max_rows))
         return to_json(advance(begin, self._latest))

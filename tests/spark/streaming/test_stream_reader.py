@@ -190,3 +190,30 @@ def test_a_reader_pickles_without_its_connections(cluster: Cluster) -> None:
         assert bodies(read_plan(copy, pickle.loads(pickle.dumps(partitions)))) == bodies(read_plan(reader, partitions))
     finally:
         reader.stop()
+
+
+def test_available_now_reads_up_to_the_ends_recorded_at_the_start(cluster: Cluster) -> None:
+    """Goal: Trigger.AvailableNow: what arrives after prepareForTriggerAvailableNow is not read, and
+    maxMessagesPerTrigger still splits the way there. Method: record, send 10 more, walk the batches."""
+    reader = TopicStreamReader(
+        parse_read(options(cluster, startingOffsets="earliest", maxMessagesPerTrigger="64"), streaming=True)
+    )
+    try:
+        start = reader.initialOffset()
+        reader.prepareForTriggerAvailableNow()
+        send(cluster, TOPIC, range(10_000, 10_010))
+        read = 0
+        batches = 0
+        while True:
+            end = reader.latestOffset(start, reader.getDefaultReadLimit())
+            if end == start:
+                break
+            rows = read_plan(reader, reader.partitions(start, end))
+            assert rows.num_rows <= 64 + QUEUES
+            assert not {f"m-{n}" for n in range(10_000, 10_010)} & set(bodies(rows))
+            read += rows.num_rows
+            batches += 1
+            start = end
+    finally:
+        reader.stop()
+    assert batches > 1 and read >= SENT
