@@ -148,7 +148,7 @@ def archive_args(cluster: Cluster, topic: str, work: Path) -> list[str]:
     return [
         "-m", "shoal.spark.jobs.topic_archive", "-n", cluster.namesrv_addr, "-t", topic,
         "--checkpoint", str(work / "checkpoint"), "-o", str(work / "out"),
-        "--max-messages-per-trigger", "400", "--trigger-seconds", "0.2",
+        "--max-messages-per-trigger", "500", "--trigger-seconds", "0.2",
     ]  # fmt: skip
 
 
@@ -163,7 +163,7 @@ def test_an_archive_is_exactly_once_across_a_driver_kill_and_queue_changes(
     queues), send to both, stop broker-b once its messages are archived, send more; count keys."""
     create_topic(cluster, "Orders", 4)
     work, log = tmp_path / "archive", tmp_path / "driver.log"
-    first = Sender(cluster, "Orders", 3000, "first").start()
+    first = Sender(cluster, "Orders", 2000, "first").start()
     driver = start_driver(archive_args(cluster, "Orders", work), log)
     cut = kill_mid_batch(driver, work / "checkpoint" / "topic_archive", log, after_batches=2)
     first_keys = first.join()
@@ -176,13 +176,13 @@ def test_an_archive_is_exactly_once_across_a_driver_kill_and_queue_changes(
         second.start_broker({"brokerName": "broker-b"})
         create_topic(cluster, "Orders", 4, broker_addr=second.broker_addr)
         time.sleep(2)  # the producer's routes refresh every second
-        both = Sender(cluster, "Orders", 600, "both").start().join()
+        both = Sender(cluster, "Orders", 400, "both").start().join()
         on_b = [key for key in both if key]  # which broker took each is the producer's choice
         wait_until(
             lambda: set(on_b) <= set(archived_keys(spark, work / "out" / "messages.parquet")), CATCH_UP_TIMEOUT_S
         )
         second.stop_all()
-        last = Sender(cluster, "Orders", 300, "last").start().join()
+        last = Sender(cluster, "Orders", 200, "last").start().join()
         everything = [*first_keys, *both, *last]
         wait_until(
             lambda: len(archived_keys(spark, work / "out" / "messages.parquet")) >= len(everything),
@@ -211,7 +211,7 @@ def test_the_sink_delivers_every_row_at_least_once_across_a_driver_kill(cluster:
     create_topic(cluster, "Src", 4)
     create_topic(cluster, "Dst", 4)
     work, log = tmp_path / "sink", tmp_path / "sink-driver.log"
-    keys = Sender(cluster, "Src", 2000, "src", pause_s=0.0).start().join()
+    keys = Sender(cluster, "Src", 1200, "src", pause_s=0.0).start().join()
     args = [str(SINK_DRIVER), cluster.namesrv_addr, str(work / "checkpoint")]
     driver = start_driver(args, log)
     kill_mid_batch(driver, work / "checkpoint", log, after_batches=1)
