@@ -12,7 +12,10 @@ jars), with Spark in local[2] in this process and 1 KiB bodies on a topic of 8 q
   2. sustained: a producer thread sends --rate messages/s for --seconds while the query runs
                 (trigger every second): the rate the query processed, its micro-batch durations
                 and its lag at the end (how far it fell behind).
-The brokers run ASYNC_FLUSH. Results: a table on stdout and --json FILE.
+The brokers run ASYNC_FLUSH with the same pull limits (--transfer-count messages and
+--transfer-bytes per pull: broker.conf maxTransfer*OnMessageInMemory, keys both read; RocketMQ's
+defaults are 32 and 256 KiB) and the query pulls --transfer-count messages at a time. Results: a
+table on stdout and --json FILE.
 """
 
 from __future__ import annotations
@@ -79,11 +82,11 @@ def durations_ms(progress: list[dict[str, Any]]) -> list[float]:
 
 
 def run_query(
-    spark: Any, namesrv: str, work: Path, name: str, max_batch: int, trigger: str | None, starting: str
+    spark: Any, namesrv: str, work: Path, name: str, args: argparse.Namespace, trigger: str | None, starting: str
 ) -> Any:
     reader = spark.readStream.format("rocketmq").options(
-        namesrv=namesrv, topics=TOPIC, startingOffsets=starting, maxMessagesPerTrigger=str(max_batch),
-        pullBatchSize="32", pullsInFlight="8",
+        namesrv=namesrv, topics=TOPIC, startingOffsets=starting, maxMessagesPerTrigger=str(args.max_batch),
+        pullBatchSize=str(args.transfer_count), pullsInFlight="4",
     )  # fmt: skip
     writer = (
         reader.load()
@@ -110,14 +113,19 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
     from shoal.client import BlockingAdmin, ClientSettings
 
     system.start_namesrv()
-    broker = system.start_broker("broker-a", work / "broker", {"flushDiskType": "ASYNC_FLUSH"})
+    conf = {
+        "flushDiskType": "ASYNC_FLUSH",
+        "maxTransferCountOnMessageInMemory": str(args.transfer_count),
+        "maxTransferBytesOnMessageInMemory": str(args.transfer_bytes),
+    }
+    broker = system.start_broker("broker-a", work / "broker", conf)
     try:
         with BlockingAdmin(system.namesrv_addr, client_settings=ClientSettings(client_ip="127.0.0.1")) as admin:
             admin.create_topic(TOPIC, broker_addr=broker.addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
         log(f"{system.name}: sending {args.messages} messages")
         fill(system.namesrv_addr, args.messages)
         log(f"{system.name}: draining them")
-        query = run_query(spark, system.namesrv_addr, work, "drain", args.max_batch, None, "earliest")
+        query = run_query(spark, system.namesrv_addr, work, "drain", args, None, "earliest")
         progress = wait_rows(query, args.messages, args.timeout)
         query.stop()
         batches = durations_ms(progress)
@@ -138,7 +146,7 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
         log(f"{system.name}: sustained {args.rate}/s for {args.seconds} s")
         stop = threading.Event()
         sender = threading.Thread(target=fill, args=(system.namesrv_addr, 10**12, args.rate, stop), daemon=True)
-        query = run_query(spark, system.namesrv_addr, work, "sustained", args.max_batch, "1 second", "latest")
+        query = run_query(spark, system.namesrv_addr, work, "sustained", args, "1 second", "latest")
         time.sleep(5)  # the query starts at the drained topic's end: nothing to do yet
         sender.start()
         started = time.monotonic()
@@ -170,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--max-batch", type=int, default=100_000, help="maxMessagesPerTrigger")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--transfer-count", type=int, default=32, help="messages per pull (and the brokers' limit)")
+    parser.add_argument("--transfer-bytes", type=int, default=256 * 1024, help="the brokers' bytes per pull")
     parser.add_argument("--systems", default="shoal,rocketmq")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
