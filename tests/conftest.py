@@ -155,6 +155,18 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, 
     )
 
 
+RETENTION_EVERY_SEGMENT_CONF = {
+    "flushDiskType": "ASYNC_FLUSH",
+    "mappedFileSizeCommitLog": str(64 * 1024),
+    "maxMessageSize": str(16 * 1024),
+    "fileReservedTime": "0",
+    "deleteWhen": ";".join(f"{hour:02d}" for hour in range(24)),
+    "cleanResourceInterval": "200",
+}
+"""broker.conf for retention that deletes every CommitLog segment but the newest, at any hour:
+64 KiB segments, fileReservedTime=0, deleteWhen every hour, a cleaning round every 200 ms."""
+
+
 @dataclass
 class Cluster:
     """A NameServer and a Broker running as real processes on 127.0.0.1."""

@@ -64,7 +64,7 @@ class DataLossError(ShoalSparkError):
 class _Segment:
     start: int
     end: int
-    bodies: list[bytes] = field(default_factory=list)
+    bodies: list[bytes | memoryview] = field(default_factory=list)
 
 
 def read_queue_range(qrange: QueueRange, addresses: tuple[str, ...], options: ReadOptions) -> Iterator[Any]:
@@ -109,9 +109,9 @@ class _RangePuller:
         self.running: deque[asyncio.Task[_Segment]] = deque()
         self.done = qrange.start >= qrange.end
 
-    async def next_records(self) -> list[tuple[bytes, int]]:
+    async def next_records(self) -> list[tuple[bytes | memoryview, int]]:
         """The next bodies, each with the end its records are cut at, up to about a batch."""
-        found: list[tuple[bytes, int]] = []
+        found: list[tuple[bytes | memoryview, int]] = []
         count = size = 0
         while not self.done and count < RECORDS_PER_BATCH_MAX and size < BATCH_BYTES_MAX // 2:
             while len(self.running) < self.options.pulls_in_flight and self.next_start < self.qrange.end:
@@ -164,7 +164,7 @@ class _RangePuller:
     def _name(self) -> str:
         return f"{self.qrange.topic}/{self.qrange.broker}/{self.qrange.queue_id}"
 
-    async def _pull(self, offset: int, count: int) -> tuple[int, PullMessageResponseHeader, bytes]:
+    async def _pull(self, offset: int, count: int) -> tuple[int, PullMessageResponseHeader, bytes | memoryview]:
         qrange, row_filter = self.qrange, self.options.filter
         fields = PullMessageRequestHeader(
             consumer_group=self.options.group,
@@ -213,14 +213,14 @@ class _RangePuller:
             header = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
         except ProtocolError as error:
             raise ShoalSparkError(f"{self._name()}: unreadable pull answer from {address}: {error}") from None
-        return response.code, header, bytes(response.body or b"")
+        return response.code, header, response.body or b""
 
 
-def _decode(records: list[tuple[bytes, int]], check_crc: bool) -> Iterator[Any]:
+def _decode(records: list[tuple[bytes | memoryview, int]], check_crc: bool) -> Iterator[Any]:
     """Join the bodies' records below each one's end into one buffer and decode it at once."""
     if not records:
         return
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     starts, ends, offsets = array.array("i"), array.array("i"), array.array("q")
     size = 0
     for body, end in records:

@@ -41,16 +41,7 @@ def retention_shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     running = conftest.Cluster(tmp_path_factory.mktemp("shoal-retention"), free_port(), free_port(), free_port())
     running.start_namesrv()
     try:
-        running.start_broker(
-            conf={
-                "flushDiskType": "ASYNC_FLUSH",
-                "mappedFileSizeCommitLog": str(64 * 1024),
-                "maxMessageSize": str(16 * 1024),
-                "fileReservedTime": "0",
-                "deleteWhen": ";".join(f"{hour:02d}" for hour in range(24)),
-                "cleanResourceInterval": "200",
-            }
-        )
+        running.start_broker(conf=dict(conftest.RETENTION_EVERY_SEGMENT_CONF))
     except BaseException:
         running.stop_all()
         raise

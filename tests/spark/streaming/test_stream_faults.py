@@ -16,7 +16,7 @@ from shoal.client import BlockingAdmin, BlockingProducer, BlockingPullConsumer, 
 from shoal.spark.streaming.options import parse_read
 from shoal.spark.streaming.pull_reader import DataLossError
 from shoal.spark.streaming.source import TopicStreamReader
-from tests.conftest import Cluster, free_broker_port, free_port, wait_until
+from tests.conftest import RETENTION_EVERY_SEGMENT_CONF, Cluster, free_broker_port, free_port, wait_until
 from tests.scenarios.test_replication import BROKER_NAME, Group, group  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
@@ -69,20 +69,10 @@ def test_a_stream_reads_from_the_slave_while_the_master_is_down(group: Group) ->
 
 @pytest.fixture
 def retention_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """Retention that deletes every CommitLog segment but the newest, at any hour (64 KiB segments,
-    fileReservedTime=0, a cleaning round every 200 ms), as tests/interop/java/test_mqadmin_broker.py."""
+    """Retention that deletes every CommitLog segment but the newest, at any hour."""
     running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
     running.start_namesrv()
-    running.start_broker(
-        {
-            "flushDiskType": "ASYNC_FLUSH",
-            "mappedFileSizeCommitLog": str(64 * 1024),
-            "maxMessageSize": str(16 * 1024),
-            "fileReservedTime": "0",
-            "deleteWhen": ";".join(f"{hour:02d}" for hour in range(24)),
-            "cleanResourceInterval": "200",
-        }
-    )
+    running.start_broker(dict(RETENTION_EVERY_SEGMENT_CONF))
     yield running
     running.stop_all()
 
