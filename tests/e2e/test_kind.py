@@ -51,7 +51,9 @@ READY_TIMEOUT_S = 300.0
 """A broker pod restarted on its node (image present, store recovered) is Ready well within this."""
 ROLL_TIMEOUT_S = 600.0
 DELIVERY_TIMEOUT_S = 120.0
-CPP_PROCESS_TIMEOUT_S = 90.0
+CPP_PROCESS_TIMEOUT_S = 120.0
+"""Covers the scenario's wait for every NameServer's route (45 s) and the sends after it."""
+CPP_LOG_TAIL_BYTES = 4000
 STORE_ANALYSIS_TIMEOUT_S = 900.0
 ACKED_BEFORE_KILL = 100
 ACKED_AFTER_RETURN = 50
@@ -207,8 +209,11 @@ def run_cpp(scenario: str, namesrv: str, args: dict[str, Any], home: Path) -> di
         check=False,
     )
     lines = [line for line in completed.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    logs = sorted((home / "logs" / "rocketmq-cpp").glob("*"), key=lambda path: path.stat().st_mtime)
+    cpp_log = logs[-1].read_bytes()[-CPP_LOG_TAIL_BYTES:].decode("utf-8", "replace") if logs else "<none>"
     assert completed.returncode == 0 and lines, (
-        f"{scenario} exited with {completed.returncode}\n{completed.stdout[-4000:]}\n{completed.stderr[-4000:]}"
+        f"{scenario} exited with {completed.returncode}\n{completed.stdout[-CPP_LOG_TAIL_BYTES:]}\n"
+        f"{completed.stderr[-CPP_LOG_TAIL_BYTES:]}\n--- rocketmq-cpp log (tail) ---\n{cpp_log}"
     )
     result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
     return result
@@ -223,7 +228,13 @@ def test_cpp_client_round_trip(kube: Kube, tmp_path: Path) -> None:
     produced = run_cpp(
         "produce",
         namesrv,
-        {"topic": kube.target.topic, "group": unique("PID_cpp"), "mode": "sync", "messages": messages},
+        {
+            "topic": kube.target.topic,
+            "group": unique("PID_cpp"),
+            "mode": "sync",
+            "messages": messages,
+            "await_route": True,  # the C++ client asks one NameServer of its choice and does not retry
+        },
         tmp_path,
     )["results"]
     assert [r["status"] for r in produced] == [CPP_SEND_OK] * len(messages)

@@ -9,7 +9,8 @@ $HOME/logs/rocketmq-cpp/. This file is not a test module; it only imports `rocke
 scenarios, so conftest.py can load it for `route_of` on any platform.
 
 Scenarios (JSON args):
-  produce  {topic, group, mode: sync|oneway|batch|orderly, messages: [MessageSpec]}
+  produce  {topic, group, mode: sync|oneway|batch|orderly, messages: [MessageSpec], await_route?: bool}
+           (await_route: first wait until every NameServer has the topic; off, a new topic is auto-created)
            -> {"results": [{"status", "msg_id", "offset"}]}  (one per send; none for oneway)
   push     {topic, expression, groups, orderly, broadcasting, expect, fail_first_keys, fail_keys, timeout_s, quiet_s,
             live?: {group, idle_s, messages: [MessageSpec]}}
@@ -35,7 +36,9 @@ import traceback
 from typing import Any
 
 RESULT_PREFIX = "RESULT "
-ROUTE_WAIT_S = 10.0
+ROUTE_WAIT_S = 45.0
+"""Longer than a broker's registration period (30 s): a NameServer that restarted has every route again
+within one period, so waiting this long tells a missing registration from a late one."""
 ROUTE_POLL_INTERVAL_S = 0.05
 POLL_INTERVAL_S = 0.02
 SOCKET_TIMEOUT_S = 3.0
@@ -56,10 +59,15 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
+def nameservers(namesrv_addr: str) -> list[str]:
+    """The addresses of a ';'-separated namesrvAddr, as the clients split it."""
+    return [address.strip() for address in namesrv_addr.split(";") if address.strip()]
+
+
 def route_of(namesrv_addr: str, topic: str) -> dict[str, Any] | None:
     """GET_ROUTEINFO_BY_TOPIC over a raw socket to the first NameServer of a ';'-separated list (as the
     clients' namesrvAddr): the TopicRouteData, or None when the topic is unknown."""
-    host, _, port = namesrv_addr.split(";", maxsplit=1)[0].strip().rpartition(":")
+    host, _, port = nameservers(namesrv_addr)[0].rpartition(":")
     header = json.dumps(
         {
             "code": GET_ROUTEINFO_BY_TOPIC,
@@ -85,15 +93,28 @@ def route_of(namesrv_addr: str, topic: str) -> dict[str, Any] | None:
 
 
 def wait_for_route(namesrv_addr: str, topic: str, timeout_s: float = ROUTE_WAIT_S) -> dict[str, Any]:
-    """Poll the NameServer until it has a route for `topic` (a broker registers new topics async)."""
+    """Poll every NameServer of the list until each has a route for `topic` (a broker registers new
+    topics async; the C++ client asks one NameServer, chosen by it, and fails a send outright on
+    "No route info"). A NameServer that refuses connections counts as not there yet."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        route = route_of(namesrv_addr, topic)
-        if route is not None:
-            return route
+    pending = nameservers(namesrv_addr)
+    route: dict[str, Any] | None = None
+    while pending:
+        try:
+            found = route_of(pending[0], topic)
+        except OSError as error:
+            found, last_problem = None, f"{pending[0]}: {error}"
+        else:
+            last_problem = f"{pending[0]}: TOPIC_NOT_EXIST"
+        if found is not None:
+            route = found
+            pending.pop(0)
+            continue
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no route for topic {topic} on {namesrv_addr} within {timeout_s} s")
+            raise TimeoutError(f"no route for topic {topic} within {timeout_s} s ({last_problem})")
         time.sleep(ROUTE_POLL_INTERVAL_S)
+    assert route is not None
+    return route
 
 
 # --- messages ---
@@ -143,6 +164,8 @@ def produce(namesrv_addr: str, args: dict[str, Any]) -> dict[str, Any]:
     from rocketmq.client import Producer
 
     topic, mode, specs = args["topic"], args["mode"], args["messages"]
+    if args.get("await_route"):
+        wait_for_route(namesrv_addr, topic)
     producer = Producer(args["group"])
     producer.set_namesrv_addr(namesrv_addr)
     producer.start()
