@@ -11,6 +11,17 @@
  *     that is not UTF-8, a number out of range, too many fields) answers None, and the Python
  *     reader then decides, with its precise error where there is one.
  *
+ * plain_send(ext_fields, cluster, refused) -> (topic, queue_id, sys_flag, flag, born, reconsume, stored, wait) | None
+ *     The fields of a SEND_MESSAGE_V2 of the plain kind, read in one call: shoal.protocol.send_frames
+ *     keeps the Python twin (`python_plain_send`), which documents each check; the same tests hold
+ *     both to the same answers. `stored` is None when the property string is not in the usual form
+ *     (the caller then cuts it the general way).
+ *
+ * send_ok_frame(host_hex, commitlog_offset, queue_id, queue_offset, quoted_region, trace_on, opaque,
+ *               language, version) -> bytes
+ *     A successful single send's whole response frame, its msgId the offset id made of the store
+ *     host's hex and the offset: send_frames.send_ok_frame's bytes (the Python twin, held to it).
+ *
  * Why C: the header is parsed for every request; json.loads plus the field checks around it were
  * a sixth of the broker's event-loop time per send. Every read below is bounds-checked against
  * the end of the buffer.
@@ -19,6 +30,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #define EXT_FIELDS_MAX_COUNT 1024 /* protocol/limits.py */
 #define INT_DIGITS_MAX 10
@@ -384,9 +396,206 @@ done:
     return result;
 }
 
+
+/* --- the plain send's fields (send_frames.python_plain_send is the reference) --- */
+
+#define LANE_INT_DIGITS_MAX 9   /* send_frames._INT_DIGITS_MAX_COUNT */
+#define LANE_LONG_DIGITS_MAX 18 /* send_frames._LONG_DIGITS_MAX_COUNT */
+#define NAME_VALUE_SEPARATOR '\x01'
+#define PROPERTY_SEPARATOR '\x02'
+
+static PyObject *key_a, *key_b, *key_c, *key_d, *key_e, *key_f, *key_g, *key_h, *key_i, *key_j, *key_m;
+
+/* ext_fields[key] when it is a str; NULL when absent (*present = 0) or not a str (*present = 1).
+ * A lookup error is cleared: the caller refuses and the Python reader decides. */
+static PyObject *ext_get(PyObject *ext, PyObject *key, int *present)
+{
+    PyObject *value = PyDict_GetItemWithError(ext, key);
+    if (value == NULL) {
+        PyErr_Clear();
+        *present = 0;
+        return NULL;
+    }
+    *present = 1;
+    return PyUnicode_Check(value) ? value : NULL;
+}
+
+/* A plain ASCII decimal of 1..max_digits digits, as lane_int / lane_long take it; -1 otherwise. */
+static long long lane_number(PyObject *text, Py_ssize_t max_digits)
+{
+    if (text == NULL || !PyUnicode_IS_ASCII(text)) return -1;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (length < 1 || length > max_digits) return -1;
+    const unsigned char *digits = PyUnicode_1BYTE_DATA(text);
+    long long value = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        if (digits[i] < '0' || digits[i] > '9') return -1;
+        value = value * 10 + (digits[i] - '0');
+    }
+    return value;
+}
+
+/* The first `needle` in text[from:], or -1. */
+static Py_ssize_t find_bytes(const char *text, Py_ssize_t length, Py_ssize_t from, const char *needle, Py_ssize_t size)
+{
+    if (size == 0) return from <= length ? from : -1;
+    for (Py_ssize_t at = from; at + size <= length; at++) {
+        const char *hit = memchr(text + at, needle[0], (size_t)(length - size - at + 1));
+        if (hit == NULL) return -1;
+        at = hit - text;
+        if (memcmp(hit, needle, (size_t)size) == 0) return at;
+    }
+    return -1;
+}
+
+static PyObject *
+plain_send(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "plain_send(ext_fields: dict, cluster: str, refused: tuple[str, ...])");
+        return NULL;
+    }
+    PyObject *ext = args[0], *refused = args[2];
+    int present;
+    PyObject *topic = ext_get(ext, key_b, &present);
+    if (topic == NULL) Py_RETURN_NONE;
+    long long queue_id = lane_number(ext_get(ext, key_e, &present), LANE_INT_DIGITS_MAX);
+    long long sys_flag = lane_number(ext_get(ext, key_f, &present), LANE_INT_DIGITS_MAX);
+    long long flag = lane_number(ext_get(ext, key_h, &present), LANE_INT_DIGITS_MAX);
+    long long born = lane_number(ext_get(ext, key_g, &present), LANE_LONG_DIGITS_MAX);
+    if (queue_id < 0 || sys_flag < 0 || flag < 0 || born < 0) Py_RETURN_NONE;
+    long long reconsume = 0;
+    PyObject *reconsume_text = ext_get(ext, key_j, &present);
+    if (present && (reconsume = lane_number(reconsume_text, LANE_INT_DIGITS_MAX)) < 0) Py_RETURN_NONE;
+    PyObject *batch = ext_get(ext, key_m, &present);
+    if (present && (batch == NULL || PyUnicode_CompareWithASCIIString(batch, "false") != 0)) Py_RETURN_NONE;
+    ext_get(ext, key_a, &present);
+    if (!present) Py_RETURN_NONE;
+    ext_get(ext, key_c, &present);
+    if (!present) Py_RETURN_NONE;
+    if (lane_number(ext_get(ext, key_d, &present), LANE_INT_DIGITS_MAX) < 0) Py_RETURN_NONE;
+
+    PyObject *properties = ext_get(ext, key_i, &present);
+    if (present && properties == NULL) Py_RETURN_NONE; /* not a str: the general reader decides */
+    Py_ssize_t length = 0, cluster_length;
+    const char *text = "";
+    if (properties != NULL && (text = PyUnicode_AsUTF8AndSize(properties, &length)) == NULL) {
+        PyErr_Clear(); /* not encodable (a lone surrogate): the general path decides */
+        Py_RETURN_NONE;
+    }
+    const char *cluster = PyUnicode_AsUTF8AndSize(args[1], &cluster_length);
+    if (cluster == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(refused); i++) {
+        Py_ssize_t marker_length;
+        PyObject *item = PyTuple_GET_ITEM(refused, i);
+        const char *marker = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &marker_length) : NULL;
+        if (marker == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "refused markers must be str");
+            return NULL;
+        }
+        if (find_bytes(text, length, 0, marker, marker_length) >= 0) Py_RETURN_NONE;
+    }
+
+    /* The property string as stored: the usual form cut here, any other left to the caller. */
+    static const char wait_marker[] = "WAIT\x01", cluster_marker[] = "CLUSTER\x01", empty_segment[] = "\x02\x02";
+    const Py_ssize_t wait_length = sizeof(wait_marker) - 1, cluster_marker_length = sizeof(cluster_marker) - 1;
+    Py_ssize_t at = find_bytes(text, length, 0, wait_marker, wait_length);
+    PyObject *stored = NULL;
+    int wait = 1;
+    if (at >= 0 && (at == 0 || text[at - 1] == PROPERTY_SEPARATOR)
+        && find_bytes(text, length, at + 1, wait_marker, wait_length) < 0
+        && find_bytes(text, length, 0, cluster_marker, cluster_marker_length) < 0
+        && find_bytes(text, length, 0, empty_segment, 2) < 0 && !(length > 0 && text[0] == PROPERTY_SEPARATOR)) {
+        Py_ssize_t end = find_bytes(text, length, at, "\x02", 1);
+        Py_ssize_t value_at = at + wait_length, value_end = end < 0 ? length : end;
+        Py_ssize_t tail_at = end < 0 ? length : end + 1;
+        Py_ssize_t value_length = value_end - value_at;
+        wait = !(value_length == 5 && strncasecmp(text + value_at, "false", 5) == 0);
+        /* rest = text[:at] + text[tail_at:], without one trailing separator */
+        Py_ssize_t head = at, tail = length - tail_at;
+        if (tail > 0) {
+            if (text[length - 1] == PROPERTY_SEPARATOR) tail--;
+        } else if (head > 0 && text[head - 1] == PROPERTY_SEPARATOR) {
+            head--;
+        }
+        Py_ssize_t rest = head + tail;
+        Py_ssize_t size = rest + (rest ? 1 : 0) + cluster_marker_length + cluster_length;
+        stored = PyBytes_FromStringAndSize(NULL, size);
+        if (stored == NULL) return NULL;
+        char *out = PyBytes_AS_STRING(stored);
+        memcpy(out, text, (size_t)head);
+        out += head;
+        memcpy(out, text + tail_at, (size_t)tail);
+        out += tail;
+        if (rest) *out++ = PROPERTY_SEPARATOR;
+        memcpy(out, cluster_marker, (size_t)cluster_marker_length);
+        memcpy(out + cluster_marker_length, cluster, (size_t)cluster_length);
+    } else {
+        stored = Py_None;
+        Py_INCREF(stored);
+    }
+    return Py_BuildValue("(OLLLLLNO)", topic, queue_id, sys_flag, flag, born, reconsume, stored, wait ? Py_True : Py_False);
+}
+
+/* --- a single send's success frame (send_frames.send_ok_frame is the reference) --- */
+
+static PyObject *
+send_ok_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "send_ok_frame(host_hex: str, commitlog_offset: int, queue_id: int, queue_offset: int, "
+                        "quoted_region: str, trace_on: bool, opaque: int, language: str, version: int)");
+        return NULL;
+    }
+    long long offset = PyLong_AsLongLong(args[1]);
+    long long queue_id = PyLong_AsLongLong(args[2]);
+    long long queue_offset = PyLong_AsLongLong(args[3]);
+    long long opaque = PyLong_AsLongLong(args[6]);
+    long long version = PyLong_AsLongLong(args[8]);
+    int trace_on = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred() || trace_on < 0) return NULL;
+    Py_ssize_t host_length, region_length, language_length;
+    const char *host = PyUnicode_AsUTF8AndSize(args[0], &host_length);
+    const char *region = host == NULL ? NULL : PyUnicode_AsUTF8AndSize(args[4], &region_length);
+    const char *language = region == NULL ? NULL : PyUnicode_AsUTF8AndSize(args[7], &language_length);
+    if (language == NULL) return NULL;
+    static const char format[] =
+        "{\"code\":0,\"extFields\":{\"msgId\":\"%s%016llX\",\"queueId\":\"%lld\",\"queueOffset\":\"%lld\","
+        "\"MSG_REGION\":%s,\"TRACE_ON\":\"%s\"},\"flag\":1,\"language\":\"%s\",\"opaque\":%lld,"
+        "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld}";
+    const char *trace = trace_on ? "true" : "false";
+    int size = snprintf(NULL, 0, format, host, (unsigned long long)offset, queue_id, queue_offset, region, trace,
+                        language, opaque, version);
+    if (size < 0 || (size_t)size > 0xFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "send_ok_frame: header too long");
+        return NULL;
+    }
+    PyObject *frame = PyBytes_FromStringAndSize(NULL, 8 + (Py_ssize_t)size);
+    if (frame == NULL) return NULL;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(frame);
+    uint32_t total = 4u + (uint32_t)size, word = (uint32_t)size; /* serialize type JSON (0) in the top byte */
+    out[0] = (unsigned char)(total >> 24);
+    out[1] = (unsigned char)(total >> 16);
+    out[2] = (unsigned char)(total >> 8);
+    out[3] = (unsigned char)total;
+    out[4] = (unsigned char)(word >> 24);
+    out[5] = (unsigned char)(word >> 16);
+    out[6] = (unsigned char)(word >> 8);
+    out[7] = (unsigned char)word;
+    /* snprintf writes a terminating NUL: the bytes object keeps one past its size for it */
+    snprintf((char *)out + 8, (size_t)size + 1, format, host, (unsigned long long)offset, queue_id, queue_offset,
+             region, trace, language, opaque, version);
+    return frame;
+}
+
 static PyMethodDef methods[] = {
     {"decode_json_header", decode_json_header, METH_O,
      "The fields of a remoting JSON header in its usual form, or None (then the Python reader decides)."},
+    {"plain_send", (PyCFunction)(void (*)(void))plain_send, METH_FASTCALL,
+     "The fields of a plain SEND_MESSAGE_V2 and its stored property string, or None."},
+    {"send_ok_frame", (PyCFunction)(void (*)(void))send_ok_frame, METH_FASTCALL,
+     "A successful single send's whole response frame (JSON header)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -401,5 +610,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__wire_speedups(void)
 {
+    PyObject **keys[] = {&key_a, &key_b, &key_c, &key_d, &key_e, &key_f, &key_g, &key_h, &key_i, &key_j, &key_m};
+    const char *names[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if ((*keys[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
+    }
     return PyModule_Create(&module);
 }

@@ -1,4 +1,20 @@
-# The compiled JSON header reader (_wire_speedups.c); used through shoal.protocol.framing only.
+# The compiled remoting helpers (_wire_speedups.c): the JSON header reader (used through
+# shoal.protocol.framing) and the plain send's reader and answer (through shoal.protocol.send_frames).
 def decode_json_header(
     header: bytes | memoryview, /
 ) -> tuple[int, str | None, int, int, int, str | None, dict[str, str]] | None: ...
+def plain_send(
+    ext_fields: dict[str, str], cluster: str, refused: tuple[str, ...], /
+) -> tuple[str, int, int, int, int, int, bytes | None, bool] | None: ...
+def send_ok_frame(
+    host_hex: str,
+    commitlog_offset: int,
+    queue_id: int,
+    queue_offset: int,
+    quoted_region: str,
+    trace_on: bool,
+    opaque: int,
+    language: str,
+    version: int,
+    /,
+) -> bytes: ...

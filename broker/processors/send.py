@@ -16,22 +16,16 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from shoal.broker import limits
-from shoal.broker.schedule import Timing, may_be_timed, timing_of
+from shoal.broker.schedule import TIMED_MARKERS, Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
 from shoal.formats.batch import decode_batch_body, inflate_batch_body
 from shoal.formats.errors import BatchBodyError
-from shoal.formats.message_id import offset_msg_id, offset_msg_id_of_hex
 from shoal.formats.properties import (
-    CLUSTER,
     NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
     TRANSACTION_PREPARED,
-    WAIT_STORE_MSG_OK,
     decode_properties,
     join_properties,
-    pop_property,
-    set_property,
 )
 from shoal.formats.record import encode_host
 from shoal.formats.sysflag import (
@@ -50,7 +44,14 @@ from shoal.formats.topics import (
 )
 from shoal.protocol import RemotingCommand, RequestCode, ResponseCode, make_response
 from shoal.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
-from shoal.protocol.send_frames import lane_int, lane_long, send_header_of, send_ok_frame
+from shoal.protocol.send_frames import (
+    general_stored_properties,
+    plain_send,
+    send_header_of,
+    send_ok_frame,
+    single_send_ok_frame,
+    stored_properties,
+)
 from shoal.remoting.server import ServerConnection
 from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
 from shoal.store import limits as store_limits
@@ -88,6 +89,8 @@ RocketMQ 4.9.7 stores the client's bits unchecked (and writes an unreadable reco
 without them."""
 
 TRANSACTION_PREPARED_MARKER = TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
+NOT_PLAIN_MARKERS = (*TIMED_MARKERS, TRANSACTION_PREPARED_MARKER)
+"""A send whose property string holds one of these takes the general path (`send_frames.plain_send`)."""
 _SPECIAL_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 
 RESPONSE_CODE_OF_STATUS = {
@@ -102,47 +105,6 @@ RESPONSE_CODE_OF_STATUS = {
     PutStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_ERROR,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
-
-
-def stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool]:
-    """The property string as stored (WAIT removed, CLUSTER added) and whether to wait for a flush.
-
-    A client's usual string (one WAIT segment, no CLUSTER, no empty segment but a trailing one)
-    is cut with two finds; any other goes through `pop_property`/`set_property`, which give the
-    same result for the usual one (tests/broker/processors/test_send.py holds them to it)."""
-    text = properties or ""
-    at = text.find(_WAIT_MARKER)
-    if (
-        at >= 0
-        and (at == 0 or text[at - 1] == PROPERTY_SEPARATOR)
-        and text.find(_WAIT_MARKER, at + 1) < 0
-        and _CLUSTER_MARKER not in text
-        and _EMPTY_SEGMENT not in text
-        and not text.startswith(PROPERTY_SEPARATOR)
-    ):
-        end = text.find(PROPERTY_SEPARATOR, at)
-        if end < 0:
-            wait_value, rest = text[at + len(_WAIT_MARKER) :], text[:at]
-        else:
-            wait_value, rest = text[at + len(_WAIT_MARKER) : end], text[:at] + text[end + 1 :]
-        if rest.endswith(PROPERTY_SEPARATOR):
-            rest = rest[:-1]
-        segment = _CLUSTER_MARKER + cluster
-        stored = rest + PROPERTY_SEPARATOR + segment if rest else segment
-        return stored.encode("utf-8"), not wait_value or wait_value.lower() != "false"
-    return general_stored_properties(properties, cluster)
-
-
-def general_stored_properties(properties: str | None, cluster: str) -> tuple[bytes, bool]:
-    """`stored_properties` for any property string."""
-    text, wait_value = pop_property(properties or "", WAIT_STORE_MSG_OK)
-    wait = wait_value is None or wait_value.lower() != "false"
-    return set_property(text, CLUSTER, cluster).encode("utf-8"), wait
-
-
-_WAIT_MARKER = WAIT_STORE_MSG_OK + NAME_VALUE_SEPARATOR
-_CLUSTER_MARKER = CLUSTER + NAME_VALUE_SEPARATOR
-_EMPTY_SEGMENT = PROPERTY_SEPARATOR + PROPERTY_SEPARATOR
 
 
 class SendProcessor:
@@ -261,34 +223,21 @@ class SendProcessor:
         forbidden topic, a delay, a transaction, a batch, a field the general reader must judge),
         which then takes the general path. Whatever the lane takes, the general path would store
         and answer the same way."""
-        ext = request.ext_fields
-        get = ext.get
-        topic = get("b")
-        if topic is None or topic not in self._plain_topics:
+        fields = plain_send(request.ext_fields, self.config.broker_cluster_name, NOT_PLAIN_MARKERS)
+        if fields is None:
+            return None
+        topic, queue_id, sys_flag, flag, born, reconsume, stored, wait = fields
+        if topic not in self._plain_topics:
             return None
         topic_config = self.topics.get(topic)
-        queue_id, sys_flag, flag = lane_int(get("e")), lane_int(get("f")), lane_int(get("h"))
-        born, reconsume_text, batch = lane_long(get("g")), get("j"), get("m")
-        reconsume = 0 if reconsume_text is None else lane_int(reconsume_text)
-        properties = get("i") or ""
         if (
             topic_config is None
             or not topic_config.perm & PERM_WRITE
-            or queue_id is None
-            or sys_flag is None
-            or flag is None
-            or reconsume is None
-            or born is None
-            or (batch is not None and batch != "false")
             or queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums)
-            or "a" not in ext
-            or "c" not in ext
-            or lane_int(get("d")) is None
-            or may_be_timed(properties)
-            or TRANSACTION_PREPARED_MARKER in properties
         ):
             return None
-        stored, wait = stored_properties(properties, self.config.broker_cluster_name)
+        if stored is None:
+            stored, wait = general_stored_properties(request.ext_fields.get("i"), self.config.broker_cluster_name)
         sysflag = sys_flag & PRODUCER_SYSFLAG_BITS
         if topic_config.topic_filter_type == "MULTI_TAG":
             sysflag |= MULTI_TAGS_FLAG
@@ -543,15 +492,21 @@ class SendProcessor:
             remark = result.remark or result.status.value
             return make_response(request, code, remark)
         if code == ResponseCode.SUCCESS:
-            if result.record_sizes is not None:
-                msg_id = ",".join(result.message_ids())
-            elif append.store_host is self._host_hex[0]:
-                msg_id = offset_msg_id_of_hex(self._host_hex[1], append.wrote_offset)
-            else:
-                msg_id = offset_msg_id(append.store_host, append.wrote_offset)
-                self._host_hex = (append.store_host, bytes(append.store_host).hex().upper())
             config = self.config
-            return send_ok_frame(request, msg_id, queue_id, append.queue_offset, config.region_id, config.trace_on)
+            if result.record_sizes is not None:  # a batch: its messages' ids, joined
+                msg_id = ",".join(result.message_ids())
+                return send_ok_frame(request, msg_id, queue_id, append.queue_offset, config.region_id, config.trace_on)
+            if append.store_host is not self._host_hex[0]:
+                self._host_hex = (append.store_host, bytes(append.store_host).hex().upper())
+            return single_send_ok_frame(
+                request,
+                self._host_hex[1],
+                append.wrote_offset,
+                queue_id,
+                append.queue_offset,
+                config.region_id,
+                config.trace_on,
+            )
         header = SendMessageResponseHeader(
             msg_id=",".join(result.message_ids()),
             queue_id=queue_id,

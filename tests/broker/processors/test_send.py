@@ -8,10 +8,7 @@ import socket
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from shoal.broker.processors.send import general_stored_properties, stored_properties
 from shoal.client.message import MessageExt, decode_messages
 from shoal.formats.batch import encode_batch_body
 from shoal.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSION_TYPE_MASK, STOREHOSTADDRESS_V6_FLAG
@@ -166,34 +163,6 @@ def test_a_send_that_creates_its_topic_is_answered_once_the_namesrv_routes_it(cl
         return time.monotonic() - started
 
     assert asyncio.run(without_namesrv()) < 5.0
-
-
-@pytest.mark.parametrize(
-    ("sent", "stored", "wait"),
-    [
-        (None, b"CLUSTER\x01DefaultCluster", True),
-        ("TAGS\x01a", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
-        ("TAGS\x01a\x02", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
-        ("WAIT\x01true\x02TAGS\x01a", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
-        ("TAGS\x01a\x02WAIT\x01FALSE\x02", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", False),
-        ("CLUSTER\x01other\x02TAGS\x01a", b"TAGS\x01a\x02CLUSTER\x01DefaultCluster", True),
-    ],
-)
-def test_stored_properties_drop_wait_and_carry_the_cluster(sent: str | None, stored: bytes, wait: bool) -> None:
-    """Goal: WAIT is honoured, not stored; CLUSTER names this broker's cluster, once. Method: the
-    pure string edit on the shapes clients send."""
-    assert stored_properties(sent, "DefaultCluster") == (stored, wait)
-
-
-_PROPERTY_PIECES = ["WAIT", "CLUSTER", "TAGS", "true", "false", "FALSE", "", "x", "\x01", "\x02", "é"]
-
-
-@settings(max_examples=2000, deadline=None)
-@given(st.none() | st.lists(st.sampled_from(_PROPERTY_PIECES), max_size=12).map("".join))
-def test_stored_properties_cut_short_equal_the_general_edit(sent: str | None) -> None:
-    """Goal: the two-find cut of the usual property string gives exactly what the general edit
-    (pop WAIT, set CLUSTER) gives, on any string. Method: strings of the pieces that matter."""
-    assert stored_properties(sent, "C1") == general_stored_properties(sent, "C1")
 
 
 def _frame(code: int, opaque: int, ext: dict[str, str], body: bytes) -> bytes:
