@@ -6,16 +6,17 @@ secret (docs/security.md §5).
 
 Hot paths only bump plain integers in dicts; a custom collector turns them (and store, long-poll
 and consumer-lag figures read at scrape time) into metric families. Exposition is
-prometheus-client's, so the text format is exactly what Prometheus expects.
+prometheus-client's, so the text format is exactly what Prometheus expects; HTTP is aiohttp's
+server, on the broker's own event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 from collections.abc import Callable, Iterator
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -29,8 +30,10 @@ from shoal.store import MessageStore
 
 log = logging.getLogger(__name__)
 
-HTTP_REQUEST_MAX_BYTES = 8192
-HTTP_READ_TIMEOUT_S = 5.0
+HTTP_SHUTDOWN_TIMEOUT_S = 5.0
+"""How long a stopping broker lets a scrape in progress finish."""
+PROMETHEUS_TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The exposition format `generate_latest` writes (newer prometheus-clients label it 1.0.0)."""
 METRICS_TOKEN_MAX_BYTES = 4096  # a bearer token; a larger file is the wrong file
 
 
@@ -195,18 +198,17 @@ def load_metrics_token(path: str) -> str | None:
     return token
 
 
-def bearer_matches(request_head: bytes, token: str) -> bool:
-    """Whether the request's Authorization header is `Bearer <token>` (compared in constant time)."""
-    for line in request_head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"authorization":
-            scheme, _, given = value.strip().partition(b" ")
-            return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token.encode())
-    return False
+def bearer_matches(authorization: str | None, token: str) -> bool:
+    """Whether an Authorization header's value is `Bearer <token>` (scheme case-insensitive, the
+    token compared in constant time)."""
+    if authorization is None:
+        return False
+    scheme, _, given = authorization.strip().partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 class MetricsServer:
-    """A minimal HTTP/1.0 responder: GET /metrics (Prometheus text) and GET /healthz."""
+    """GET /metrics (Prometheus text) and GET /healthz over aiohttp's HTTP server."""
 
     def __init__(
         self, registry: CollectorRegistry, healthy: Callable[[], tuple[bool, str]], token: str | None = None
@@ -216,12 +218,22 @@ class MetricsServer:
         self.token = token
         """When set, /metrics needs `Authorization: Bearer <token>`."""
         self.unauthorized_total = 0
-        self._server: asyncio.AbstractServer | None = None
+        self._runner: web.AppRunner | None = None
         self.port = 0
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._handle, host, port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT_S)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
         log.info(
             "metrics on http://%s:%d/metrics (%s)",
             host,
@@ -230,44 +242,21 @@ class MetricsServer:
         )
         return self.port
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HTTP_READ_TIMEOUT_S)
-            head = request[: min(len(request), HTTP_REQUEST_MAX_BYTES)]
-            line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = line.split()
-            path = parts[1] if len(parts) >= 2 else ""
-            extra = ""
-            if parts and parts[0] != "GET":
-                status, body, kind = "405 Method Not Allowed", b"only GET\n", "text/plain"
-            elif path.startswith("/metrics") and self.token is not None and not bearer_matches(head, self.token):
-                self.unauthorized_total += 1
-                status, body, kind = "401 Unauthorized", b"/metrics needs Authorization: Bearer <token>\n", "text/plain"
-                extra = 'WWW-Authenticate: Bearer realm="shoal metrics"\r\n'
-            elif path.startswith("/metrics"):
-                status, body, kind = (
-                    "200 OK",
-                    generate_latest(self.registry),
-                    "text/plain; version=0.0.4; charset=utf-8",
-                )
-            elif path.startswith("/healthz"):
-                ok, detail = self.healthy()
-                status = "200 OK" if ok else "503 Service Unavailable"
-                body, kind = (detail + "\n").encode(), "text/plain"
-            else:
-                status, body, kind = "404 Not Found", b"try /metrics or /healthz\n", "text/plain"
-            response_head = (
-                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n{extra}"
-                "Connection: close\r\n\r\n"
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.token is not None and not bearer_matches(request.headers.get("Authorization"), self.token):
+            self.unauthorized_total += 1
+            return web.Response(
+                status=401,
+                text="/metrics needs Authorization: Bearer <token>\n",
+                headers={"WWW-Authenticate": 'Bearer realm="shoal metrics"'},
             )
-            writer.write(response_head.encode() + body)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": PROMETHEUS_TEXT_CONTENT_TYPE})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        ok, detail = self.healthy()
+        return web.Response(status=200 if ok else 503, text=detail + "\n")
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -84,8 +84,40 @@ def test_token_file_content_and_header_matching(tmp_path: Path) -> None:
         path.write_text(bad)
         with pytest.raises(ConfigError, match="metricsTokenFile="):
             load_metrics_token(str(path))
-    head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization: bearer " + TOKEN.encode() + b"\r\n\r\n"
-    assert bearer_matches(head, TOKEN)
-    assert not bearer_matches(head.replace(b"bearer", b"Basic"), TOKEN)
-    assert not bearer_matches(head.replace(TOKEN.encode(), TOKEN.encode()[:-1]), TOKEN)
-    assert not bearer_matches(b"GET /metrics HTTP/1.1\r\n\r\n", TOKEN)
+    assert bearer_matches(f"bearer {TOKEN}", TOKEN)
+    assert bearer_matches(f"  Bearer {TOKEN} ", TOKEN)
+    assert not bearer_matches(f"Basic {TOKEN}", TOKEN)
+    assert not bearer_matches(f"Bearer {TOKEN[:-1]}", TOKEN)
+    assert not bearer_matches(None, TOKEN)
+
+
+def test_the_metrics_port_speaks_plain_http_to_any_client(cluster: Cluster) -> None:
+    """Goal: the metrics port is an ordinary HTTP/1.1 server: keep-alive scrapes on one connection,
+    404 for an unknown path, 405 for a method other than GET/HEAD, and a malformed request line
+    answered 400 while the next client is still served. Method: http.client and a raw socket."""
+    import http.client
+    import socket
+
+    connection = http.client.HTTPConnection("127.0.0.1", cluster.metrics_port, timeout=10)
+    try:
+        for _ in range(2):  # the same connection, kept alive
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            body = response.read().decode()
+            assert response.status == 200 and "shoal_store_commitlog_max_offset" in body
+            assert response.getheader("Content-Type", "").startswith("text/plain; version=0.0.4")
+        connection.request("GET", "/nothing-here")
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 404
+        connection.request("POST", "/metrics", body=b"x")
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 405
+    finally:
+        connection.close()
+    with socket.create_connection(("127.0.0.1", cluster.metrics_port), timeout=10) as sock:
+        sock.sendall(b"\x00\x01 not http at all\r\n\r\n")
+        status_line = sock.makefile("rb").readline()
+        assert status_line.startswith(b"HTTP/1.") and status_line.split()[1] == b"400", status_line
+    assert get(cluster.metrics_port, "/healthz")[0] == 200
