@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
         import kopf  # noqa: PLC0415
         import prometheus_client  # noqa: PLC0415
 
-        import shoal.operator.analysis.handlers  # noqa: F401, PLC0415  (importing registers the StoreAnalysis handlers)
+        import shoal.operator.analysis.handlers  # noqa: PLC0415  (importing registers the StoreAnalysis handlers)
+        import shoal.operator.stream.handlers  # noqa: F401, PLC0415  (... and the StreamAnalysis ones)
         from shoal.operator import handlers  # noqa: PLC0415
     except ModuleNotFoundError as error:
         sys.exit(f"python -m shoal.operator needs the [operator] extra (no module {error.name!r}): {EXTRA_HINT}")

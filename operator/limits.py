@@ -147,3 +147,38 @@ assert (
 )
 assert ANALYSIS_TICK_S < 60, "cron has minute resolution: tick more often than once a minute"
 assert 0 < ANALYSIS_ACTIVE_DEADLINE_S_DEFAULT <= ANALYSIS_DEADLINE_S_MAX
+
+# ---------------------------------------------------------------- StreamAnalysis (a long-running query)
+
+STREAM_NAME_LENGTH_MAX = 45
+"""A StreamAnalysis' metadata.name. Its StatefulSet is `<name>-stream`, whose pods carry the label
+controller-revision-hash `<name>-stream-<10 characters>`: 45 + 7 + 11 = 63."""
+
+STREAM_TOPICS_MAX = 64
+"""spec.topics (the CRD's maxItems too)."""
+
+STREAM_TRIGGER_S_MAX = 3600
+"""spec.triggerSeconds: at most one micro-batch an hour."""
+
+STREAM_TRIGGER_S_DEFAULT = 5
+
+STREAM_ARGS_MAX = 32
+"""Extra job arguments (spec.args)."""
+
+STREAM_METRICS_PORT = 9108
+"""The query pod's /metrics (`--metrics-port`): the operator reads status.progress from it."""
+
+STREAM_METRICS_TIMEOUT_S = 2.0
+"""One read of a query pod's /metrics; a pod that does not answer in time leaves the last progress."""
+
+STREAM_METRICS_BYTES_MAX = 1 << 20
+"""A query's /metrics text read at most: its lag family has one series per queue."""
+
+STREAM_LAG_QUEUES_IN_STATUS_MAX = 32
+"""status.progress.lagPerQueue keeps the queues furthest behind; /metrics has them all."""
+
+STREAM_TERMINATION_MESSAGE_CHARS_MAX = 1024
+"""status.lastTermination.message: the end of the container's termination message."""
+
+STREAM_TICK_S = 15.0
+"""How often the operator reads each query's pod and progress into its status."""

@@ -67,3 +67,39 @@ def forget(kind: str, namespace: str, name: str) -> None:
     """Drop a deleted resource's series."""
     with suppress(KeyError):
         READY.remove(kind, namespace, name)
+
+
+_STREAM_LABELS = ["namespace", "name"]
+STREAM_FIGURES = {
+    "restarts": Gauge(
+        "shoal_operator_stream_restarts", "Restarts of a StreamAnalysis query's container in its pod.", _STREAM_LABELS
+    ),
+    "batch": Gauge(
+        "shoal_operator_stream_batch_id",
+        "A StreamAnalysis query's last finished micro-batch (-1: none).",
+        _STREAM_LABELS,
+    ),
+    "input_rate": Gauge(
+        "shoal_operator_stream_input_rows_per_second", "Rows per second arriving at the query.", _STREAM_LABELS
+    ),
+    "processed_rate": Gauge(
+        "shoal_operator_stream_processed_rows_per_second", "Rows per second the query processes.", _STREAM_LABELS
+    ),
+    "batch_duration_s": Gauge(
+        "shoal_operator_stream_batch_duration_seconds", "Duration of the query's last micro-batch.", _STREAM_LABELS
+    ),
+    "lag": Gauge("shoal_operator_stream_lag_messages", "Messages the query is behind, all queues.", _STREAM_LABELS),
+}
+"""StreamAnalysis progress as the operator last read it (status.progress); the query's own pod
+serves the per-queue lag."""
+
+
+def set_stream(namespace: str, name: str, **figures: float) -> None:
+    for figure, value in figures.items():
+        STREAM_FIGURES[figure].labels(namespace, name).set(value)
+
+
+def forget_stream(namespace: str, name: str) -> None:
+    for gauge in STREAM_FIGURES.values():
+        with suppress(KeyError):
+            gauge.remove(namespace, name)

@@ -18,9 +18,10 @@ from shoal.operator.spec import (
     OPERATOR_OWNED_CONFIG_PREFIX,
     RESERVED_TOPIC_NAMES,
 )
+from shoal.operator.stream.spec import STREAM_CEL_MESSAGES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CRD_FILES = ("broker.yaml", "topic.yaml", "storeanalysis.yaml")
+CRD_FILES = ("broker.yaml", "topic.yaml", "storeanalysis.yaml", "streamanalysis.yaml")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -82,9 +83,11 @@ def test_crd_conventions(crd_file: str) -> None:
 
 @pytest.mark.parametrize("crd_file", CRD_FILES)
 def test_cel_messages_are_the_ones_the_operator_repeats(crd_file: str) -> None:
-    """Every CEL rule's message is in spec.CEL_MESSAGES (analysis.spec's for StoreAnalysis), so the
-    Python checks say the same."""
-    messages = ANALYSIS_CEL_MESSAGES if crd_file == "storeanalysis.yaml" else CEL_MESSAGES
+    """Every CEL rule's message is in spec.CEL_MESSAGES (analysis.spec's for StoreAnalysis,
+    stream.spec's for StreamAnalysis), so the Python checks say the same."""
+    messages = {"storeanalysis.yaml": ANALYSIS_CEL_MESSAGES, "streamanalysis.yaml": STREAM_CEL_MESSAGES}.get(
+        crd_file, CEL_MESSAGES
+    )
     for rule in _cel_rules(crd_file):
         assert rule["message"] in messages.values(), rule
 
@@ -103,7 +106,12 @@ def test_owned_keys_and_reserved_topics_match_the_cel_rules() -> None:
 
 @pytest.mark.parametrize(
     ("example", "crd_file"),
-    [("cluster.yaml", "broker.yaml"), ("topic.yaml", "topic.yaml"), ("storeanalysis.yaml", "storeanalysis.yaml")],
+    [
+        ("cluster.yaml", "broker.yaml"),
+        ("topic.yaml", "topic.yaml"),
+        ("storeanalysis.yaml", "storeanalysis.yaml"),
+        ("streamanalysis.yaml", "streamanalysis.yaml"),
+    ],
 )
 def test_examples_are_valid(example: str, crd_file: str) -> None:
     """examples/*.yaml validate against their CRD's openAPIV3Schema."""
@@ -196,3 +204,26 @@ def test_bad_analysis_specs_are_rejected_by_the_schema(key: str, value: Any) -> 
     body["spec"][key] = value
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(body, _schema("storeanalysis.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("job", "TopicCopy"),
+        ("topics", ["has space"]),
+        ("topics", ["A"] * 65),
+        ("group", "a/b"),
+        ("maxMessagesPerTrigger", 0),
+        ("triggerSeconds", 3601),
+        ("checkpoint", {}),
+        ("checkpoint", {"persistentVolumeClaim": {"claimName": "c", "subPath": "/abs"}}),
+        ("accountSecretRef", {}),
+        ("clusterRef", {}),
+    ],
+)
+def test_bad_stream_specs_are_rejected_by_the_schema(key: str, value: Any) -> None:
+    """Enums, ranges and patterns reject bad StreamAnalysis specs."""
+    body = copy.deepcopy(_load(REPO_ROOT / "examples" / "streamanalysis.yaml"))
+    body["spec"][key] = value
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(body, _schema("streamanalysis.yaml"))
