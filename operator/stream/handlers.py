@@ -69,9 +69,10 @@ def _pod(stream: StreamSpec) -> PodFacts | None:
     return None
 
 
-def read_metrics(address: str, port: int = limits.STREAM_METRICS_PORT) -> str | None:
-    """The query's /metrics text, or None when it does not answer (starting, busy, gone)."""
-    url = f"http://{address}:{port}/metrics"
+def read_metrics(address: str, port: int | None = None) -> str | None:
+    """The query's /metrics text (on STREAM_METRICS_PORT unless `port`), or None when it does not
+    answer (starting, busy, gone)."""
+    url = f"http://{address}:{port or limits.STREAM_METRICS_PORT}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=limits.STREAM_METRICS_TIMEOUT_S) as response:
             data: bytes = response.read(limits.STREAM_METRICS_BYTES_MAX)

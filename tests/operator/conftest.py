@@ -80,3 +80,5 @@ def facts(*pods: PodFacts, masters: dict[int, int] | None = None, **changes: Any
 # The StoreAnalysis scheduler's timer period is read when analysis.handlers is imported; the KMock
 # tests (analysis/test_handlers.py) move an injected clock and need ticks well under a second.
 os.environ.setdefault("SHOAL_ANALYSIS_TICK_S", "0.2")
+# The same for the StreamAnalysis timer, which reads each query's pod and progress.
+os.environ.setdefault("SHOAL_STREAM_TICK_S", "0.2")
