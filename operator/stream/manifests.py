@@ -7,8 +7,8 @@ again only once the old one is gone. Suspending sets replicas to 0; the checkpoi
 
 The pod runs `python -m shoal.spark.jobs.<job>` (shoal.spark.jobs.stream_runner's command line)
 with Spark `local[*]` inside it, against the cluster's NameServers (their stable DNS names, as the
-brokers get them), its checkpoint in `checkpoint/` of spec.checkpoint's directory and its output in
-`output/` beside it (or in spec.output's directory), and
+brokers get them), its checkpoint in `<subPath>/checkpoint` of spec.checkpoint's claim and its output
+in `<subPath>/output` beside it (or in spec.output's directory), and
 `--metrics-port`: Prometheus scrapes the pod there, and the operator reads the same figures into
 status.progress. Kubernetes restarts the container when the query fails (restartPolicy Always),
 and the job goes on from its checkpoint.
@@ -28,10 +28,9 @@ LABEL_STREAM = "shoal.io/stream"
 COMPONENT = "stream"
 CONTAINER = "query"
 STATE_MOUNT_PATH = "/stream"
-"""spec.checkpoint's directory: the checkpoint in `checkpoint/`, the output beside it in `output/`."""
-CHECKPOINT_PATH = f"{STATE_MOUNT_PATH}/checkpoint"
+"""spec.checkpoint's claim, whole: the query's directory is its subPath below it."""
 OUTPUT_MOUNT_PATH = "/output"
-"""spec.output's directory, when it names a claim of its own."""
+"""spec.output's claim, whole, when it names one of its own."""
 METRICS_PORT_NAME = "metrics"
 STREAM_UID = manifests.BROKER_UID
 """The image's user; fsGroup makes a claim that supports it writable for that user."""
@@ -81,15 +80,32 @@ def _metadata(stream: StreamSpec, name: str) -> Object:
     }
 
 
+def _under(root: str, sub_path: str, *rest: str) -> str:
+    return "/".join(part for part in (root, sub_path, *rest) if part)
+
+
+def checkpoint_path(stream: StreamSpec) -> str:
+    """The claims are mounted whole and the job makes its directories below them itself: a subPath
+    mount would have the kubelet make a missing directory owned by root, where the query (not
+    root) cannot write."""
+    return _under(STATE_MOUNT_PATH, stream.checkpoint.sub_path, "checkpoint")
+
+
+def output_path(stream: StreamSpec) -> str:
+    if stream.output is None:
+        return _under(STATE_MOUNT_PATH, stream.checkpoint.sub_path, "output")
+    return _under(OUTPUT_MOUNT_PATH, stream.output.sub_path)
+
+
 def job_arguments(stream: StreamSpec, cluster: BrokerSpec) -> list[str]:
     """The job's command line after `python -m shoal.spark.jobs.<module>`."""
     arguments = [
         "--namesrv",
         ";".join(manifests.name_server_addresses(cluster)),
         "--checkpoint",
-        CHECKPOINT_PATH,
+        checkpoint_path(stream),
         "--output",
-        OUTPUT_MOUNT_PATH if stream.output is not None else f"{STATE_MOUNT_PATH}/output",
+        output_path(stream),
         "--group",
         stream.consumer_group,
         "--starting-offsets",
@@ -126,13 +142,6 @@ def _env(stream: StreamSpec) -> list[Object]:
     return env
 
 
-def _claim_mount(name: str, path: str, sub_path: str) -> Object:
-    mount: Object = {"name": name, "mountPath": path}
-    if sub_path:
-        mount["subPath"] = sub_path
-    return mount
-
-
 def service(stream: StreamSpec) -> Object:
     """Headless: the StatefulSet's governing Service, and where Prometheus finds the query's /metrics."""
     return {
@@ -149,16 +158,13 @@ def service(stream: StreamSpec) -> Object:
 
 def stateful_set(stream: StreamSpec, cluster: BrokerSpec) -> Object:
     """The query's StatefulSet: one replica, none while suspended."""
-    mounts: list[Object] = [
-        _claim_mount("state", STATE_MOUNT_PATH, stream.checkpoint.sub_path),
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]
+    mounts: list[Object] = [{"name": "state", "mountPath": STATE_MOUNT_PATH}, {"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[Object] = [
         {"name": "state", "persistentVolumeClaim": {"claimName": stream.checkpoint.claim_name}},
         {"name": "tmp", "emptyDir": {}},
     ]
     if stream.output is not None:
-        mounts.append(_claim_mount("output", OUTPUT_MOUNT_PATH, stream.output.sub_path))
+        mounts.append({"name": "output", "mountPath": OUTPUT_MOUNT_PATH})
         volumes.append({"name": "output", "persistentVolumeClaim": {"claimName": stream.output.claim_name}})
     container: Object = {
         "name": CONTAINER,

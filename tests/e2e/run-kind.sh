@@ -10,7 +10,8 @@
 #                      tests/e2e/Dockerfile as shoal-e2e-tests:e2e; load them into the nodes
 #   4. operator        helm install shoal charts/shoal (helm from .venv/bin or tools/get_helm.py)
 #   5. cluster CRs     kubectl apply tests/e2e/manifests/{namespace,broker,topic}.yaml, then
-#                      kubectl wait --for=condition=Ready broker/e2e and topic/e2e-events
+#                      kubectl wait --for=condition=Ready broker/e2e and topic/e2e-events; the
+#                      StreamAnalysis test's local PV and claim (manifests/stream-state.yaml)
 #   6. tests           tests/e2e/test_kind.py as the Job in manifests/runner.yaml, inside the
 #                      cluster: brokers register pod IPs, which port-forwards cannot reach
 #   7. outside         routes from this host to each node's podCIDR (root), then
@@ -130,6 +131,9 @@ kubectl apply -f "$E2E_DIR/manifests/namespace.yaml"
 kubectl apply -f "$E2E_DIR/manifests/broker.yaml" -f "$E2E_DIR/manifests/topic.yaml"
 kubectl -n "$NAMESPACE" wait --for=condition=Ready "broker/$BROKER" --timeout="$READY_TIMEOUT"
 kubectl -n "$NAMESPACE" wait --for=condition=Ready "topic/$TOPIC" --timeout="$READY_TIMEOUT"
+STREAM_NODE="$CLUSTER-worker"
+"$ENGINE" exec "$STREAM_NODE" sh -c 'mkdir -p /var/lib/shoal/e2e-stream && chown 10001:10001 /var/lib/shoal/e2e-stream'
+sed "s|__SHOAL_E2E_STREAM_NODE__|$STREAM_NODE|" "$E2E_DIR/manifests/stream-state.yaml" | kubectl apply -f -
 kubectl -n "$NAMESPACE" get brokers,topics,pods -o wide
 
 # ---------------------------------------------------------------- 6. tests

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,11 @@ CPP_PROCESS_TIMEOUT_S = 120.0
 """Covers the scenario's wait for every NameServer's route (45 s) and the sends after it."""
 CPP_LOG_TAIL_BYTES = 4000
 STORE_ANALYSIS_TIMEOUT_S = 900.0
+STREAM_TIMEOUT_S = 900.0
+"""A streaming query's pod is scheduled, its JVM and Spark start, and it catches up within this."""
+STREAM_STATE_CLAIM = "stream-state"
+"""tests/e2e/manifests/stream-state.yaml: a local PV on one worker, bound to this claim."""
+STREAM_MESSAGES = 40
 ACKED_BEFORE_KILL = 100
 ACKED_AFTER_RETURN = 50
 SEND_RETRY_PAUSE_S = 0.2
@@ -425,3 +430,85 @@ def test_store_analysis_run_now_succeeds(kube: Kube) -> None:
     wait_until(finished, STORE_ANALYSIS_TIMEOUT_S, POLL_INTERVAL_S, what=f"StoreAnalysis {name} finished")
     final = kube.custom.get_namespaced_custom_object(GROUP, VERSION, kube.target.namespace, "storeanalyses", name)
     assert final["status"]["lastRun"]["phase"] == "Succeeded", final["status"]
+
+
+def _stream_status(kube: Kube, name: str) -> dict[str, Any]:
+    body = kube.custom.get_namespaced_custom_object(GROUP, VERSION, kube.target.namespace, "streamanalyses", name)
+    return dict(body.get("status") or {})
+
+
+def _produce(kube: Kube, count: int) -> None:
+    from shoal.client import BlockingProducer, Message, SendStatus
+
+    run = unique("stream")
+    with BlockingProducer(unique("PID_stream"), kube.namesrv_addr(), client_settings=client_settings()) as producer:
+        for index in range(count):
+            result = producer.send(Message(kube.target.topic, f"{run}-{index}".encode(), tags="stream"))
+            assert result.status is SendStatus.SEND_OK, result
+
+
+def test_stream_analysis_runs_a_query_that_resumes_from_its_checkpoint(kube: Kube) -> None:
+    """Goal: a StreamAnalysis runs its query as a real pod, its progress reaches the status, and a
+    query whose pod is killed is started again and goes on from its checkpoint (its micro-batch
+    ids go on; a lost checkpoint would start over at 0). Method: TopicArchive over the e2e topic
+    with its checkpoint on a local PV; produce, wait until caught up, delete the pod, produce,
+    wait for a later micro-batch of the new pod."""
+    if not kube.target.spark_image:
+        pytest.skip(reason="no Spark image: run-kind.sh builds shoal-spark:e2e only from broker_image/Dockerfile.spark")
+    name = unique("e2e-stream").replace("_", "-").lower()
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "StreamAnalysis",
+        "metadata": {"name": name, "namespace": kube.target.namespace},
+        "spec": {
+            "clusterRef": {"name": kube.target.broker},
+            "job": "TopicArchive",
+            "topics": [kube.target.topic],
+            "triggerSeconds": 2,
+            "image": kube.target.spark_image,
+            "checkpoint": {"persistentVolumeClaim": {"claimName": STREAM_STATE_CLAIM, "subPath": name}},
+            "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}},
+        },
+    }
+    _produce(kube, STREAM_MESSAGES)
+    kube.custom.create_namespaced_custom_object(GROUP, VERSION, kube.target.namespace, "streamanalyses", body)
+    try:
+
+        def caught_up(after_batch: int, pod_uid: str | None = None) -> Callable[[], bool]:
+            def check() -> bool:
+                status = _stream_status(kube, name)
+                progress = status.get("progress") or {}
+                if pod_uid is not None:
+                    pod = kube.pod(f"{name}-stream-0")
+                    if pod is None or pod.metadata.uid == pod_uid:
+                        return False
+                return (
+                    status.get("phase") == "Running"
+                    and int(progress.get("batch", -1)) > after_batch
+                    and progress.get("lag") == 0
+                )
+
+            return check
+
+        wait_until(caught_up(-1), STREAM_TIMEOUT_S, POLL_INTERVAL_S, what=f"StreamAnalysis {name} caught up")
+        first = _stream_status(kube, name)
+        assert first["pod"] == f"{name}-stream-0" and first["restarts"] == 0, first
+        _produce(kube, STREAM_MESSAGES)
+        wait_until(caught_up(first["progress"]["batch"]), STREAM_TIMEOUT_S, POLL_INTERVAL_S, what="a later batch")
+        before_kill = int(_stream_status(kube, name)["progress"]["batch"])
+        old_pod = kube.pod(f"{name}-stream-0")
+        assert old_pod is not None
+        kube.core.delete_namespaced_pod(f"{name}-stream-0", kube.target.namespace)
+        _produce(kube, STREAM_MESSAGES)
+        wait_until(
+            caught_up(before_kill, pod_uid=old_pod.metadata.uid),
+            STREAM_TIMEOUT_S,
+            POLL_INTERVAL_S,
+            what=f"StreamAnalysis {name} going on in a new pod",
+        )
+        resumed = _stream_status(kube, name)
+        assert int(resumed["progress"]["batch"]) > before_kill, resumed  # the checkpoint's ids go on
+        ready = next(c for c in resumed["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("True", "Running"), resumed
+    finally:
+        kube.custom.delete_namespaced_custom_object(GROUP, VERSION, kube.target.namespace, "streamanalyses", name)

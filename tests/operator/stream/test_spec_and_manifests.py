@@ -129,7 +129,10 @@ def test_one_replica_at_most_and_none_while_suspended(cluster: BrokerSpec) -> No
     assert (running["kind"], running["spec"]["replicas"], suspended["spec"]["replicas"]) == ("StatefulSet", 1, 0)
     container = running["spec"]["template"]["spec"]["containers"][0]
     args = container["args"]
-    assert args[args.index("--checkpoint") + 1].startswith(container["volumeMounts"][0]["mountPath"] + "/")
+    assert args[args.index("--checkpoint") + 1] == "/stream/orders-flow/checkpoint"
+    assert args[args.index("--output") + 1] == "/stream/orders-flow/output"
+    # the claim mounted whole: a subPath the kubelet makes would be root's, not the query's
+    assert container["volumeMounts"][0] == {"name": "state", "mountPath": "/stream"}
     assert running["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "stream-state"
 
 
@@ -142,4 +145,4 @@ def test_the_command_line_is_the_jobs_own(cluster: BrokerSpec, job: str) -> None
     parsed = module.build_parser().parse_args(stream_manifests.job_arguments(stream, cluster))
     assert parsed.namesrv == "orders-ns-0.orders-ns.mq.svc:9876;orders-ns-1.orders-ns.mq.svc:9876"
     assert (parsed.topic, parsed.max_messages_per_trigger, parsed.metrics_port) == (["Orders"], 1000, 9108)
-    assert str(parsed.checkpoint) == stream_manifests.CHECKPOINT_PATH
+    assert str(parsed.checkpoint) == stream_manifests.checkpoint_path(stream) == "/stream/orders-flow/checkpoint"
