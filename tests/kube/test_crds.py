@@ -18,18 +18,30 @@ from kubernetes.client.exceptions import ApiException
 from shoal.operator.analysis.spec import analysis_spec_from
 from shoal.operator.errors import InvalidSpecError
 from shoal.operator.spec import broker_spec_from, topic_spec_from
+from shoal.operator.stream.spec import stream_spec_from
 from tests.kube.control_plane import ControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "shoal.io", "v1alpha1"
 NAMESPACE = "cel-checks"
 ALLOWED_HOST_ROOTS = ("/var/lib/shoal",)
-CRDS = {"broker.yaml": "brokers", "topic.yaml": "topics", "storeanalysis.yaml": "storeanalyses"}
-EXAMPLES = {"broker.yaml": "cluster.yaml", "topic.yaml": "topic.yaml", "storeanalysis.yaml": "storeanalysis.yaml"}
+CRDS = {
+    "broker.yaml": "brokers",
+    "topic.yaml": "topics",
+    "storeanalysis.yaml": "storeanalyses",
+    "streamanalysis.yaml": "streamanalyses",
+}
+EXAMPLES = {
+    "broker.yaml": "cluster.yaml",
+    "topic.yaml": "topic.yaml",
+    "storeanalysis.yaml": "storeanalysis.yaml",
+    "streamanalysis.yaml": "streamanalysis.yaml",
+}
 MIRRORS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "broker.yaml": lambda body: broker_spec_from(body, ALLOWED_HOST_ROOTS),
     "topic.yaml": topic_spec_from,
     "storeanalysis.yaml": analysis_spec_from,
+    "streamanalysis.yaml": stream_spec_from,
 }
 
 
@@ -94,6 +106,14 @@ def _unset(path: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def _both(*changes: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def change(body: dict[str, Any]) -> None:
+        for one in changes:
+            one(body)
+
+    return change
+
+
 IMMUTABLE = "field is immutable"
 VIOLATIONS = (
     Violation("broker.yaml", "spec", "replication mode Sync requires replicasPerGroup >= 2",
@@ -140,6 +160,15 @@ VIOLATIONS = (
               _set("spec.analysis.kind", "ConsumerLag")),
     Violation("storeanalysis.yaml", "spec.spark.sparkConf", "spark.sparkConf must not set operator-owned keys",
               _set("spec.spark.sparkConf", {"spark.kubernetes.driver.volumes.x.mount.path": "/x"})),
+    Violation("streamanalysis.yaml", "spec", "TopicArchive needs topics or topicPattern",
+              _set("spec.job", "TopicArchive")),
+    Violation("streamanalysis.yaml", "spec", "topics and topicPattern are exclusive",
+              _both(_set("spec.topics", ["Orders"]), _set("spec.topicPattern", "Order.*")), what="both"),
+    Violation("streamanalysis.yaml", "spec.clusterRef", IMMUTABLE,
+              _set("spec.clusterRef", {"name": "other"}), on_update=True),
+    Violation("streamanalysis.yaml", "spec.job", IMMUTABLE, _set("spec.job", "DlqArchive"), on_update=True),
+    Violation("streamanalysis.yaml", "spec.sparkConf", "sparkConf must not set spark.master",
+              _set("spec.sparkConf", {"spark.master": "local[1]"})),
 )  # fmt: skip
 
 

@@ -193,12 +193,14 @@ def test_broker_pods_are_scheduled_next_to_their_volumes(shoal_crds: ControlPlan
 
 
 def test_status_written_by_the_operator_is_kept_by_the_server(shoal_crds: ControlPlane, operator: Operator) -> None:
-    """Broker, Topic and StoreAnalysis status patches come back as sent: every field the operator writes is
-    declared in the CRD, so the server prunes nothing (KMock keeps anything, so only this can show it)."""
+    """Broker, Topic, StoreAnalysis and StreamAnalysis status patches come back as sent: every field the
+    operator writes is declared in the CRD, so the server prunes nothing (KMock keeps anything, so only this
+    can show it). The StreamAnalysis' StatefulSet and Service are made with only the chart's grants."""
     plane = shoal_crds
     _apply_example(plane, "topic.yaml", "order-events")
     _apply_example(plane, "storeanalysis.yaml", "nightly")
-    for kind, name in (("topic", "order-events"), ("storeanalysis", "nightly")):
+    _apply_example(plane, "streamanalysis.yaml", "flow")
+    for kind, name in (("topic", "order-events"), ("storeanalysis", "nightly"), ("streamanalysis", "flow")):
 
         def status(kind: str = kind, name: str = name) -> dict[str, Any]:
             body = json.loads(plane.kubectl("get", kind, name, "-n", BROKER_NAMESPACE, "-o", "json").stdout)
@@ -206,8 +208,21 @@ def test_status_written_by_the_operator_is_kept_by_the_server(shoal_crds: Contro
             return found if found.get("conditions") else {}
 
         assert _wait_for(f"{kind} status conditions", status, operator)
+    owned = _wait_for(
+        "the StreamAnalysis' StatefulSet and Service",
+        lambda: "flow-stream" in _names(plane, "statefulsets") and "flow-stream" in _names(plane, "services"),
+        operator,
+    )
+    assert owned
     pruned = [line for line in operator.output().splitlines() if PRUNED in line]
     assert not pruned, pruned
+    # Gone again, through the garbage collector: the Broker tests after this one own every StatefulSet.
+    plane.kubectl("delete", "streamanalysis", "flow", "-n", BROKER_NAMESPACE, f"--timeout={int(RECONCILE_TIMEOUT_S)}s")
+    assert _wait_for(
+        "the StreamAnalysis' children to go",
+        lambda: "flow-stream" not in _names(plane, "statefulsets") + _names(plane, "services"),
+        operator,
+    )
 
 
 def test_deleting_the_broker_lets_the_garbage_collector_remove_its_children(
