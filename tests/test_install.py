@@ -34,10 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE_DEPENDENCIES = (
     *("crc32c", "click", "prometheus_client", "uvloop", "_cffi_backend"),
     *("grpc", "typing_extensions", "google"),
+    *("aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl"),
 )
 """Top-level modules every command imports with (pyproject's `dependencies`: grpcio is `grpc` and its
-`typing_extensions`, protobuf `google`; less pyyaml: it is imported only when a plain_acl.yml or
-credentials file is read, so the CLI starts even where it is missing)."""
+`typing_extensions`, protobuf `google`, aiohttp with the packages it imports; less pyyaml: it is
+imported only when a plain_acl.yml or credentials file is read, so the CLI starts even where it is
+missing)."""
 OPTIONAL_PARTS = ("shoal.spark", "shoal.operator")
 """The only parts allowed to import an extra at import time."""
 INSTALL_TIMEOUT_S = 900.0
