@@ -136,7 +136,11 @@ def stream_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
     """What a person and the operator want from Spark's StreamingQueryProgress: rates, duration,
-    rows, and lag per topic/broker/queue (the source's latest offsets minus where the batch ended)."""
+    rows, and lag per topic/broker/queue (the source's latest offsets minus where the batch ended).
+
+    `batch` is the last micro-batch that ran (-1: none yet). Spark also reports triggers that found
+    no new data (every 10 s while idle) under the id of the *next* micro-batch, which has not run;
+    for those `batch` is the one before, and the lag is current."""
     lag: dict[str, dict[str, dict[str, int]]] = {}
     for source in progress.get("sources") or []:
         end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
@@ -145,8 +149,11 @@ def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
                 for queue, offset in queues.items():
                     done = end.get(topic, {}).get(broker, {}).get(queue, 0)
                     lag.setdefault(topic, {}).setdefault(broker, {})[queue] = max(0, int(offset) - int(done))
+    batch_id = progress.get("batchId")
+    ran = ran_a_batch(progress)
     return {
-        "batch": progress.get("batchId"),
+        "batch": batch_id if ran or batch_id is None else int(batch_id) - 1,
+        "ran": ran,
         "timestamp": progress.get("timestamp"),
         "rows": progress.get("numInputRows", 0),
         "inputRowsPerSecond": round(float(progress.get("inputRowsPerSecond") or 0.0), 1),
@@ -155,6 +162,12 @@ def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
         "lag": sum(value for brokers in lag.values() for queues in brokers.values() for value in queues.values()),
         "lagPerQueue": lag,
     }
+
+
+def ran_a_batch(progress: dict[str, Any]) -> bool:
+    """Whether a progress event reports a micro-batch that ran (Spark times its `addBatch`), not a
+    trigger that found nothing new."""
+    return "addBatch" in (progress.get("durationMs") or {}) or bool(progress.get("numInputRows"))
 
 
 def _offsets(value: Any) -> dict[str, Any]:
@@ -227,18 +240,21 @@ def _watch(query: StreamingQuery, output_dir: Path, prog: str, metrics: StreamMe
     while query.isActive and not stopping.is_set():
         query.awaitTermination(PROGRESS_POLL_S)
         progress = query.lastProgress
-        if progress and progress.get("batchId") != reported:
-            reported = progress.get("batchId")
+        # Each event once; an idle trigger and the batch that then runs share a batchId.
+        identity = (progress.get("batchId"), progress.get("timestamp")) if progress else None
+        if progress and identity != reported:
+            reported = identity
             last = progress_record(progress)
             (output_dir / PROGRESS_FILE_NAME).write_text(json.dumps(last, sort_keys=True) + "\n")
             if metrics is not None:
                 metrics.update(last)
-            print(
-                f"{prog}: batch {last['batch']}: {last['rows']} rows, {last['processedRowsPerSecond']}/s, "
-                f"{last['batchDurationMs']} ms, lag {last['lag']}",
-                file=sys.stderr,
-                flush=True,
-            )
+            if last["ran"]:
+                print(
+                    f"{prog}: batch {last['batch']}: {last['rows']} rows, {last['processedRowsPerSecond']}/s, "
+                    f"{last['batchDurationMs']} ms, lag {last['lag']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if stopping.is_set():
         query.stop()
     failure = query.exception()

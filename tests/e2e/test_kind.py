@@ -509,7 +509,11 @@ def test_stream_analysis_runs_a_query_that_resumes_from_its_checkpoint(kube: Kub
             progress = status.get("progress") or {}
             finished = progress.get("finishedAt")
             made = pod.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-            return _stream_ready(status) and finished is not None and finished >= made and progress.get("lag") == 0
+            if not (_stream_ready(status) and finished is not None and finished >= made):
+                return False
+            batch = int(progress["batch"])
+            assert batch >= before_kill, f"the query started over in its new pod (checkpoint not found): {status}"
+            return batch > before_kill and progress.get("lag") == 0
 
         wait_until(
             caught_up_in_a_new_pod, STREAM_TIMEOUT_S, POLL_INTERVAL_S, what=f"StreamAnalysis {name} in a new pod"

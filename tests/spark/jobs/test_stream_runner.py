@@ -34,8 +34,20 @@ def test_a_progress_record_has_rates_duration_and_lag_per_queue() -> None:
     assert record["batch"] == 7 and record["rows"] == 300 and record["batchDurationMs"] == 812
     assert (record["inputRowsPerSecond"], record["processedRowsPerSecond"]) == (1234.6, 999.9)
     assert record["lagPerQueue"] == {"T": {"broker-a": {"0": 5, "1": 0}, "broker-b": {"0": 4}}}
-    assert record["lag"] == 9
+    assert record["lag"] == 9 and record["ran"]
     assert progress_record({"batchId": 0})["lag"] == 0
+
+
+def test_an_idle_trigger_reports_the_last_batch_that_ran() -> None:
+    """Goal: Spark reports a trigger that found nothing new under the id of the next micro-batch,
+    which has not run; the record's batch stays the last one that ran, its lag is current. Method:
+    an idle event (no addBatch, no rows) after batch 7, and the first one of a new query."""
+    idle = {**PROGRESS, "batchId": 8, "numInputRows": 0, "durationMs": {"triggerExecution": 3, "latestOffset": 2}}
+    record = progress_record(idle)
+    assert (record["batch"], record["ran"], record["rows"], record["lag"]) == (7, False, 0, 9)
+    assert progress_record({**idle, "batchId": 0})["batch"] == -1  # nothing has run yet
+    ran = {**idle, "numInputRows": 0, "durationMs": {"addBatch": 1, "triggerExecution": 4}}
+    assert progress_record(ran)["batch"] == 8  # an empty batch that ran (a source with no rows) counts
 
 
 def test_the_metrics_endpoint_serves_the_last_batch() -> None:
