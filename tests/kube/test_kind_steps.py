@@ -25,13 +25,15 @@ SPARK_IMAGE = "shoal-spark:e2e"
 READY_TIMEOUT_S = 240
 TESTS_TIMEOUT_S = 1200
 TEARDOWN_TIMEOUT_S = 80
+STREAM_NODE_PLACEHOLDER = "__SHOAL_E2E_STREAM_NODE__"
 
 
 @pytest.fixture(scope="module")
 def e2e_cluster(
     shoal_crds: ControlPlane, pod_runner: PodRunner, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
-    """Steps 4 and 5 of run-kind.sh: the chart with the e2e image, then the e2e Broker and Topic Ready."""
+    """Steps 4 and 5 of run-kind.sh: the chart with the e2e image, then the e2e Broker and Topic Ready,
+    and the StreamAnalysis test's claim."""
     plane = shoal_crds
     helm = Helm.for_cluster(plane, tmp_path_factory.mktemp("helm-e2e"), OPERATOR_NAMESPACE)
     helm("install", "shoal", str(REPO_ROOT / "charts" / "shoal"), "--create-namespace",
@@ -47,11 +49,15 @@ def e2e_cluster(
                 "wait", "--for=condition=Ready", what, "-n", NAMESPACE, f"--timeout={READY_TIMEOUT_S}s", check=False
             )
             assert result.returncode == 0, f"{what}: {result.stderr}\n{_operator_log(pod_runner)}"
+        # The StreamAnalysis test's claim, its PV pinned to one node as run-kind.sh pins it to a worker.
+        stream_state = (E2E_DIR / "manifests" / "stream-state.yaml").read_text()
+        plane.kubectl("apply", "-f", "-", input_text=stream_state.replace(STREAM_NODE_PLACEHOLDER, plane.node_names[0]))
         yield plane
     finally:
-        plane.kubectl("delete", "jobs,storeanalyses,topics,brokers", "--all", "-n", NAMESPACE,
+        plane.kubectl("delete", "jobs,storeanalyses,streamanalyses,topics,brokers", "--all", "-n", NAMESPACE,
                       f"--timeout={TEARDOWN_TIMEOUT_S}s", check=False)  # fmt: skip
         plane.kubectl("delete", "namespace", NAMESPACE, f"--timeout={TEARDOWN_TIMEOUT_S}s", check=False)
+        plane.kubectl("delete", "persistentvolume", "shoal-e2e-stream-state", "--ignore-not-found", check=False)
         helm.uninstall_quietly("shoal")
         plane.kubectl("delete", "namespace", OPERATOR_NAMESPACE, f"--timeout={TEARDOWN_TIMEOUT_S}s", check=False)
 
