@@ -28,12 +28,13 @@ from typing import Any
 import kopf
 
 from shoal.operator import kube, limits, metrics
+from shoal.operator.analysis.status import Health
 from shoal.operator.errors import InvalidSpecError
 from shoal.operator.settings import allowed_host_roots
 from shoal.operator.spec import BrokerSpec, broker_spec_from
 from shoal.operator.stream import manifests as stream_manifests
 from shoal.operator.stream.spec import StreamSpec, stream_spec_from
-from shoal.operator.stream.status import Health, PodFacts, pod_facts, progress_from_metrics, stream_status
+from shoal.operator.stream.status import PodFacts, pod_facts, progress_from_metrics, stream_status
 
 GROUP, VERSION, PLURAL = "shoal.io", "v1alpha1", "streamanalyses"
 KIND = "StreamAnalysis"

@@ -26,20 +26,12 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from shoal.operator import limits
+from shoal.operator.analysis.status import Health
 from shoal.operator.status import condition
 
 METRIC_PREFIX = "shoal_stream_"
 WAITING_FAILURES = frozenset({"CrashLoopBackOff", "Error", "ImagePullBackOff", "ErrImagePull", "CreateContainerError"})
 """Container waiting reasons that mean the query cannot run now (not merely starting)."""
-
-
-@dataclass(frozen=True)
-class Health:
-    """Ready's value when the spec or the cluster reference cannot work (else the pod decides)."""
-
-    ready: bool
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

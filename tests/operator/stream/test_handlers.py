@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import socket
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from tests.operator.test_handlers import (
     wait_until,
     watching,
 )
+from tests.ports import free_port
 
 NAMESPACE = "mq"
 NAME = "orders-flow"
@@ -121,12 +121,6 @@ def store_pod(api: km.KubernetesEmulator, container_status: dict[str, Any]) -> N
             "containerStatuses": [{"name": "query", **container_status}],
         },
     }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.asyncio

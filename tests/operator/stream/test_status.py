@@ -3,21 +3,16 @@ a real StreamMetrics server (the one the streaming jobs run), the pod's state, a
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
+from shoal.operator.analysis.status import Health
 from shoal.operator.stream.handlers import read_metrics
-from shoal.operator.stream.status import Health, PodFacts, pod_facts, progress_from_metrics, stream_status
+from shoal.operator.stream.status import PodFacts, pod_facts, progress_from_metrics, stream_status
 from shoal.spark.jobs.stream_metrics import StreamMetrics
+from tests.ports import free_port
 
 NOW = "2026-11-29T12:00:00Z"
 FOUND = Health(True, "ClusterFound", "reading topics of cluster orders")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_progress_is_read_from_a_running_jobs_metrics_endpoint() -> None:
