@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 
+from shoal.client import BlockingProducer, Message
+
 WAIT_S = 60.0
+TPS_WINDOW_S = 10.0  # clusterList's #InTPS: messages put in the last 10 s / 10
+TPS_TRIES = 4
 
 
 @pytest.fixture(scope="module")
@@ -91,24 +95,30 @@ def config_of(java: Any, shoal: Any) -> dict[str, str]:
 
 
 def test_cluster_list_prints_version_put_tps_and_todays_total(
-    java: Any, shoal: Any, unique: Callable[[str], str], wait_until: Callable[..., None]
+    java: Any, shoal: Any, unique: Callable[[str], str]
 ) -> None:
-    """20 messages sent at once: clusterList's #InTPS reaches 2.00 (20 in its 10 s window), -m's
+    """20 messages sent at once: clusterList's #InTPS reads 2.00 (20 in its 10 s window), -m's
     #InTotalToday grows by exactly 20; brokerStatus shows V4_9_7 and Shoal's own version."""
     ns = shoal.namesrv_addr
+    topic = unique("cluster_list")
     before = in_total_today(java, ns)
-    sent = java.run("Produce", {"namesrv": ns, "topic": unique("cluster_list"), "mode": "sync", "count": 20}).of("sent")
+    sent = java.run("Produce", {"namesrv": ns, "topic": topic, "mode": "sync", "count": 20}).of("sent")
     assert len(sent) == 20
     assert in_total_today(java, ns) - before == 20
 
+    # The window is 10 s and mqadmin's JVM can take most of that to start on a loaded machine, so each
+    # try lets the window empty, sends its burst from this process and reads clusterList at once.
     seen: list[str] = []
-
-    def window_holds_the_burst() -> bool:
-        output = java.mqadmin("clusterList", "-n", ns)
-        seen.append(output)
-        return abs(in_tps(output) - 2.0) <= 0.3
-
-    wait_until(window_holds_the_burst, WAIT_S, 0.5, what="clusterList #InTPS of 2.00")
+    with BlockingProducer(unique("cluster_list_producer"), ns) as producer:
+        for _ in range(TPS_TRIES):
+            time.sleep(TPS_WINDOW_S + 1.0)
+            for n in range(20):
+                producer.send(Message(topic, f"burst-{n}".encode()))
+            seen.append(java.mqadmin("clusterList", "-n", ns))
+            if abs(in_tps(seen[-1]) - 2.0) <= 0.3:
+                break
+        else:
+            raise AssertionError("clusterList never read #InTPS 2.00 after a burst of 20:\n" + "\n".join(seen))
     output = seen[-1]
     assert_no_exception(output)
     assert "null" not in output, output
