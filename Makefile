@@ -4,10 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client proxy operator spark cli
+PACKAGE_DIRS := formats store protocol remoting acl namesrv broker client proxy operator spark dashboard cli
 # Strict editable installs link files one by one, so a new module needs a reinstall:
 # the stamps depend on every package file.
-PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.pyi' -o -name '*.c' \) 2>/dev/null) pyproject.toml setup.py
+PACKAGE_FILES := $(shell find $(PACKAGE_DIRS) \( -name '*.py' -o -name '*.pyi' -o -name '*.c' -o -name '*.html' -o -name '*.css' \) 2>/dev/null) pyproject.toml setup.py
 DATA_DIR ?= data
 
 .PHONY: run test lint typecheck imports unit kind-e2e kind bench bench-vs-rocketmq clean help
@@ -36,10 +36,10 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check formats store protocol remoting acl namesrv broker client proxy operator spark cli tests bench tools
+	$(VENV)/bin/ruff format --check formats store protocol remoting acl namesrv broker client proxy operator spark dashboard cli tests bench tools
 
 typecheck: $(VENV)/.installed-dev
-	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.acl -p shoal.namesrv -p shoal.client -p shoal.broker -p shoal.proxy -p shoal.cli -p shoal.operator -p shoal.spark
+	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.acl -p shoal.namesrv -p shoal.client -p shoal.broker -p shoal.proxy -p shoal.cli -p shoal.operator -p shoal.spark -p shoal.dashboard
 
 # tools/lint_imports.py: the contracts hold the same with a plain `pip install -e .` (README, Developing).
 imports: $(VENV)/.installed-dev

@@ -7,6 +7,7 @@ import logging
 import click
 
 from shoal.cli.client_commands import admin, consume, produce
+from shoal.cli.dashboard_commands import dashboard
 from shoal.cli.demo import demo, demo_writer
 from shoal.cli.server_commands import broker, local, namesrv, proxy
 from shoal.cli.spark_commands import spark_group
@@ -30,6 +31,7 @@ def cli(context: click.Context, log_level: str | None) -> None:
     shoal broker          run a Broker (-c broker.conf)
     shoal proxy           run the gRPC proxy RocketMQ 5 clients connect to (-n namesrv)
     shoal admin           topics, routes, consumer progress, messages by id or key
+    shoal dashboard       the web UI: cluster, topics, groups and lag, messages, traces, DLQ
     shoal produce         send messages;  shoal consume   print consumed messages
     shoal demo            write, crash, recover and read back a store
     shoal store inspect   decode the files of a store directory
@@ -41,7 +43,7 @@ def cli(context: click.Context, log_level: str | None) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-SERVER_COMMANDS = frozenset({"namesrv", "broker", "proxy", "local", "demo", "demo-writer"})
+SERVER_COMMANDS = frozenset({"namesrv", "broker", "proxy", "local", "demo", "demo-writer", "dashboard"})
 
 cli.add_command(demo)
 cli.add_command(demo_writer)
@@ -55,6 +57,7 @@ cli.add_command(admin)
 cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(trace)
+cli.add_command(dashboard)
 
 
 def main() -> None:

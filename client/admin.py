@@ -57,8 +57,11 @@ from shoal.protocol import (
     ViewMessageRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
 )
+from shoal.protocol.bodies import ProducerConnection, ResetOffsetBody
 from shoal.protocol.errors import ProtocolError
+from shoal.protocol.headers import GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader
 from shoal.protocol.json_compat import ObjectReader, loads, map_key_to_str
+from shoal.remoting.settings import parse_properties
 
 _UNIQ_QUERY_MARGIN_MS = 24 * 3600 * 1000  # the UNIQ_KEY's time is local-time based: allow any zone
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: built into every broker
@@ -250,6 +253,11 @@ class Admin(InstanceLifecycle):
         super().__init__("admin")
         self._instance = ClientInstance(namesrv_addrs, client_settings or ClientSettings())
         self._namesrv_addrs = namesrv_addrs
+
+    @property
+    def client_settings(self) -> ClientSettings:
+        """The settings (credentials included) this admin's requests go with."""
+        return self._instance.settings
 
     @property
     def _timeout_s(self) -> float:
@@ -571,6 +579,73 @@ class Admin(InstanceLifecycle):
         except ProtocolError as error:
             raise protocol_failure(error, broker_addr) from None
 
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG of one broker: every setting by its broker.conf name."""
+        self._check_running()
+        response = await self._instance.api.call(broker_addr, RequestCode.GET_BROKER_CONFIG)
+        try:
+            return parse_properties(bytes(response.body or b"").decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise protocol_failure(ProtocolError(f"config is not properties text: {error}"), broker_addr) from None
+
+    async def update_broker_config(self, broker_addr: str, changes: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG on one broker; MQBrokerError with the broker's reason when it refuses
+        (a key that only applies at start, an unknown key, a value out of range)."""
+        self._check_running()
+        body = "".join(f"{key}={value}\n" for key, value in changes.items()).encode("utf-8")
+        await self._instance.api.call(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+
+    async def subscription_groups(self, broker_addr: str) -> list[str]:
+        """The names of one broker's subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), sorted."""
+        self._check_running()
+        response = await self._instance.api.call(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        try:
+            table = ObjectReader(loads(response.body or b"{}"), "subscriptionGroups").mapping("subscriptionGroupTable")
+        except ProtocolError as error:
+            raise protocol_failure(error, broker_addr) from None
+        return sorted(str(name) for name in table)
+
+    async def producer_connections(self, broker_addr: str, group: str) -> tuple[Connection, ...]:
+        """GET_PRODUCER_CONNECTION_LIST of one broker: the live clients of a producer group (empty
+        when none is connected there)."""
+        self._check_running()
+        fields = GetProducerConnectionListRequestHeader(producer_group=group).to_ext_fields()
+        response = await self._instance.api.call(
+            broker_addr,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST,
+            fields,
+            ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
+        )
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            return ()
+        try:
+            found = ProducerConnection.from_json(response.body)
+        except ProtocolError as error:
+            raise protocol_failure(error, broker_addr) from None
+        return tuple(
+            Connection(item.client_id, item.client_addr, item.language, item.version) for item in found.connection_set
+        )
+
+    async def reset_offset_by_time(
+        self, topic: str, group: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET on every master of `topic` (mqadmin resetOffsetByTime): each
+        queue's offset for `timestamp_ms` (-1: the max offset), pushed to the group's live consumers;
+        `force` false only moves offsets backwards. MQBrokerError(CONSUMER_NOT_ONLINE) when the group
+        has no live consumer there. Returns the new offset of every queue."""
+        self._check_running()
+        fields = ResetOffsetRequestHeader(topic=topic, group=group, timestamp_ms=timestamp_ms, is_force=force)
+        table: dict[MessageQueue, int] = {}
+        for address in await self._route_masters(topic):
+            response = await self._instance.api.call(
+                address, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields()
+            )
+            try:
+                table.update(ResetOffsetBody.from_json(response.body or b"{}").offset_table)
+            except ProtocolError as error:
+                raise protocol_failure(error, address) from None
+        return table
+
     async def broker_consume_stats(self, broker_addr: str, *, order_only: bool = False) -> ConsumeStatsList:
         """GET_BROKER_CONSUME_STATS of one broker (mqadmin brokerConsumeStats): each subscription
         group's ConsumeStats per topic it committed offsets on, and the lag summed over them;
@@ -629,26 +704,59 @@ class Admin(InstanceLifecycle):
             queues = await self._instance.routes.subscribe_queues(topic, refresh=True)
         except NoRouteError:
             return []
-        subscription = Subscription.build(topic, "*", wall_clock_ms())
         found: list[MessageExt] = []
         for mq in sorted(queues):
             address = self._instance.routes.master_address(mq.broker_name)
             if address is None:
                 continue
             offset = await self._instance.api.min_offset(address, mq)
-            while len(found) < max_count:
-                wanted = min(DLQ_PULL_BATCH_COUNT, max_count - len(found))
-                fields = pull_request_fields(
-                    TOOLS_CONSUMER_GROUP, mq, subscription, offset, wanted, commit_offset=0, suspend_timeout_ms=None
-                )
-                response = await self._instance.remoting.invoke(
-                    address, RequestCode.PULL_MESSAGE, fields, timeout_s=self._timeout_s
-                )
-                result = pull_result_of(response, mq, subscription, address)
-                found.extend(result.messages[:wanted])
-                if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
-                    break
-                offset = result.next_begin_offset
+            found.extend(await self._read_queue(address, mq, offset, max_count - len(found)))
+        return found
+
+    async def messages_between(
+        self, topic: str, begin_ms: int, end_ms: int, *, max_count: int = DLQ_PULL_BATCH_COUNT
+    ) -> list[MessageExt]:
+        """Messages of `topic` stored in [begin_ms, end_ms], oldest first, at most `max_count`
+        (rocketmq-dashboard's query by topic and time): each queue is read from the offset its
+        ConsumeQueue gives for `begin_ms` as TOOLS_CONSUMER, committing nothing."""
+        self._check_running()
+        if not 1 <= max_count <= limits.DLQ_LIST_MAX_COUNT:
+            raise ValueError(f"max_count must be in [1, {limits.DLQ_LIST_MAX_COUNT}]")
+        queues = await self._instance.routes.subscribe_queues(topic, refresh=True)
+        found: list[MessageExt] = []
+        for mq in sorted(queues):
+            address = self._instance.routes.master_address(mq.broker_name)
+            if address is None:
+                continue
+            offset = await self._instance.api.search_offset(address, mq, begin_ms)
+            read = await self._read_queue(address, mq, offset, max_count, until_ms=end_ms)
+            found.extend(message for message in read if begin_ms <= message.store_timestamp_ms <= end_ms)
+        found.sort(key=lambda message: (message.store_timestamp_ms, message.commitlog_offset))
+        return found[:max_count]
+
+    async def _read_queue(
+        self, address: str, mq: MessageQueue, offset: int, max_count: int, *, until_ms: int | None = None
+    ) -> list[MessageExt]:
+        """Up to `max_count` messages of one queue from `offset`, pulled as TOOLS_CONSUMER without
+        committing; stops at the queue's end or at the first message stored after `until_ms`."""
+        subscription = Subscription.build(mq.topic, "*", wall_clock_ms())
+        found: list[MessageExt] = []
+        while len(found) < max_count:
+            wanted = min(DLQ_PULL_BATCH_COUNT, max_count - len(found))
+            fields = pull_request_fields(
+                TOOLS_CONSUMER_GROUP, mq, subscription, offset, wanted, commit_offset=0, suspend_timeout_ms=None
+            )
+            response = await self._instance.remoting.invoke(
+                address, RequestCode.PULL_MESSAGE, fields, timeout_s=self._timeout_s
+            )
+            result = pull_result_of(response, mq, subscription, address)
+            for message in result.messages[:wanted]:
+                if until_ms is not None and message.store_timestamp_ms > until_ms:
+                    return found
+                found.append(message)
+            if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
+                break
+            offset = result.next_begin_offset
         return found
 
     async def resend_dlq_message(self, group: str, offset_msg_id: str, *, to_retry_topic: bool = False) -> SendResult:
