@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from shoal.client import limits
-from shoal.client.admin import Admin, ConsumerConnection, HaStatus, Promotion, QueueProgress
+from shoal.client.admin import Admin, Connection, ConsumerConnection, HaStatus, Promotion, QueueProgress
 from shoal.client.errors import ClientStateError, RemotingTimeoutError
 from shoal.client.lifecycle import ClientLifecycle
 from shoal.client.message import Message, MessageExt
@@ -344,3 +344,23 @@ class BlockingAdmin(_BlockingBase[Admin]):
 
     def resend_dlq_message(self, group: str, offset_msg_id: str, *, to_retry_topic: bool = False) -> SendResult:
         return self._run(self._client.resend_dlq_message(group, offset_msg_id, to_retry_topic=to_retry_topic))
+
+    def messages_between(self, topic: str, begin_ms: int, end_ms: int, *, max_count: int = 32) -> list[MessageExt]:
+        return self._run(self._client.messages_between(topic, begin_ms, end_ms, max_count=max_count))
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        return self._run(self._client.broker_config(broker_addr))
+
+    def update_broker_config(self, broker_addr: str, changes: dict[str, str]) -> None:
+        self._run(self._client.update_broker_config(broker_addr, changes))
+
+    def subscription_groups(self, broker_addr: str) -> list[str]:
+        return self._run(self._client.subscription_groups(broker_addr))
+
+    def producer_connections(self, broker_addr: str, group: str) -> tuple[Connection, ...]:
+        return self._run(self._client.producer_connections(broker_addr, group))
+
+    def reset_offset_by_time(
+        self, topic: str, group: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        return self._run(self._client.reset_offset_by_time(topic, group, timestamp_ms, force=force))

@@ -11,7 +11,7 @@ from shoal.dashboard.limits import CHART_HEIGHT, CHART_WIDTH
 
 MARGIN_LEFT = 56
 MARGIN_BOTTOM = 22
-MARGIN_TOP = 12
+MARGIN_TOP = 26  # room for the title
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")
 
 
@@ -54,6 +54,7 @@ def line_chart(title: str, lines: Sequence[Line], *, unit: str = "") -> str:
         f'<svg class="chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
+        f'<text class="title" x="{MARGIN_LEFT}" y="{MARGIN_TOP - 2}">{escape(title)}</text>',
     ]
     if len(points) < 2:
         parts.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no samples yet</text></svg>')
@@ -83,7 +84,8 @@ def line_chart(title: str, lines: Sequence[Line], *, unit: str = "") -> str:
         )
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
         parts.append(
-            f'<text class="legend" x="{MARGIN_LEFT + 8 + 150 * index}" y="{MARGIN_TOP + 10}" fill="{color}">'
+            f'<text class="legend" x="{width - 8 - 150 * index}" y="{MARGIN_TOP - 2}" text-anchor="end" '
+            f'fill="{color}">'
             f"{escape(line.label)}</text>"
         )
     parts.append("</svg>")

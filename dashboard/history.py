@@ -91,4 +91,6 @@ async def run_sampler(
             await sample_once(admin, history, clock())
         except MQClientError as error:
             log.warning("sampling the cluster failed: %s", error)
+        except Exception:  # the charts must not stop for good on one surprise: say what it was
+            log.exception("sampling the cluster failed")
         await asyncio.sleep(interval_s)
