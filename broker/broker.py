@@ -53,6 +53,7 @@ from shoal.remoting import RemotingClient, RemotingError
 from shoal.remoting import limits as remoting_limits
 from shoal.remoting.server import Processor, RemotingServer
 from shoal.remoting.tls_listener import ServerTls
+from shoal.store import disk_usage_ratio
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,11 @@ class BrokerController:
                 connection_count=lambda: len(self.server.connections),
                 ha_stats=self.replication.stats,
                 consumer_lag=self.consumer_lag,
+                namesrv_registered=lambda: {
+                    address: address in self.registered_namesrvs for address in self.config.namesrv_addresses
+                },
+                disk_used_ratio=lambda: disk_usage_ratio(parts.store.settings.commitlog_dir),
+                ha_fallbehind_max_bytes=lambda: self.config.ha_slave_fallbehind_max_bytes,
             )
         )
         if config.metrics_port >= 0:
@@ -569,6 +575,7 @@ class BrokerController:
             return
         if response.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s refused registration: %s %s", address, response.code, response.remark)
+            self.registered_namesrvs.discard(address)
             return
         if address not in self.registered_namesrvs:
             log.info("registered with NameServer %s", address)

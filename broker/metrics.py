@@ -15,6 +15,8 @@ class BrokerMetrics:
         self.messages_in: dict[str, int] = defaultdict(int)
         self.bytes_in: dict[str, int] = defaultdict(int)
         self.put_failures: dict[str, int] = defaultdict(int)
+        self.put_timeouts: dict[str, int] = defaultdict(int)
+        """Stored puts answered FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
         self.messages_out: dict[tuple[str, str], int] = defaultdict(int)
         self.bytes_out: dict[tuple[str, str], int] = defaultdict(int)
         self.put_calls: dict[str, int] = defaultdict(int)

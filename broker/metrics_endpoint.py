@@ -70,6 +70,9 @@ class BrokerCollector(Collector):
         connection_count: Callable[[], int],
         ha_stats: Callable[[], dict[str, float]],
         consumer_lag: Callable[[], dict[tuple[str, str], int]],
+        namesrv_registered: Callable[[], dict[str, bool]],
+        disk_used_ratio: Callable[[], float],
+        ha_fallbehind_max_bytes: Callable[[], int],
     ) -> None:
         self.metrics = metrics
         self.store = store
@@ -79,6 +82,9 @@ class BrokerCollector(Collector):
         self.connection_count = connection_count
         self.ha_stats = ha_stats
         self.consumer_lag = consumer_lag
+        self.namesrv_registered = namesrv_registered
+        self.disk_used_ratio = disk_used_ratio
+        self.ha_fallbehind_max_bytes = ha_fallbehind_max_bytes
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         metrics = self.metrics
@@ -86,6 +92,12 @@ class BrokerCollector(Collector):
         yield _counter("shoal_bytes_in", "Record bytes stored, by topic", ["topic"], metrics.bytes_in)
         yield _counter(
             "shoal_put_failures", "Puts refused or failed, by store status", ["status"], metrics.put_failures
+        )
+        yield _counter(
+            "shoal_put_timeouts",
+            "Puts stored but not durable in time (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)",
+            ["status"],
+            metrics.put_timeouts,
         )
         yield _counter(
             "shoal_messages_out", "Messages pulled, by topic and group", ["topic", "group"], metrics.messages_out
@@ -112,6 +124,11 @@ class BrokerCollector(Collector):
             ("commitlog_damaged_bytes", "Bytes in damaged CommitLog ranges skipped"),
         ):
             yield CounterMetricFamily(f"shoal_store_{name}", help_text, value=float(stats[name]))
+        yield GaugeMetricFamily(
+            "shoal_store_disk_used_ratio",
+            "Used share of the CommitLog's disk, 0..1 (-1: unknown); the broker cleans at diskMaxUsedSpaceRatio",
+            value=self.disk_used_ratio(),
+        )
         yield CounterMetricFamily("shoal_store_flushes", "CommitLog fdatasync calls", value=float(stats["flush_count"]))
         yield CounterMetricFamily(
             "shoal_store_flush_seconds", "Time spent in CommitLog flushes", value=float(stats["flush_seconds_total"])
@@ -130,6 +147,19 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
         for name, help_text in HA_COUNTERS:
             yield CounterMetricFamily(f"shoal_ha_{name}", help_text, value=ha[name])
+        yield GaugeMetricFamily(
+            "shoal_ha_slave_fallbehind_max_bytes",
+            "haSlaveFallbehindMax: a slave further behind is not counted as in sync",
+            value=float(self.ha_fallbehind_max_bytes()),
+        )
+        registered = GaugeMetricFamily(
+            "shoal_namesrv_registered",
+            "1 while the last registration round reached this NameServer, 0 after it failed",
+            labels=["namesrv"],
+        )
+        for address, ok in sorted(self.namesrv_registered().items()):
+            registered.add_metric([address], 1.0 if ok else 0.0)
+        yield registered
         schedule = self.schedule.stats()
         yield CounterMetricFamily(
             "shoal_delay_delivered", "Delayed and timed messages delivered", value=float(schedule["delivered"])

@@ -35,9 +35,11 @@ BASE_DEPENDENCIES = (
     *("crc32c", "click", "prometheus_client", "uvloop", "_cffi_backend"),
     *("grpc", "typing_extensions", "google"),
     *("aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl"),
+    *("aiohttp_jinja2", "jinja2", "markupsafe", "charset_normalizer"),
 )
 """Top-level modules every command imports with (pyproject's `dependencies`: grpcio is `grpc` and its
-`typing_extensions`, protobuf `google`, aiohttp with the packages it imports; less pyyaml: it is
+`typing_extensions`, protobuf `google`, aiohttp with the packages it imports, the dashboard's Jinja2
+and charset-normalizer; less pyyaml: it is
 imported only when a plain_acl.yml or credentials file is read, so the CLI starts even where it is
 missing)."""
 OPTIONAL_PARTS = ("shoal.spark", "shoal.operator")
@@ -57,7 +59,9 @@ _HIDE_EXTRAS = textwrap.dedent(
             self.finder = finder
 
         def find_spec(self, name, path=None, target=None):
-            if name.partition(".")[0] not in ALLOWED:
+            top = name.partition(".")[0]
+            # mypyc-compiled wheels (charset-normalizer) ship a top-level `<hash>__mypyc` module
+            if top not in ALLOWED and not top.endswith("__mypyc"):
                 return None
             return self.finder.find_spec(name, path, target)
 

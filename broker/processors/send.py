@@ -482,6 +482,8 @@ class SendProcessor:
             status = await replica  # flush, then slave; a failed slave wait wins, as in RocketMQ
             if status is not PutStatus.PUT_OK:
                 durable.status = status
+        if durable.status is not PutStatus.PUT_OK:
+            self.metrics.put_timeouts[durable.status.value] += 1  # stored, but not durable in time
         return self.response(request, durable, queue_id)
 
     def response(self, request: RemotingCommand, result: PutResult, queue_id: int) -> Answer:
