@@ -7,6 +7,7 @@ with kubernetes-validate (strict) against the oldest and newest Kubernetes the c
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -159,6 +160,15 @@ VARIATIONS = {
         "networkPolicy.clientsFrom[0].namespaceSelector.matchLabels.team=orders",
         "networkPolicy.metricsNamespaceSelector=null",
     ),
+    "dashboard-open": ("dashboard.enabled=true", "dashboard.namesrv=mq-namesrv.mq.svc:9876"),
+    "dashboard-accounts": (
+        "dashboard.enabled=true",
+        "dashboard.namesrv=mq-namesrv.mq.svc:9876",
+        "dashboard.aclSecretName=dashboard-acl",
+        "dashboard.credentialsSecretName=dashboard-keys",
+        "dashboard.service.type=NodePort",
+    ),
+    "grafana-dashboard": ("monitoring.grafanaDashboard.enabled=true",),
 }
 
 
@@ -497,3 +507,86 @@ def test_bad_security_values_are_rejected(helm: Helm, value: str, complaint: str
     rendered = helm.run("template", RELEASE, str(CHART), "--set", value)
     assert rendered.returncode != 0
     assert complaint in rendered.stderr
+
+
+# --- the dashboard and the monitoring objects ---
+
+DASHBOARD_VALUES = ("dashboard.enabled=true", "dashboard.namesrv=mq-namesrv.mq.svc:9876")
+MONITORING = CHART / "monitoring"
+
+
+def _dashboard_container(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = [
+        obj for obj in objects if obj["kind"] == "Deployment" and obj["metadata"]["name"].endswith("-dashboard")
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def test_the_dashboard_is_off_by_default(helm: Helm) -> None:
+    objects = helm.template()
+    assert not [obj for obj in objects if obj["metadata"]["name"].endswith("-dashboard")]
+    assert not {"PodMonitor", "PrometheusRule"} & set(_kinds(objects))
+
+
+def test_a_dashboard_without_accounts_listens_on_loopback_only_and_has_no_service(helm: Helm) -> None:
+    objects = helm.template(*DASHBOARD_VALUES)
+    container = _dashboard_container(objects)
+    assert container["args"] == [
+        "dashboard",
+        "--namesrv-addr=mq-namesrv.mq.svc:9876",
+        "--host=127.0.0.1",
+        "--port=8087",
+    ]
+    assert not [obj for obj in objects if obj["kind"] == "Service" and obj["metadata"]["name"].endswith("-dashboard")]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_a_dashboard_with_accounts_logs_people_in_and_has_a_service(helm: Helm) -> None:
+    objects = helm.template(
+        *DASHBOARD_VALUES, "dashboard.aclSecretName=dashboard-acl", "dashboard.credentialsSecretName=keys"
+    )
+    container = _dashboard_container(objects)
+    assert "--host=0.0.0.0" in container["args"]
+    assert "--acl-file=/etc/shoal/dashboard-acl/plain_acl.yml" in container["args"]
+    assert {item["name"] for item in container["env"]} == {"SHOAL_ACCESS_KEY", "SHOAL_SECRET_KEY"}
+    (service,) = [obj for obj in objects if obj["kind"] == "Service" and obj["metadata"]["name"].endswith("-dashboard")]
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8087, "targetPort": "http"}]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_a_dashboard_without_nameservers_is_refused(helm: Helm) -> None:
+    result = helm.run("template", RELEASE, str(CHART), "--set", "dashboard.enabled=true")
+    assert result.returncode != 0 and "namesrv" in result.stderr, result.stderr
+
+
+def test_the_prometheus_rule_is_the_rule_file_watching_the_pod_monitors_job(helm: Helm) -> None:
+    objects = helm.template("monitoring.podMonitor.enabled=true", "monitoring.prometheusRules.enabled=true")
+    monitor = _one(objects, "PodMonitor")
+    assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "interval": "30s"}]
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "broker"
+    rule = _one(objects, "PrometheusRule")
+    shipped = yaml.safe_load((MONITORING / "alerts.yaml").read_text())["groups"]
+    job = f"{NAMESPACE}/{monitor['metadata']['name']}"  # the Prometheus operator's job of a PodMonitor
+    expected = yaml.safe_load(yaml.safe_dump(shipped).replace('job="shoal-broker"', f'job="{job}"'))
+    assert rule["spec"]["groups"] == expected
+
+
+def test_the_broker_job_can_be_named(helm: Helm) -> None:
+    objects = helm.template("monitoring.prometheusRules.enabled=true", "monitoring.prometheusRules.brokerJob=brokers")
+    (down,) = [
+        r
+        for g in _one(objects, "PrometheusRule")["spec"]["groups"]
+        for r in g["rules"]
+        if r["alert"] == "ShoalBrokerDown"
+    ]
+    assert down["expr"] == 'up{job="brokers"} == 0'
+
+
+def test_the_grafana_configmap_carries_the_dashboard_for_the_sidecar(helm: Helm) -> None:
+    objects = helm.template("monitoring.grafanaDashboard.enabled=true")
+    (config_map,) = [obj for obj in objects if obj["kind"] == "ConfigMap" and "grafana" in obj["metadata"]["name"]]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config_map["data"]["shoal-brokers.json"]) == json.loads(
+        (MONITORING / "grafana-dashboard.json").read_text()
+    )
