@@ -157,7 +157,7 @@ async def cluster_errors(request: web.Request, handler: Handler) -> web.StreamRe
 
 def _error_page(request: web.Request, status: int, title: str, error: Exception) -> web.StreamResponse:
     log.info("%s %s: %s: %s", request.method, request.path, title, error)
-    context = {
+    context: dict[str, object] = {
         "title": title,
         "error": str(error),
         "session": request.get(SESSION),
