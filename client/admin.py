@@ -57,9 +57,13 @@ from shoal.protocol import (
     ViewMessageRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
 )
-from shoal.protocol.bodies import ProducerConnection, ResetOffsetBody
+from shoal.protocol.bodies import ConsumerRunningInfo, ProducerConnection, ResetOffsetBody
 from shoal.protocol.errors import ProtocolError
-from shoal.protocol.headers import GetProducerConnectionListRequestHeader, ResetOffsetRequestHeader
+from shoal.protocol.headers import (
+    GetConsumerRunningInfoRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from shoal.protocol.json_compat import ObjectReader, loads, map_key_to_str
 from shoal.remoting.settings import parse_properties
 
@@ -442,6 +446,27 @@ class Admin(InstanceLifecycle):
             consume_from_where=merged.consume_from_where,
             subscriptions=merged.subscriptions,
         )
+
+    async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus), relayed by a broker the consumer is
+        connected to: its settings, subscriptions and per-queue state. MQBrokerError with the
+        broker's reason when no broker reaches that client or the client does not answer."""
+        self._check_running()
+        fields = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id).to_ext_fields()
+        refusal: MQBrokerError | None = None
+        for address in await self._route_masters(retry_topic(group)):
+            try:
+                response = await self._instance.api.call(
+                    address, RequestCode.GET_CONSUMER_RUNNING_INFO, fields, timeout_s=self._timeout_s * 3
+                )
+            except MQBrokerError as error:
+                refusal = error  # not connected through this broker: try the next
+                continue
+            try:
+                return ConsumerRunningInfo.from_json(response.body or b"{}")
+            except ProtocolError as error:
+                raise protocol_failure(error, address) from None
+        raise refusal or MQBrokerError(ResponseCode.CONSUMER_NOT_ONLINE, f"no broker reaches consumer {client_id}")
 
     async def consumer_ids(self, group: str) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP at a broker of `%RETRY%<group>` (sorted client ids)."""

@@ -34,6 +34,7 @@ from shoal.protocol import (
     TopicRouteData,
     TopicStatsTable,
 )
+from shoal.protocol.bodies import ConsumerRunningInfo
 
 _T = TypeVar("_T")
 _ClientT = TypeVar("_ClientT", bound=ClientLifecycle)
@@ -326,6 +327,9 @@ class BlockingAdmin(_BlockingBase[Admin]):
 
     def consumer_connections(self, group: str) -> ConsumerConnection:
         return self._run(self._client.consumer_connections(group))
+
+    def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        return self._run(self._client.consumer_running_info(group, client_id))
 
     def consumer_ids(self, group: str) -> list[str]:
         return self._run(self._client.consumer_ids(group))

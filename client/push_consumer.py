@@ -48,6 +48,7 @@ from shoal.client.route import MASTER_ID
 from shoal.client.service import PeriodicService
 from shoal.client.settings import ClientSettings, ConsumerSettings
 from shoal.client.subscription import Subscription
+from shoal.formats.json_compat import JsonValue
 from shoal.formats.message_id import local_ip, wall_clock_ms
 from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from shoal.protocol import (
@@ -60,9 +61,12 @@ from shoal.protocol import (
     ProtocolError,
     RemotingCommand,
     RequestCode,
+    ResponseCode,
+    make_response,
 )
-from shoal.protocol.bodies import ResetOffsetBody
-from shoal.protocol.headers import ResetOffsetRequestHeader
+from shoal.protocol.bodies import ConsumerRunningInfo, ResetOffsetBody
+from shoal.protocol.codes import CURRENT_VERSION
+from shoal.protocol.headers import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +193,8 @@ class _RunningParts:
         self.instance.topics_in_use = lambda: list(consumer.subscriptions())
         self.instance.on_consumer_ids_changed = self._on_consumer_ids_changed
         self.instance.processors[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._reset_offsets
+        self.instance.processors[RequestCode.GET_CONSUMER_RUNNING_INFO] = self._running_info
+        self.started_ms = wall_clock_ms()
         self.offset_store = self._make_offset_store()
         self.rebalancer = Rebalancer(
             consumer.group,
@@ -354,6 +360,52 @@ class _RunningParts:
             log.info("group %s: offset of %s reset to %d", self.consumer.group, mq, offset)
         self.services[0].wakeup()
         return None
+
+    async def _running_info(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus, the dashboard, relayed by a broker): this
+        consumer's settings, subscriptions and, per queue it holds, what it has cached and committed."""
+        try:
+            header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as error:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"malformed request: {error}")
+        consumer = self.consumer
+        if header.consumer_group != consumer.group:
+            return make_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        addresses = consumer._namesrv_addrs  # noqa: SLF001 - the consumer's own running half
+        properties = {
+            "PROP_NAMESERVER_ADDR": addresses if isinstance(addresses, str) else ";".join(addresses),
+            "PROP_CONSUME_TYPE": ConsumeType.CONSUME_PASSIVELY.name,
+            "PROP_CONSUMEORDERLY": str(consumer.orderly).lower(),
+            "PROP_CLIENT_VERSION": CURRENT_VERSION.name,
+            "PROP_CONSUMER_START_TIMESTAMP": str(self.started_ms),
+            "consumerGroup": consumer.group,
+            "messageModel": consumer.message_model.name,
+            "consumeFromWhere": consumer.consume_from_where.name,
+            "consumeMessageBatchMaxSize": str(consumer.consume_batch_max),
+            "pullBatchSize": str(consumer.pull_batch),
+            "maxReconsumeTimes": str(consumer.max_reconsume_times),
+            "language": "PYTHON",
+        }
+        queues: dict[MessageQueue, dict[str, JsonValue]] = {}
+        for mq, process_queue in self.rebalancer.table.items():
+            committed = self.offset_store.read_memory(mq)
+            queues[mq] = {
+                "commitOffset": -1 if committed is None else committed,
+                "cachedMsgCount": process_queue.cached_count,
+                "cachedMsgSizeInMiB": process_queue.cached_size_bytes // (1024 * 1024),
+                "locked": process_queue.locked,
+                "droped": process_queue.dropped,
+            }
+        info = ConsumerRunningInfo(
+            properties=properties,
+            subscriptions=tuple(sub.to_subscription_data() for sub in consumer.subscriptions().values()),
+            queues=queues,
+        )
+        return make_response(request, ResponseCode.SUCCESS, body=info.to_json())
 
     # --- pulling ---
 

@@ -350,6 +350,24 @@ async def group_page(request: web.Request) -> web.StreamResponse:
     return aiohttp_jinja2.render_template("group.html", request, context)
 
 
+async def consumer_page(request: web.Request) -> web.StreamResponse:
+    """One consumer's running info (mqadmin consumerStatus): asked of the client through a broker."""
+    group, client_id = request.match_info["group"], request.match_info["client_id"]
+    info = await (await _admin(request)).consumer_running_info(group, client_id)
+    queues = sorted(info.queues.items(), key=lambda item: (item[0].topic, item[0].broker_name, item[0].queue_id))
+    columns = sorted({name for _mq, figures in queues for name in figures})
+    context = _context(
+        request,
+        title=f"Consumer {client_id}",
+        group=group,
+        info=info,
+        queues=queues,
+        columns=columns,
+        status_columns=sorted({name for figures in info.status.values() for name in figures}),
+    )
+    return aiohttp_jinja2.render_template("consumer.html", request, context)
+
+
 async def confirm_reset(request: web.Request) -> web.StreamResponse:
     group = request.match_info["group"]
     topic, when = request.query.get("topic", ""), request.query.get("time", "")
@@ -560,6 +578,7 @@ def add_routes(app: web.Application) -> None:
             web.post("/topics/{topic}/delete", delete_topic),
             web.get("/groups", groups_page),
             web.get("/groups/{group}", group_page),
+            web.get("/groups/{group}/consumers/{client_id}", consumer_page),
             web.get("/groups/{group}/reset", confirm_reset),
             web.post("/groups/{group}/reset", reset_offsets),
             web.post("/groups/{group}/resend", resend_dead_letter),

@@ -602,3 +602,62 @@ class ResetOffsetBodyForC(JsonBody):
             where = f"{table_path}[{index}]"
             table[MessageQueue.from_dict(row, where)] = ObjectReader(row, where).integer("offset")
         return cls(offset_table=table)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRunningInfo(JsonBody):
+    """GET_CONSUMER_RUNNING_INFO response (mqadmin consumerStatus), Java's ConsumerRunningInfo: the
+    client's properties, its subscriptions, per queue its ProcessQueueInfo and per topic its consume
+    status. The per-queue and per-topic figures are kept as name -> value, as the JSON gave them:
+    their fields differ between client versions, and readers only show them."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    subscriptions: tuple[SubscriptionData, ...] = ()
+    queues: dict[MessageQueue, dict[str, JsonValue]] = field(default_factory=dict)
+    status: dict[str, dict[str, JsonValue]] = field(default_factory=dict)
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "properties": _object(dict(self.properties)),
+            "subscriptionSet": [item.to_dict() for item in self.subscriptions],
+            "mqTable": {mq.to_object_key(): _object(figures) for mq, figures in self.queues.items()},
+            "statusTable": {topic: _object(figures) for topic, figures in self.status.items()},
+        }
+
+    def to_json(self) -> bytes:
+        return dumps_fastjson(self.to_dict()).encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, value: JsonValue, path: str) -> Self:
+        reader = ObjectReader(value, path)
+        properties = {
+            map_key_to_str(key, reader.at("properties")): "" if item is None else str(item)
+            for key, item in reader.mapping("properties").items()
+        }
+        queues: dict[MessageQueue, dict[str, JsonValue]] = {}
+        for key, figures in reader.mapping("mqTable").items():
+            where = f"{reader.at('mqTable')}[{key!r:.60}]"
+            queues[MessageQueue.from_map_key(key, where)] = _figures(figures, where)
+        status = {
+            map_key_to_str(key, reader.at("statusTable")): _figures(figures, reader.at("statusTable"))
+            for key, figures in reader.mapping("statusTable").items()
+        }
+        return cls(
+            properties=properties,
+            subscriptions=parse_each(reader, "subscriptionSet", SubscriptionData),
+            queues=queues,
+            status=status,
+        )
+
+
+def _object(figures: dict[str, JsonValue] | dict[str, str]) -> JsonObject:
+    result: JsonObject = {}
+    for name, value in figures.items():
+        result[name] = value
+    return result
+
+
+def _figures(value: JsonValue, path: str) -> dict[str, JsonValue]:
+    if not isinstance(value, dict):
+        raise BodyFormatError(f"{path}: expected an object of figures")
+    return {map_key_to_str(key, path): item for key, item in value.items()}

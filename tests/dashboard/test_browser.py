@@ -168,8 +168,16 @@ def test_groups_show_the_lag_consumer_progress_shows(page: Page, live: Live, scr
     row = cells(page, "consumers", live.live_consumer.client_id)
     (connection,) = live.admin.consumer_connections(LIVE_GROUP).connections
     expected = [connection.client_id, connection.client_addr, connection.language, str(connection.version)]
-    assert row == expected and connection.client_id == live.live_consumer.client_id, row
+    assert row[:4] == expected and connection.client_id == live.live_consumer.client_id, row
     page.screenshot(path=str(screenshots / "group.png"), full_page=True)
+
+    page.get_by_role("link", name="Running info").click()
+    info = live.admin.consumer_running_info(LIVE_GROUP, connection.client_id)
+    assert info.properties["consumerGroup"] == LIVE_GROUP
+    assert len([mq for mq in info.queues if mq.topic == TOPIC]) == QUEUES  # and its retry queue
+    expect(page.locator("table#running-properties")).to_contain_text(f"consumerGroup{LIVE_GROUP}")
+    expect(page.locator("table#running-queues tbody tr", has_text=TOPIC)).to_have_count(QUEUES)
+    expect(page.locator("table#running-subscriptions")).to_contain_text(TOPIC)
 
 
 def test_reset_by_time_makes_the_live_group_consume_again(page: Page, live: Live) -> None:

@@ -28,6 +28,7 @@ from shoal.protocol import (
     TopicStatsTable,
     UnlockBatchRequestBody,
 )
+from shoal.protocol.bodies import ConsumerRunningInfo
 
 JAVA_HEARTBEAT = b"""{"clientID":"192.168.0.5@12345#987654321",
  "consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET",
@@ -212,3 +213,43 @@ def test_unknown_fields_are_ignored_and_wrong_shapes_refused() -> None:
         HeartbeatData.from_json(b"[]")
     with pytest.raises(BodyFormatError, match=r"consumerIdList\[0\]"):
         GetConsumerListByGroupResponseBody.from_json(b'{"consumerIdList":[{"a":1}]}')
+
+
+# --- ConsumerRunningInfo (GET_CONSUMER_RUNNING_INFO) ---
+
+JAVA_RUNNING_INFO = (
+    '{"jstack":null,"mqTable":{{"brokerName":"broker-a","queueId":1,"topic":"Orders"}:'
+    '{"cachedMsgCount":3,"cachedMsgMaxOffset":12,"cachedMsgMinOffset":10,"cachedMsgSizeInMiB":0,'
+    '"commitOffset":10,"droped":false,"lastPullTimestamp":1764400000000,"locked":false}},'
+    '"properties":{"consumerGroup":"Billing","PROP_CONSUME_TYPE":"CONSUME_PASSIVELY","pullBatchSize":32},'
+    '"statusTable":{"Orders":{"consumeFailedMsgs":0,"consumeFailedTPS":0.0,"consumeOKTPS":12.5,'
+    '"consumeRT":1.2,"pullRT":3.0,"pullTPS":12.5}},'
+    '"subscriptionSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*",'
+    '"subVersion":1764400000000,"tagsSet":[],"topic":"Orders"}]}'
+)
+"""What a Java push consumer (4.9.7) answers, as fastjson writes it: MessageQueue object keys."""
+
+
+def test_consumer_running_info_reads_what_a_java_consumer_answers() -> None:
+    info = ConsumerRunningInfo.from_json(JAVA_RUNNING_INFO.encode())
+    assert info.properties == {
+        "consumerGroup": "Billing",
+        "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+        "pullBatchSize": "32",
+    }
+    ((mq, figures),) = info.queues.items()
+    assert mq == MessageQueue("Orders", "broker-a", 1) and figures["commitOffset"] == 10 and figures["locked"] is False
+    assert info.status["Orders"]["consumeOKTPS"] == 12.5
+    assert [sub.topic for sub in info.subscriptions] == ["Orders"]
+
+
+def test_consumer_running_info_round_trips_with_object_keys() -> None:
+    info = ConsumerRunningInfo.from_json(JAVA_RUNNING_INFO.encode())
+    text = info.to_json()
+    assert b'{{"brokerName":"broker-a","queueId":1,"topic":"Orders"}:' in text
+    assert ConsumerRunningInfo.from_json(text) == info
+
+
+def test_consumer_running_info_refuses_figures_that_are_not_an_object() -> None:
+    with pytest.raises(BodyFormatError, match="mqTable"):
+        ConsumerRunningInfo.from_json(b'{"mqTable":{"Orders@broker-a@1":[1,2]}}')
