@@ -14,9 +14,10 @@ import pytest
 
 from shoal.broker.metrics_endpoint import bearer_matches, load_metrics_token
 from shoal.remoting.settings import ConfigError
-from tests.conftest import Cluster, free_broker_port
+from tests.conftest import Cluster, free_broker_port, wait_until
 
 TOKEN = "s3cr3t-token_value"
+UNREGISTERED_WITHIN_S = 30.0  # rounds every second; a refused connect fails at once, a lost one at its timeout
 
 
 def get(port: int, path: str, token: str | None = None) -> tuple[int, str, dict[str, str]]:
@@ -121,3 +122,31 @@ def test_the_metrics_port_speaks_plain_http_to_any_client(cluster: Cluster) -> N
         status_line = sock.makefile("rb").readline()
         assert status_line.startswith(b"HTTP/1.") and status_line.split()[1] == b"400", status_line
     assert get(cluster.metrics_port, "/healthz")[0] == 200
+
+
+def _sample(text: str, series: str) -> float:
+    """The value of one exact series line (`name{labels}` as the exposition writes it)."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {series} in:\n{text}")
+
+
+@pytest.mark.slow
+def test_the_alerting_series_follow_the_broker(cluster_factory: Callable[[dict[str, str]], Cluster]) -> None:
+    """What the alert rules read (charts/shoal/monitoring): disk use, haSlaveFallbehindMax, and the
+    registration with each NameServer, which drops to 0 once the NameServer is gone."""
+    cluster = cluster_factory({"registerNameServerPeriod": "1000", "haSlaveFallbehindMax": "1048576"})
+    status, text, _ = get(cluster.metrics_port, "/metrics")
+    assert status == 200
+    assert 0.0 < _sample(text, "shoal_store_disk_used_ratio") <= 1.0
+    assert _sample(text, "shoal_ha_slave_fallbehind_max_bytes") == 1048576.0
+    registered = f'shoal_namesrv_registered{{namesrv="{cluster.namesrv_addr}"}}'
+    assert _sample(text, registered) == 1.0
+    assert "# TYPE shoal_put_timeouts_total counter" in text
+    cluster.stop("namesrv")
+
+    def unregistered() -> bool:
+        return _sample(get(cluster.metrics_port, "/metrics")[1], registered) == 0.0
+
+    wait_until(unregistered, UNREGISTERED_WITHIN_S, 0.5, what="shoal_namesrv_registered 0 after the NameServer stopped")
