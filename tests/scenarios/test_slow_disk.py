@@ -12,6 +12,7 @@ import asyncio
 import os
 import statistics
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -140,3 +141,7 @@ def test_a_durable_send_hears_flush_disk_timeout_when_its_timeout_passes(
     assert status is SendStatus.FLUSH_DISK_TIMEOUT, (status, answered_s, probe_s)
     assert SYNC_FLUSH_TIMEOUT_MS / 1000 * 0.9 <= answered_s < TIMEOUT_ANSWER_MAX_S, answered_s
     assert probe_s < TIMEOUT_ANSWER_MAX_S, probe_s  # the flush still running does not hold the loop
+    # ...and the broker counts it for the ShoalFlushTimeouts alert (charts/shoal/monitoring).
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.metrics_port}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    assert 'shoal_put_timeouts_total{status="FLUSH_DISK_TIMEOUT"} 1.0' in metrics, metrics
