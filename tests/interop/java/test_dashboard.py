@@ -4,7 +4,6 @@ made by RocketMQ's broker. Over real HTTP; the browser tests are tests/dashboard
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -12,7 +11,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,6 +28,7 @@ from shoal.client import (
 )
 from tests.conftest import wait_until
 from tests.dashboard.http_session import Browser
+from tests.interop.java import rocketmq_broker as launcher
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -42,20 +41,6 @@ LATE = 6  # sent after the group stopped: its lag
 CLIENT_SETTINGS = ClientSettings(client_ip="127.0.0.1", route_refresh_interval_s=1.0)
 CONSUMER_SETTINGS = ConsumerSettings(rebalance_interval_s=1.0, offset_persist_interval_s=0.5, shutdown_await_s=5.0)
 WAIT_S = 90.0
-
-
-def _load_launcher() -> ModuleType:
-    path = Path(__file__).resolve().parent / "rocketmq_broker.py"
-    spec = importlib.util.spec_from_file_location("shoal_tests_rocketmq_broker", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-launcher = _load_launcher()
 
 
 @dataclass

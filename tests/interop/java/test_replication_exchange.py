@@ -18,7 +18,6 @@ segments and the end-of-segment blank record is replicated too).
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import sys
 import time
@@ -33,21 +32,7 @@ import pytest
 from shoal.client import BlockingPullConsumer
 from shoal.formats.record import RecordKind
 from shoal.store.inspection import iter_commitlog, segment_paths
-
-
-def _load_launcher() -> ModuleType:
-    path = Path(__file__).resolve().parent / "rocketmq_broker.py"
-    spec = importlib.util.spec_from_file_location("shoal_tests_rocketmq_broker", path)
-    assert spec is not None and spec.loader is not None
-    if spec.name in sys.modules:  # test_store_exchange loaded it already
-        return sys.modules[spec.name]
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-launcher = _load_launcher()
+from tests.interop.java import rocketmq_broker as launcher
 
 pytestmark = pytest.mark.slow
 

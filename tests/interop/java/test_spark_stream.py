@@ -4,13 +4,11 @@ and the topic_archive job (Spark, local mode) archives the topic into Parquet.""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +19,7 @@ from shoal.client import BlockingAdmin, BlockingProducer, ClientSettings, Messag
 from shoal.spark.schema import MESSAGE_SCHEMA
 from shoal.spark.streaming.options import parse_read
 from shoal.spark.streaming.source import TopicStreamReader
+from tests.interop.java import rocketmq_broker as launcher
 
 pytestmark = pytest.mark.slow
 
@@ -29,20 +28,6 @@ SENT = 300
 CLIENT_SETTINGS = ClientSettings(client_ip="127.0.0.1")
 ARCHIVE_TIMEOUT_S = 600.0
 """A Spark job (JVM start, one micro-batch) beside RocketMQ's JVMs on a busy two-core machine."""
-
-
-def _load_launcher() -> ModuleType:
-    path = Path(__file__).resolve().parent / "rocketmq_broker.py"
-    spec = importlib.util.spec_from_file_location("shoal_tests_rocketmq_broker", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = module  # dataclasses look their module up by name
-        spec.loader.exec_module(module)
-    return module
-
-
-launcher = _load_launcher()
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import shutil
 import signal
@@ -38,19 +37,7 @@ from shoal.client import BlockingPullConsumer
 from shoal.formats import json_compat
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient
-
-
-def _load_launcher() -> ModuleType:
-    path = Path(__file__).resolve().parent / "rocketmq_broker.py"
-    spec = importlib.util.spec_from_file_location("shoal_tests_rocketmq_broker", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-launcher = _load_launcher()
+from tests.interop.java import rocketmq_broker as launcher
 
 pytestmark = pytest.mark.slow
 
