@@ -17,6 +17,7 @@ from shoal.acl.watcher import load_acl_file
 from shoal.client import Admin, ClientSettings, Credentials, MQBrokerError, MQClientError, NoRouteError
 from shoal.dashboard.accounts import OPEN_USER, User
 from shoal.dashboard.history import History
+from shoal.dashboard.jobs import JobBoard
 from shoal.dashboard.limits import ADMIN_TIMEOUT_S, CSRF_FIELD, SESSION_COOKIE, SESSION_IDLE_S, TOKEN_BYTES
 from shoal.dashboard.sessions import Session, SessionStore, csrf_matches
 from shoal.dashboard.settings import DashboardSettings
@@ -43,6 +44,7 @@ class Dashboard:
     settings: DashboardSettings
     sessions: SessionStore = field(default_factory=SessionStore)
     history: History = field(default_factory=History)
+    jobs: JobBoard = field(default_factory=JobBoard)
     admins: dict[str, Admin] = field(default_factory=dict)
     """One started Admin per access key ("" for the dashboard's own keys)."""
 
@@ -70,6 +72,7 @@ class Dashboard:
         return admin
 
     async def close(self) -> None:
+        await self.jobs.close()
         for admin in self.admins.values():
             with contextlib.suppress(MQClientError, OSError):
                 await admin.shutdown()

@@ -17,3 +17,6 @@ MESSAGE_LIST_MAX = 64  # messages one query lists
 TEST_MESSAGE_MAX_BYTES = 64 * 1024  # a test message typed into the topic page
 CHART_WIDTH = 640
 CHART_HEIGHT = 160
+JOBS_KEPT = 50  # finished jobs whose pages stay readable
+JOB_REFRESH_S = 1  # how often a running job's page reloads itself
+DLQ_RESEND_ALL_MAX = 1_000  # dead letters one "resend all" takes

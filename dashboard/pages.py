@@ -29,7 +29,14 @@ from shoal.dashboard.body_preview import preview_body
 from shoal.dashboard.charts import line_chart
 from shoal.dashboard.cluster_view import MASTER_ID, BrokerRow, broker_addresses, broker_row, unreachable_row
 from shoal.dashboard.history import get_series, lag_series, put_series
-from shoal.dashboard.limits import CSRF_FIELD, MESSAGE_LIST_MAX, SESSION_COOKIE, TEST_MESSAGE_MAX_BYTES
+from shoal.dashboard.limits import (
+    CSRF_FIELD,
+    DLQ_RESEND_ALL_MAX,
+    JOB_REFRESH_S,
+    MESSAGE_LIST_MAX,
+    SESSION_COOKIE,
+    TEST_MESSAGE_MAX_BYTES,
+)
 from shoal.formats.errors import TraceDataError
 from shoal.formats.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRACE_TOPIC, is_system_topic
 from shoal.formats.trace import TraceRecord, decode_trace_data
@@ -412,6 +419,44 @@ async def resend_dead_letter(request: web.Request) -> web.StreamResponse:
     )
 
 
+@admin_only
+async def resend_all_dead_letters(request: web.Request) -> web.StreamResponse:
+    """Every dead letter of the group (up to DLQ_RESEND_ALL_MAX) to its retry topic, as a job."""
+    group = request.match_info["group"]
+    admin = await _admin(request)
+    dead = await admin.dlq_messages(group, DLQ_RESEND_ALL_MAX)
+    if not dead:
+        raise _redirect(request, f"/groups/{group}", f"{group} has no dead letters.")
+
+    async def resend(message: MessageExt) -> str:
+        result = await admin.resend_dlq_message(group, message.offset_msg_id, to_retry_topic=True)
+        return f"{result.status.name}, msgId {result.msg_id}"
+
+    job = _dashboard(request).jobs.start(
+        f"Resend {len(dead)} dead letters of {group}",
+        session_of(request).user.access_key,
+        dead,
+        resend,
+        lambda message: f"{message.msg_id} ({' '.join(message.keys) or 'no keys'})",
+    )
+    raise web.HTTPSeeOther(f"/jobs/{job.job_id}?back=/groups/{group}")
+
+
+async def job_page(request: web.Request) -> web.StreamResponse:
+    try:
+        job_id = int(request.match_info["job_id"])
+    except ValueError:
+        raise web.HTTPNotFound(text="no such job") from None
+    job = _dashboard(request).jobs.find(job_id, session_of(request).user.access_key)
+    if job is None:
+        raise web.HTTPNotFound(text="no such job (jobs are kept while the dashboard runs, the newest 50)")
+    back = request.query.get("back", "")
+    if not back.startswith("/") or back.startswith("//"):
+        back = ""
+    context = _context(request, title=job.title, job=job, refresh_s=JOB_REFRESH_S, back=back)
+    return aiohttp_jinja2.render_template("job.html", request, context)
+
+
 # --- messages ---
 
 
@@ -582,6 +627,8 @@ def add_routes(app: web.Application) -> None:
             web.get("/groups/{group}/reset", confirm_reset),
             web.post("/groups/{group}/reset", reset_offsets),
             web.post("/groups/{group}/resend", resend_dead_letter),
+            web.post("/groups/{group}/resend-all", resend_all_dead_letters),
+            web.get("/jobs/{job_id}", job_page),
             web.get("/messages", messages_page),
             web.get("/messages/{offset_msg_id}", message_page),
             web.get("/producers", producers_page),

@@ -59,6 +59,7 @@ SLOW_GROUP = "DashSlow"  # consumed the first batch, then went away: it lags by 
 POISON_GROUP = "DashPoisonGroup"  # fails every message: one dead letter
 FIRST_BATCH = 40
 LAGGING = 12
+POISONED = 3  # dead letters of POISON_GROUP
 TOTAL = FIRST_BATCH + 2 + LAGGING  # the first batch, a binary body, a traced message, then LAGGING more
 QUEUES = 4
 WAIT_S = 60.0
@@ -178,11 +179,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         )
         clients.append(poison)
         poison.start()
-        sent_ids["poison-1"] = producer.send(
-            Message(POISON_TOPIC, b"cannot be parsed", keys=("poison-1",))
-        ).offset_msg_id
+        for n in range(1, POISONED + 1):
+            poisoned = producer.send(Message(POISON_TOPIC, b"cannot be parsed", keys=(f"poison-{n}",)))
+            sent_ids[f"poison-{n}"] = poisoned.offset_msg_id
         wait_until(
-            lambda: bool(admin.dlq_messages(POISON_GROUP, 1)), WAIT_S, 0.2, what="the poison message's dead letter"
+            lambda: len(admin.dlq_messages(POISON_GROUP, POISONED)) == POISONED,
+            WAIT_S,
+            0.2,
+            what="the poison messages' dead letters",
         )
         poison.shutdown()
 

@@ -21,6 +21,7 @@ from tests.dashboard.conftest import (
     LAGGING,
     LIVE_GROUP,
     POISON_GROUP,
+    POISONED,
     QUEUES,
     SLOW_GROUP,
     TOPIC,
@@ -195,7 +196,7 @@ def test_reset_by_time_makes_the_live_group_consume_again(page: Page, live: Live
 
 def test_a_dead_letter_is_listed_and_resent(page: Page, live: Live) -> None:
     page.goto(live.url + f"/groups/{POISON_GROUP}")
-    row = page.locator("table#dead-letters tbody tr", has_text="poison-1")
+    row = page.locator("table#dead-letters tbody tr", has_text="poison-1").first
     expect(row).to_have_count(1)
     row.get_by_role("button", name="Resend").click()
     expect(page.locator(".flash")).to_contain_text("resent to DashPoisonGroup's retry topic: SEND_OK")
@@ -205,6 +206,26 @@ def test_a_dead_letter_is_listed_and_resent(page: Page, live: Live) -> None:
         0.5,
         what="the resent message in the retry topic",
     )
+
+
+def test_resending_all_dead_letters_shows_its_progress_and_resends_each(
+    page: Page, live: Live, screenshots: Path
+) -> None:
+    page.goto(live.url + f"/groups/{POISON_GROUP}")
+    expect(page.locator("table#dead-letters tbody tr")).to_have_count(POISONED)
+    page.get_by_role("button", name=f"Resend all dead letters to {POISON_GROUP}").click()
+    expect(page).to_have_url(re.compile(r"/jobs/\d+"))
+    expect(page.get_by_role("heading", name=f"Resend {POISONED} dead letters of {POISON_GROUP}")).to_be_visible()
+    expect(page.locator("#job-progress")).to_have_text(f"{POISONED} of {POISONED} done: finished.", timeout=60_000)
+    expect(page.locator("#job-results li")).to_have_count(POISONED)
+    page.screenshot(path=str(screenshots / "resend-job.png"), full_page=True)
+    for n in range(1, POISONED + 1):
+        wait_until(
+            lambda n=n: bool(live.admin.query_message(retry_topic(POISON_GROUP), f"poison-{n}")),
+            WAIT_S,
+            0.5,
+            what=f"poison-{n} in the retry topic",
+        )
 
 
 def test_messages_by_key_by_id_and_by_time(page: Page, live: Live, screenshots: Path) -> None:
