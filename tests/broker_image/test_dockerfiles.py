@@ -10,6 +10,7 @@ and what the recipes COPY exists.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,18 @@ def test_the_spark_entrypoint_is_an_executable_file() -> None:
     script = ROOT / "broker_image" / "spark-entrypoint.sh"
     assert script.read_text().startswith("#!/bin/bash\n")
     assert script.stat().st_mode & 0o111
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda path: path.name)
+def test_every_package_folder_is_copied(dockerfile: Path) -> None:
+    """Goal: `pip install .` in the image finds every folder pyproject maps a package to (a missing
+    one fails the image build with "package directory ... does not exist"). Method: each top-level
+    folder of [tool.setuptools.package-dir] has its own COPY."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    folders = {folder.split("/", 1)[0] for folder in mapping.values()}
+    copied = {
+        words[1]
+        for _number, instruction in _instructions(dockerfile)
+        if (words := instruction.split())[0].upper() == "COPY" and len(words) == 3
+    }
+    assert folders <= copied, f"{dockerfile.name} does not copy {sorted(folders - copied)}"
