@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shoal.protocol import ClusterInfo
+from shoal.protocol import ClusterInfo, ConsumeStatsList
 
 MASTER_ID = 0
 
@@ -90,3 +90,21 @@ def broker_addresses(info: ClusterInfo) -> list[tuple[str, str, int, str]]:
         for broker_id in sorted(broker.broker_addrs):
             found.append((cluster_of.get(name, broker.cluster), name, broker_id, broker.broker_addrs[broker_id]))
     return found
+
+
+@dataclass(slots=True)
+class GroupFigures:
+    lag: int = 0
+    consume_tps: float = 0.0
+
+
+def group_figures(stats: ConsumeStatsList, into: dict[str, GroupFigures]) -> None:
+    """Add one broker's GET_BROKER_CONSUME_STATS to each group's lag (messages not yet consumed,
+    summed over its queues) and consume TPS."""
+    for entry in stats.consume_stats_list:
+        for group, per_topic in entry.items():
+            figures = into.setdefault(group, GroupFigures())
+            for topic_stats in per_topic:
+                figures.consume_tps += topic_stats.consume_tps
+                for wrapper in topic_stats.offset_table.values():
+                    figures.lag += max(wrapper.broker_offset - wrapper.consumer_offset, 0)

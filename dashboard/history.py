@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from shoal.client import Admin, MQClientError
 from shoal.dashboard.charts import Line
-from shoal.dashboard.cluster_view import MASTER_ID, broker_addresses, broker_row
+from shoal.dashboard.cluster_view import MASTER_ID, GroupFigures, broker_addresses, broker_row, group_figures
 from shoal.dashboard.limits import HISTORY_SAMPLES, SAMPLE_INTERVAL_S
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def lag_series(group: str) -> str:
 async def sample_once(admin: Admin, history: History, now_s: float) -> None:
     """One round: each master's put and get TPS, each group's lag summed over the masters."""
     info = await admin.cluster_info()
-    lag_by_group: dict[str, int] = {}
+    by_group: dict[str, GroupFigures] = {}
     for cluster, name, broker_id, address in broker_addresses(info):
         if broker_id != MASTER_ID:
             continue
@@ -67,16 +67,9 @@ async def sample_once(admin: Admin, history: History, now_s: float) -> None:
         except MQClientError as error:
             log.info("sampling %s (%s) failed: %s", name, address, error)
             continue
-        for entry in stats.consume_stats_list:
-            for group, per_topic in entry.items():
-                lag = sum(
-                    max(wrapper.broker_offset - wrapper.consumer_offset, 0)
-                    for topic_stats in per_topic
-                    for wrapper in topic_stats.offset_table.values()
-                )
-                lag_by_group[group] = lag_by_group.get(group, 0) + lag
-    for group, lag in lag_by_group.items():
-        history.add(lag_series(group), now_s, lag)
+        group_figures(stats, by_group)
+    for group, figures in by_group.items():
+        history.add(lag_series(group), now_s, figures.lag)
 
 
 async def run_sampler(

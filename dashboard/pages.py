@@ -27,7 +27,15 @@ from shoal.dashboard.app import (
 )
 from shoal.dashboard.body_preview import preview_body
 from shoal.dashboard.charts import line_chart
-from shoal.dashboard.cluster_view import MASTER_ID, BrokerRow, broker_addresses, broker_row, unreachable_row
+from shoal.dashboard.cluster_view import (
+    MASTER_ID,
+    BrokerRow,
+    GroupFigures,
+    broker_addresses,
+    broker_row,
+    group_figures,
+    unreachable_row,
+)
 from shoal.dashboard.history import get_series, lag_series, put_series
 from shoal.dashboard.limits import (
     CSRF_FIELD,
@@ -280,28 +288,22 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
 async def groups_page(request: web.Request) -> web.StreamResponse:
     admin = await _admin(request)
     rows = [row for row in await _broker_rows(admin) if row.broker_id == MASTER_ID and not row.error]
-    lag: dict[str, int] = {}
-    tps: dict[str, float] = {}
+    by_group: dict[str, GroupFigures] = {}
     names: set[str] = set()
     for row in rows:
         names.update(await admin.subscription_groups(row.address))
-        for entry in (await admin.broker_consume_stats(row.address)).consume_stats_list:
-            for group, per_topic in entry.items():
-                names.add(group)
-                for stats in per_topic:
-                    tps[group] = tps.get(group, 0.0) + stats.consume_tps
-                    lag[group] = lag.get(group, 0) + sum(
-                        max(wrapper.broker_offset - wrapper.consumer_offset, 0)
-                        for wrapper in stats.offset_table.values()
-                    )
+        group_figures(await admin.broker_consume_stats(row.address), by_group)
+    names.update(by_group)
     show_system = request.query.get("system") == "1"
     groups = [
-        (name, lag.get(name), tps.get(name))
+        (name, by_group.get(name))
         for name in sorted(names)
         if show_system or not (name.startswith("CID_RMQ_SYS") or name in SYSTEM_GROUPS)
     ]
     history = _dashboard(request).history
-    lagging = sorted((name for name, value, _ in groups if value), key=lambda name: -lag[name])[:6]
+    lagging = sorted(
+        (name for name, figures in groups if figures and figures.lag), key=lambda name: -by_group[name].lag
+    )[:6]
     chart = line_chart("Lag by group (the six behind most)", [history.line(lag_series(name), name) for name in lagging])
     context = _context(request, title="Consumer groups", groups=groups, show_system=show_system, chart=chart)
     return aiohttp_jinja2.render_template("groups.html", request, context)

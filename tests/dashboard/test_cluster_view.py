@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from shoal.dashboard.cluster_view import broker_addresses, broker_row, first_rate, unreachable_row
-from shoal.protocol import BrokerData, ClusterInfo
+from shoal.dashboard.cluster_view import (
+    GroupFigures,
+    broker_addresses,
+    broker_row,
+    first_rate,
+    group_figures,
+    unreachable_row,
+)
+from shoal.protocol import BrokerData, ClusterInfo, ConsumeStats, ConsumeStatsList, MessageQueue, OffsetWrapper
 
 
 def test_a_row_reads_what_clusterlist_prints() -> None:
@@ -46,3 +53,17 @@ def test_brokers_in_name_then_id_order_with_their_cluster() -> None:
     ]
     down = unreachable_row("c1", "broker-a", 0, "a0:1", "connection refused")
     assert down.error == "connection refused" and down.disk_percent == "?"
+
+
+def test_group_figures_sum_lag_and_tps_over_topics_and_brokers() -> None:
+    def stats(group: str, *offsets: tuple[int, int], tps: float) -> ConsumeStatsList:
+        table = {
+            MessageQueue("T", "b", n): OffsetWrapper(broker, consumer) for n, (broker, consumer) in enumerate(offsets)
+        }
+        return ConsumeStatsList(consume_stats_list=({group: (ConsumeStats(table, tps),)},))
+
+    figures: dict[str, GroupFigures] = {}
+    group_figures(stats("g", (10, 4), (7, 7), tps=2.5), figures)
+    group_figures(stats("g", (5, 6), tps=1.0), figures)  # a consumer ahead of a stale max offset counts 0
+    group_figures(stats("h", (3, 0), tps=0.0), figures)
+    assert (figures["g"].lag, figures["g"].consume_tps, figures["h"].lag) == (6, 3.5, 3)
