@@ -82,11 +82,18 @@ def test_first_last_and_timestamp_apply_when_the_head_is_on_disk(java: Any, shoa
     settle(last, SETTLE_S)
     assert received(last) <= new and not received(last) & old
 
-    boundary_s = int(time.time()) + 1  # the timestamp has whole seconds: send the next batch after it
-    while time.time() < boundary_s + 0.05:
-        time.sleep(0.05)
     later = produce(java, shoal, topic, 6)
-    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(boundary_s))
+    # RocketMQ's search by time answers the stored message nearest the timestamp, which may be the one
+    # before it: take the second the first of `later` was stored in (at most 1 s before it) and check
+    # that everything earlier is further away than that (the settle above keeps them 3 s apart).
+    everything = old | new | later
+    first.wait_for(lambda proc: everything <= received(proc), CONSUME_TIMEOUT_S, "every message (FIRST group)")
+    stored = {line["msgId"]: int(line["storeTimestamp"]) for line in first.of("received")}
+    later_from_ms = min(stored[msg_id] for msg_id in later)
+    boundary_ms = later_from_ms // 1000 * 1000
+    earlier_until_ms = max(stamp_ms for msg_id, stamp_ms in stored.items() if msg_id not in later)
+    assert boundary_ms - earlier_until_ms > later_from_ms - boundary_ms, (earlier_until_ms, boundary_ms, later_from_ms)
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(boundary_ms // 1000))
     by_time = consume(java, shoal, topic, unique("group_time"), **{"from": "TIMESTAMP", "timestamp": stamp})
     by_time.wait_for(lambda proc: later <= received(proc), CONSUME_TIMEOUT_S, "the 6 messages after the timestamp")
     settle(by_time, SETTLE_S)
