@@ -6,6 +6,8 @@ twin of each function runs instead (shoal.formats.compiled; docs/dependencies.md
 * shoal.protocol._wire_speedups: the remoting JSON header reader (protocol/_wire_speedups.c).
 * shoal.formats._record_speedups: the CommitLog record's encoder, dispatch reader and Java string
   hash (formats/_record_speedups.c, docs/performance.md).
+* shoal.formats._batch_speedups: a batch body written as CommitLog records (formats/_batch_speedups.c;
+  links zlib for the body CRC, so without zlib's headers only this one is missing).
 """
 
 from setuptools import Extension, setup
@@ -21,6 +23,13 @@ setup(
         Extension(
             "shoal.protocol._wire_speedups",
             sources=["protocol/_wire_speedups.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
+        Extension(
+            "shoal.formats._batch_speedups",
+            sources=["formats/_batch_speedups.c"],
+            libraries=["z"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         ),

@@ -21,11 +21,15 @@ table on stdout and --json FILE.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import calendar
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,10 +38,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from shoal.spark.message_table import PARQUET_WRITE_OPTIONS
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BODY_BYTES = 1024
 QUEUES = 8
 BATCH = 64
+BATCHES_IN_FLIGHT = 4
 TOPIC = "SparkBench"
 
 
@@ -57,24 +64,158 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def fill(namesrv: str, count: int, rate: float | None = None, stop: threading.Event | None = None) -> int:
-    """Send `count` 1 KiB messages in batches of BATCH (at `rate` messages/s if given); the number acknowledged."""
+def fill(namesrv: str, count: int) -> int:
+    """Send `count` 1 KiB messages in batches of BATCH, one at a time; the number acknowledged."""
     from shoal.client import BlockingProducer, ClientSettings, Message
 
     body = os.urandom(BODY_BYTES)
     sent = 0
-    started = time.monotonic()
     with BlockingProducer(
         "spark-bench-producer", namesrv, client_settings=ClientSettings(client_ip="127.0.0.1")
     ) as producer:
-        while sent < count and not (stop is not None and stop.is_set()):
+        while sent < count:
             producer.send_batch([Message(TOPIC, body, tags="T") for _ in range(BATCH)])
             sent += BATCH
-            if rate:
-                ahead = sent / rate - (time.monotonic() - started)
-                if ahead > 0:
-                    time.sleep(ahead)
     return sent
+
+
+async def produce_at(namesrv: str, rate: float, warm_s: float, seconds: float) -> dict[str, float]:
+    """Offer `rate` messages/s for `warm_s` + `seconds` in batches of BATCH, BATCHES_IN_FLIGHT
+    outstanding (so a slow answer does not lower the offer); what was acknowledged in the last
+    `seconds`, over how long, and the CPU this process spent on it."""
+    from shoal.client import ClientSettings, Message, Producer
+
+    body = os.urandom(BODY_BYTES)
+    producer = Producer("spark-bench-producer", namesrv, client_settings=ClientSettings(client_ip="127.0.0.1"))
+    await producer.start()
+    acked = 0
+    started = time.monotonic()
+    total_s = warm_s + seconds
+
+    async def worker(index: int) -> None:
+        nonlocal acked
+        batches = 0
+        while True:
+            due = ((batches * BATCHES_IN_FLIGHT + index) * BATCH) / rate
+            if due >= total_s:
+                return
+            ahead = due - (time.monotonic() - started)
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+            await producer.send_batch([Message(TOPIC, body, tags="T") for _ in range(BATCH)])
+            acked += BATCH
+            batches += 1
+
+    async def mark() -> tuple[int, float, float]:
+        await asyncio.sleep(warm_s)
+        return acked, time.monotonic(), _cpu_self_s()
+
+    marking = asyncio.ensure_future(mark())
+    await asyncio.gather(*(worker(index) for index in range(BATCHES_IN_FLIGHT)))
+    ended, cpu_end = time.monotonic(), _cpu_self_s()
+    acked_at_mark, marked, cpu_at_mark = await marking
+    await producer.shutdown()
+    return {"acked": acked - acked_at_mark, "seconds": ended - marked, "cpu_s": cpu_end - cpu_at_mark,
+            "acked_total": acked}  # fmt: skip
+
+
+def _cpu_self_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class ProgressLog:
+    """Every micro-batch's progress of a query, by batch id (`recentProgress` keeps only the last
+    100, spark.sql.streaming.numRecentProgressUpdates), gathered by a thread."""
+
+    def __init__(self, query: Any) -> None:
+        self.query = query
+        self.batches: dict[int, dict[str, Any]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._gather, daemon=True)
+        self.thread.start()
+
+    def _gather(self) -> None:
+        while not self.stop.wait(2.0):
+            self.take()
+
+    def take(self) -> None:
+        for progress in self.query.recentProgress:
+            self.batches[progress["batchId"]] = progress
+
+    def rows(self) -> int:
+        self.take()
+        return sum(p.get("numInputRows", 0) for p in self.batches.values())
+
+    def between(self, start: float, end: float) -> list[dict[str, Any]]:
+        """Batches with rows that ended in [start, end] (epoch seconds)."""
+        self.take()
+        return [p for p in self.batches.values() if p.get("numInputRows", 0) > 0 and start <= _ended(p) <= end]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _ended(progress: dict[str, Any]) -> float:
+    began = calendar.timegm(time.strptime(progress["timestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
+    fraction = float("0" + progress["timestamp"][19:].rstrip("Z")) if progress["timestamp"][19:20] == "." else 0.0
+    return began + fraction + float(progress["durationMs"]["triggerExecution"]) / 1000
+
+
+def start_producer(namesrv: str, rate: float, warm_s: float, seconds: float, report: Path) -> subprocess.Popen[bytes]:
+    """The sustained phase's producer, in its own process (its own interpreter, as a real producer
+    would be: in this process it would share the GIL with the Spark driver)."""
+    command = [sys.executable, __file__, "--produce", namesrv, "--rate", str(rate), "--warm-seconds", str(warm_s),
+               "--seconds", str(seconds), "--json", str(report)]  # fmt: skip
+    return subprocess.Popen(command)
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (ppid, command name, CPU seconds of it and of its waited-for children)."""
+    table: dict[int, tuple[int, str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        table[int(entry.name)] = (int(fields[1]), name, ticks / CLK_TCK)
+    return table
+
+
+def _own_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def spark_cpu_s(broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the broker, this process (the Spark driver's Python side), its JVM, and
+    the JVM's Python workers (the source's reads), each with its waited-for children."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _name, _cpu) in table.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(pid: int) -> float:
+        return table[pid][2] + sum(tree(child) for child in children.get(pid, ()))
+
+    me = os.getpid()  # its own CPU only: the producer process is its child
+    jvms = [pid for pid in children.get(me, ()) if table[pid][1] == "java"]
+    workers = sum(tree(child) for jvm in jvms for child in children.get(jvm, ()))
+    return {
+        "broker": table[broker_pid][2] if broker_pid in table else 0.0,
+        "spark_driver_python": _own_cpu_s(me),
+        "spark_jvm": sum(table[jvm][2] for jvm in jvms),
+        "spark_python_workers": workers,
+    }
 
 
 def durations_ms(progress: list[dict[str, Any]]) -> list[float]:
@@ -94,6 +235,8 @@ def run_query(
         .option("path", str(work / f"{name}.parquet"))
         .option("checkpointLocation", str(work / f"{name}.checkpoint"))
     )
+    if args.parquet_layout == "messages":
+        writer = writer.options(**PARQUET_WRITE_OPTIONS)
     if trigger:
         writer = writer.trigger(processingTime=trigger)
     return writer.start()
@@ -143,26 +286,37 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
             "drain_batch_ms_max": round(max(batches)),
         }
         log(f"{system.name}: drain {result}")
-        log(f"{system.name}: sustained {args.rate}/s for {args.seconds} s")
-        stop = threading.Event()
-        sender = threading.Thread(target=fill, args=(system.namesrv_addr, 10**12, args.rate, stop), daemon=True)
+        log(f"{system.name}: sustained {args.rate}/s, {args.warm_seconds} s to warm up then {args.seconds} s measured")
         query = run_query(spark, system.namesrv_addr, work, "sustained", args, "1 second", "latest")
+        batches_seen = ProgressLog(query)
         time.sleep(5)  # the query starts at the drained topic's end: nothing to do yet
-        sender.start()
-        started = time.monotonic()
-        time.sleep(args.seconds)
-        stop.set()
-        sender.join(60)
-        elapsed = time.monotonic() - started
-        progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
+        report = work / "producer.json"
+        sender = start_producer(system.namesrv_addr, args.rate, args.warm_seconds, args.seconds, report)
+        time.sleep(args.warm_seconds)
+        window_from, cpu_before = time.time(), spark_cpu_s(broker.pid)
+        if sender.wait(args.seconds + 120) != 0:
+            raise SystemExit(f"the producer failed: exit {sender.returncode}")
+        window_to, cpu_after = time.time(), spark_cpu_s(broker.pid)
+        produced = json.loads(report.read_text())
+        in_window = batches_seen.between(window_from, window_to)
+        rows = sum(p["numInputRows"] for p in in_window)
+        behind = produced["acked_total"] - batches_seen.rows()
         query.stop()
-        rows = sum(p["numInputRows"] for p in progress)
-        batches = durations_ms(progress)
+        batches_seen.close()
+        batches = durations_ms(in_window)
         result |= {
             "sustained_offered_per_s": args.rate,
-            "sustained_processed_per_s": round(rows / elapsed),
+            "sustained_acked_per_s": round(produced["acked"] / produced["seconds"]),
+            "sustained_processed_per_s": round(rows / (window_to - window_from)),
+            "sustained_behind_at_end": behind,
+            "sustained_batches": len(batches),
             "sustained_batch_ms_p50": round(statistics.median(batches)) if batches else None,
             "sustained_batch_ms_max": round(max(batches)) if batches else None,
+            "cpu_us_per_message_producer": round(produced["cpu_s"] / max(produced["acked"], 1) * 1e6, 1),
+        }
+        result |= {
+            f"cpu_us_per_message_{part}": round((cpu_after[part] - cpu_before[part]) / max(rows, 1) * 1e6, 1)
+            for part in cpu_after
         }
         log(f"{system.name}: sustained {result}")
         return result
@@ -175,14 +329,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rate", type=int, default=20_000, help="sustained phase: messages/s offered")
-    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seconds", type=float, default=60.0, help="sustained phase: the measured window")
+    parser.add_argument("--warm-seconds", type=float, default=60.0,
+                        help="sustained phase: the same load first, not measured (the JVM's JIT warms up)")  # fmt: skip
     parser.add_argument("--max-batch", type=int, default=100_000, help="maxMessagesPerTrigger")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--transfer-count", type=int, default=32, help="messages per pull (and the brokers' limit)")
     parser.add_argument("--transfer-bytes", type=int, default=256 * 1024, help="the brokers' bytes per pull")
     parser.add_argument("--systems", default="shoal,rocketmq")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--parquet-layout", choices=("messages", "default"), default="messages",
+        help="Parquet writer options: shoal.spark.message_table's (the jobs') or Spark's defaults",
+    )  # fmt: skip
+    parser.add_argument("--produce", metavar="NAMESRV", help="internal: be the sustained phase's producer process")
     args = parser.parse_args(argv)
+    if args.produce:
+        produced = asyncio.run(produce_at(args.produce, args.rate, args.warm_seconds, args.seconds))
+        args.json.write_text(json.dumps(produced))
+        return 0
     from shoal.spark.session import session
 
     spark = session("spark-stream-bench", "local[2]", {"spark.ui.showConsoleProgress": "false"})

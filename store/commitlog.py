@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import NoReturn
 
+from shoal.formats.batch_records import COMPILED_ENCODE_BATCH_INTO, encode_batch_into
 from shoal.formats.record import (
     COMPILED_ENCODE_RECORD_INTO,
     END_OF_FILE_MIN_BLANK_LENGTH,
@@ -234,6 +235,66 @@ class CommitLog:
             self.store_host,
         )
         return result, sizes
+
+    def append_batch_body(
+        self, template: MessageToStore, body: bytes | memoryview, shared_properties: bytes, sizes: list[int], *,
+        topic: bytes,
+    ) -> AppendResult:  # fmt: skip
+        """`append_batch` from the batch body itself (shoal.formats.batch_records): its blocks,
+        whose record `sizes` the caller has from `batch_record_sizes` and checked against the limits,
+        each joined with `shared_properties`. One call writes every record, none becomes visible if
+        one would not frame."""
+        assert sizes and len(sizes) <= limits.BATCH_MESSAGES_MAX_COUNT
+        queue_id = template.queue_id
+        sysflag = with_host_flags(template.sysflag, template.born_host, self.store_host)
+        total = sum(sizes)
+        key = (template.topic, queue_id)
+        with self.put_lock:
+            self.lock_stats.begin_monotonic_s = time.monotonic()
+            try:
+                mapped = self._segment_for(total)
+                position = mapped.wrote_position
+                first_physical = mapped.file_from_offset + position
+                first_queue_offset = self.topic_queue_table.get(key, 0)
+                store_timestamp = self.clock.now_ms()
+                try:
+                    written = encode_batch_into(
+                        mapped.target,
+                        position,
+                        body,
+                        shared_properties,
+                        topic,
+                        queue_id,
+                        first_queue_offset,
+                        first_physical,
+                        sysflag,
+                        template.born_timestamp_ms,
+                        template.born_host,
+                        store_timestamp,
+                        self.store_host,
+                        template.reconsume_times,
+                    )
+                    problem = None if written == total else f"wrote {written} bytes where the sizes add up to {total}"
+                    at = position
+                    if problem is None and encode_batch_into is not COMPILED_ENCODE_BATCH_INTO:
+                        for index, size in enumerate(sizes):  # the compiled encoder refuses what would not frame
+                            problem = encoded_record_problem(mapped.target, at, size, mapped.file_from_offset + at)
+                            if problem is not None:
+                                problem = f"batch record {index}: {problem}"
+                                break
+                            at += size
+                except (struct.error, ValueError, IndexError, KeyError) as error:
+                    problem = f"{error.__class__.__name__}: {error}"
+                if problem is not None:
+                    self._discard_locked(mapped, position, total, problem)
+                mapped.last_store_timestamp = store_timestamp
+                mapped.wrote_position = position + total
+                self.topic_queue_table[key] = first_queue_offset + len(sizes)
+            finally:
+                self.lock_stats.begin_monotonic_s = 0.0
+        return AppendResult(
+            PutStatus.PUT_OK, first_physical, total, store_timestamp, first_queue_offset, len(sizes), self.store_host
+        )
 
     def _discard_locked(self, mapped: MappedFile, position: int, length: int, problem: str) -> NoReturn:
         """Refuse an append whose encoded bytes failed the check: the write position stays, and

@@ -20,8 +20,16 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from shoal.formats.batch import decode_batch_body
+from shoal.formats.batch_records import batch_record_sizes
 from shoal.formats.consume_queue_unit import BLANK_UNIT_SIZE_FIELD, UNIT, Unit
-from shoal.formats.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, message_keys
+from shoal.formats.properties import (
+    KEYS,
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    decode_properties,
+    join_properties,
+    message_keys,
+)
 from shoal.formats.record import RecordHeader, RecordKind, decode_header
 from shoal.formats.sysflag import TRANSACTION_TYPE_MASK, TransactionType
 from shoal.store import durability, limits
@@ -400,6 +408,48 @@ class MessageStore:
             if total_body > body_max:
                 raise MessageIllegalError(f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}")
             append, sizes = self._commitlog.append_batch(template, list(entries), topic=topic)
+        except StoreError as exc:
+            return PutResult(status_of_error(exc), remark=str(exc))
+        except OSError as exc:  # no new segment (ENOSPC): nothing written (a failed flush is fatal instead)
+            return self._segment_outage.failed(exc)
+        if self._segment_outage.error is not None:
+            self._segment_outage.succeeded()
+        return PutResult(PutStatus.PUT_OK, append, record_sizes=sizes)
+
+    def append_batch_body(
+        self, template: MessageToStore, body: bytes | memoryview, shared_properties: bytes
+    ) -> PutResult:
+        """`append_batch` of a SEND_BATCH_MESSAGE body as the client sent it (shoal.formats.batch):
+        the records are written from the blocks in one call, with no object per message. A body
+        that is not a run of blocks is MESSAGE_ILLEGAL; one past a limit goes through `append_batch`,
+        which names the limit as it would."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
+        if template.sysflag & TRANSACTION_TYPE_MASK != TransactionType.NOT_TYPE:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional")
+        topic = self._commitlog.topic_bytes(template.topic)
+        hosts_len = len(template.born_host) + len(self._commitlog.store_host)
+        try:
+            sizes, bodies_total, properties_max = batch_record_sizes(
+                body, shared_properties, len(topic), hosts_len, limits.BATCH_MESSAGES_MAX_COUNT
+            )
+        except ValueError as error:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(error))
+        settings = self.settings.commitlog
+        if (
+            not 1 <= len(topic) <= limits.TOPIC_LENGTH_MAX_BYTES
+            or properties_max > limits.PROPERTIES_LENGTH_MAX_BYTES
+            or max(sizes) > settings.message_body_size_max_bytes
+            or bodies_total > settings.message_body_size_max_bytes
+        ):
+            entries = [
+                BatchEntry(item.flag, item.body, join_properties(item.properties, shared_properties))
+                for item in decode_batch_body(body, count_max=limits.BATCH_MESSAGES_MAX_COUNT)
+            ]
+            return self.append_batch(template, entries)  # refuses it, naming the limit
+        try:
+            append = self._commitlog.append_batch_body(template, body, shared_properties, sizes, topic=topic)
         except StoreError as exc:
             return PutResult(status_of_error(exc), remark=str(exc))
         except OSError as exc:  # no new segment (ENOSPC): nothing written (a failed flush is fatal instead)

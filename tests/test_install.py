@@ -287,6 +287,8 @@ def test_the_compiled_modules_are_built_where_they_can_be_and_optional_where_not
     hot_path = all(_has_compiled(wheel, module) for module in HOT_PATH_MODULES)
     if shutil.which("cc") or shutil.which("gcc"):
         assert hot_path, "a compiler is here, yet the wheel lacks _record_speedups or _wire_speedups"
+        if Path("/usr/include/zlib.h").exists():
+            assert _has_compiled(wheel, "_batch_speedups"), "a compiler and zlib.h are here, yet no _batch_speedups"
     result = _run(base_env, str(base_env / "python"), "-c", _HOT_PATH_PROBE)
     assert result.stdout.split() == [str(hot_path), str(hot_path), "5", "T", "True"], result.stderr
 

@@ -19,13 +19,12 @@ from shoal.broker import limits
 from shoal.broker.schedule import TIMED_MARKERS, Timing, may_be_timed, timing_of
 from shoal.broker.topic_manager import PERM_READ, PERM_WRITE
 from shoal.broker.transactions.half_message import half_properties, is_half_message_send
-from shoal.formats.batch import decode_batch_body, inflate_batch_body
+from shoal.formats.batch import inflate_batch_body
 from shoal.formats.errors import BatchBodyError
 from shoal.formats.properties import (
     NAME_VALUE_SEPARATOR,
     TRANSACTION_PREPARED,
     decode_properties,
-    join_properties,
 )
 from shoal.formats.record import encode_host
 from shoal.formats.sysflag import (
@@ -53,8 +52,7 @@ from shoal.protocol.send_frames import (
     stored_properties,
 )
 from shoal.remoting.server import ServerConnection
-from shoal.store import BatchEntry, MessageToStore, PutResult, PutStatus, StoreError
-from shoal.store import limits as store_limits
+from shoal.store import MessageToStore, PutResult, PutStatus, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -466,14 +464,9 @@ class SendProcessor:
                     body=inflate_batch_body(message.body, size_max),
                     sysflag=message.sysflag & ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK),
                 )
-            items = decode_batch_body(message.body, count_max=store_limits.BATCH_MESSAGES_MAX_COUNT)
         except BatchBodyError as error:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(error))
-        shared = message.properties
-        entries = []
-        for item in items:
-            entries.append(BatchEntry(item.flag, item.body, join_properties(item.properties, shared)))
-        return self.store.append_batch(message, entries)
+        return self.store.append_batch_body(message, message.body, message.properties)
 
     async def _respond_when_durable(self, request: RemotingCommand, result: PutResult, queue_id: int) -> Answer:
         replica = self.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now

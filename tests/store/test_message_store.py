@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.batch import decode_batch_body, encode_batch_body
+from shoal.formats.errors import BatchBodyError
 from shoal.formats.java_hash import java_string_hash
 from shoal.formats.message_id import decode_offset_msg_id
-from shoal.formats.properties import decode_properties
+from shoal.formats.properties import decode_properties, join_properties
 from shoal.formats.record import decode_header, record_length
 from shoal.formats.sysflag import TransactionType
 from shoal.store import (
@@ -136,6 +138,56 @@ def test_batch_put_refuses_empty_and_transactional_batches(store: MessageStore) 
     entries = [BatchEntry(0, b"x", b"")]
     assert store.put_batch(prepared, entries).status is PutStatus.MESSAGE_ILLEGAL
     assert store.max_offset == before
+
+
+def test_a_batch_body_is_stored_as_its_entries_are_and_refused_alike(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: the broker's batch path (`append_batch_body`, the client's body written in one call)
+    stores the records `append_batch` stores from the decoded entries, and refuses what it refuses
+    with the same status. Method: the same batches into two stores, then compare bytes and answers."""
+    shared = props(WAIT="true")
+    items = [(i, b"body-%d" % i * (i + 1), props(KEYS=f"k{i}") if i % 2 else b"") for i in range(7)]
+    size_max = small_settings(tmp_path / "probe").commitlog.message_body_size_max_bytes
+    batches = {
+        "ok": (MessageToStore("Batch", 2, b"", shared, born_timestamp_ms=5), encode_batch_body(items)),
+        "not blocks": (MessageToStore("Batch", 2, b"", shared), b"\x00\x00\x00\x05junk"),
+        "transactional": (
+            MessageToStore("Batch", 2, b"", sysflag=int(TransactionType.PREPARED_TYPE)),
+            encode_batch_body(items),
+        ),
+        "properties too long": (MessageToStore("Batch", 2, b"", b"K\x01" + b"v" * 32_000), encode_batch_body(items)),
+        "bodies too big": (MessageToStore("Batch", 2, b""), encode_batch_body([(0, b"x" * (size_max // 2), b"")] * 3)),
+        "topic too long": (MessageToStore("T" * 128, 0, b""), encode_batch_body(items)),
+    }
+    by_entries = open_store(small_settings(tmp_path / "entries"), clock=FakeClock())
+    by_body = open_store(small_settings(tmp_path / "body"), clock=FakeClock())
+    try:
+        for name, (template, body) in batches.items():
+            try:
+                entries = [
+                    BatchEntry(item.flag, item.body, join_properties(item.properties, template.properties))
+                    for item in decode_batch_body(body, count_max=64)
+                ]
+            except BatchBodyError:
+                entries = []
+            expected = by_entries.append_batch(template, entries)
+            got = by_body.append_batch_body(template, body, template.properties)
+            assert (got.status, got.record_sizes) == (expected.status, expected.record_sizes), name
+            assert got.status is (PutStatus.PUT_OK if name == "ok" else expected.status), name
+            assert got.ok == (name == "ok"), (name, got.remark)
+        settle(by_entries)
+        settle(by_body)
+        assert by_body.max_offset == by_entries.max_offset > 0
+        one = by_entries.get_messages("Batch", 2, 0, 32)
+        other = by_body.get_messages("Batch", 2, 0, 32)
+        assert [bytes(v) for v in other.messages] == [bytes(v) for v in one.messages]
+        assert len(other.messages) == len(items)
+        one.release()
+        other.release()
+    finally:
+        by_entries.shutdown()
+        by_body.shutdown()
 
 
 # --- get_messages statuses ---
