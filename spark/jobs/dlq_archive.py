@@ -24,6 +24,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from shoal.formats.properties import ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from shoal.spark.jobs.stream_runner import StreamContext, run_stream, stream_parser
+from shoal.spark.message_table import PARQUET_WRITE_OPTIONS
 
 TABLE_NAME = "dead_letters.parquet"
 DLQ_PATTERN = "%DLQ%.*"
@@ -63,7 +64,11 @@ def dead_letters(frame: DataFrame) -> DataFrame:
 
 def start(context: StreamContext) -> StreamingQuery:
     letters = dead_letters(context.read_topics())
-    writer = letters.writeStream.format("parquet").option("path", str(context.output_dir / TABLE_NAME))
+    writer = (
+        letters.writeStream.format("parquet")
+        .options(**PARQUET_WRITE_OPTIONS)
+        .option("path", str(context.output_dir / TABLE_NAME))
+    )
     return context.started(writer, "dlq_archive")
 
 

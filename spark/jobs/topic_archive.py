@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pyspark.sql.streaming.query import StreamingQuery
 
 from shoal.spark.jobs.stream_runner import StreamContext, run_stream, stream_parser
+from shoal.spark.message_table import PARQUET_WRITE_OPTIONS
 from shoal.spark.schema import COLUMN_NAMES
 
 TABLE_NAME = "messages.parquet"
@@ -38,7 +39,11 @@ def start(context: StreamContext) -> StreamingQuery:
     if context.args.tag:
         options["tag"] = context.args.tag
     messages = context.read_topics(**options)
-    writer = messages.writeStream.format("parquet").option("path", str(context.output_dir / TABLE_NAME))
+    writer = (
+        messages.writeStream.format("parquet")
+        .options(**PARQUET_WRITE_OPTIONS)
+        .option("path", str(context.output_dir / TABLE_NAME))
+    )
     return context.started(writer, "topic_archive")
 
 
