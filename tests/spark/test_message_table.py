@@ -5,6 +5,7 @@ writes them by default."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
@@ -25,7 +26,7 @@ def test_unique_columns_get_no_dictionary_and_bodies_no_statistics(spark: SparkS
     frame.coalesce(1).write.options(**PARQUET_WRITE_OPTIONS).parquet(str(tmp_path / "tuned"))
     frame.coalesce(1).write.parquet(str(tmp_path / "default"))
 
-    def chunks(directory: str) -> dict[str, object]:
+    def chunks(directory: str) -> dict[str, Any]:
         (file,) = (tmp_path / directory).glob("*.parquet")
         group = pq.ParquetFile(file).metadata.row_group(0)
         return {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
@@ -33,10 +34,10 @@ def test_unique_columns_get_no_dictionary_and_bodies_no_statistics(spark: SparkS
     tuned, default = chunks("tuned"), chunks("default")
     for name in ("msg_id", "queue_offset", "commitlog_offset", "body"):
         assert name in UNIQUE_COLUMNS
-        assert not tuned[name].has_dictionary_page, name  # type: ignore[attr-defined]
-    assert all(default[name].has_dictionary_page for name in ("msg_id", "queue_offset", "body"))  # type: ignore[attr-defined]
-    assert tuned["tags"].has_dictionary_page  # type: ignore[attr-defined]
+        assert not tuned[name].has_dictionary_page, name
+    assert all(default[name].has_dictionary_page for name in ("msg_id", "queue_offset", "body"))
+    assert tuned["tags"].has_dictionary_page
     assert UNFILTERED_COLUMNS == ("body",)
-    assert not tuned["body"].is_stats_set  # type: ignore[attr-defined]
-    assert default["body"].is_stats_set and tuned["tags"].is_stats_set  # type: ignore[attr-defined]
+    assert not tuned["body"].is_stats_set
+    assert default["body"].is_stats_set and tuned["tags"].is_stats_set
     assert spark.read.parquet(str(tmp_path / "tuned")).count() == ROWS
