@@ -196,6 +196,14 @@ def _own_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def _is_spark_jvm(pid: int) -> bool:
+    """This process's Spark JVM, not a RocketMQ NameServer or broker it started."""
+    try:
+        return b"SparkSubmit" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def spark_cpu_s(broker_pid: int) -> dict[str, float]:
     """CPU seconds so far of the broker, this process (the Spark driver's Python side), its JVM, and
     the JVM's Python workers (the source's reads), each with its waited-for children."""
@@ -208,7 +216,7 @@ def spark_cpu_s(broker_pid: int) -> dict[str, float]:
         return table[pid][2] + sum(tree(child) for child in children.get(pid, ()))
 
     me = os.getpid()  # its own CPU only: the producer process is its child
-    jvms = [pid for pid in children.get(me, ()) if table[pid][1] == "java"]
+    jvms = [pid for pid in children.get(me, ()) if table[pid][1] == "java" and _is_spark_jvm(pid)]
     workers = sum(tree(child) for jvm in jvms for child in children.get(jvm, ()))
     return {
         "broker": table[broker_pid][2] if broker_pid in table else 0.0,
