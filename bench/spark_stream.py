@@ -1,17 +1,23 @@
 """A Spark Structured Streaming query from a topic into Parquet, on Shoal and on Apache RocketMQ
 4.9.7 in the same run (issue 30's figure).
 
-    python bench/spark_stream.py [--messages 200000] [--rate 20000] [--seconds 60] [--systems shoal,rocketmq]
+    python bench/spark_stream.py [--messages 200000] [--rate 20000] [--warm-seconds 60] [--seconds 60]
+                                 [--systems shoal,rocketmq] [--transfer-count 32] [--json FILE]
 
 For each system (a NameServer and one broker, started here; RocketMQ from tools/get_rocketmq.py's
 jars), with Spark in local[2] in this process and 1 KiB bodies on a topic of 8 queues:
+  0. warm-up:   --warm-messages sent to another topic and drained, unmeasured (so that the first
+                system does not pay alone for warming Spark's JVM).
   1. drain:     --messages sent beforehand (batches of 64); the query (readStream.format("rocketmq")
                 -> Parquet with a checkpoint, micro-batches as fast as they go, at most --max-batch
                 messages each) reads them all: messages/s from its first micro-batch to the last,
                 and the micro-batch durations (p50, max).
-  2. sustained: a producer thread sends --rate messages/s for --seconds while the query runs
-                (trigger every second): the rate the query processed, its micro-batch durations
-                and its lag at the end (how far it fell behind).
+  2. sustained: a producer process offers --rate messages/s (batches of 64, 4 in flight) while the
+                query runs (trigger every second): --warm-seconds unmeasured, then --seconds
+                measured: what the producer got acknowledged, what the query processed, its
+                micro-batch durations, how far it was behind at the end, and the CPU per message of
+                each part (the producer, the broker, the Spark JVM, its Python workers, the driver).
+The query writes Parquet with shoal.spark.message_table's options (--parquet-layout default: Spark's).
 The brokers run ASYNC_FLUSH with the same pull limits (--transfer-count messages and
 --transfer-bytes per pull: broker.conf maxTransfer*OnMessageInMemory, keys both read; RocketMQ's
 defaults are 32 and 256 KiB) and the query pulls --transfer-count messages at a time. Results: a
@@ -46,6 +52,7 @@ QUEUES = 8
 BATCH = 64
 BATCHES_IN_FLIGHT = 4
 TOPIC = "SparkBench"
+WARM_TOPIC = "SparkBenchWarm"
 
 
 def _load_by_path(name: str, path: Path) -> ModuleType:
@@ -64,7 +71,7 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def fill(namesrv: str, count: int) -> int:
+def fill(namesrv: str, count: int, topic: str = TOPIC) -> int:
     """Send `count` 1 KiB messages in batches of BATCH, one at a time; the number acknowledged."""
     from shoal.client import BlockingProducer, ClientSettings, Message
 
@@ -74,7 +81,7 @@ def fill(namesrv: str, count: int) -> int:
         "spark-bench-producer", namesrv, client_settings=ClientSettings(client_ip="127.0.0.1")
     ) as producer:
         while sent < count:
-            producer.send_batch([Message(TOPIC, body, tags="T") for _ in range(BATCH)])
+            producer.send_batch([Message(topic, body, tags="T") for _ in range(BATCH)])
             sent += BATCH
     return sent
 
@@ -231,10 +238,11 @@ def durations_ms(progress: list[dict[str, Any]]) -> list[float]:
 
 
 def run_query(
-    spark: Any, namesrv: str, work: Path, name: str, args: argparse.Namespace, trigger: str | None, starting: str
-) -> Any:
+    spark: Any, namesrv: str, work: Path, name: str, args: argparse.Namespace, trigger: str | None, starting: str,
+    topic: str = TOPIC,
+) -> Any:  # fmt: skip
     reader = spark.readStream.format("rocketmq").options(
-        namesrv=namesrv, topics=TOPIC, startingOffsets=starting, maxMessagesPerTrigger=str(args.max_batch),
+        namesrv=namesrv, topics=topic, startingOffsets=starting, maxMessagesPerTrigger=str(args.max_batch),
         pullBatchSize=str(args.transfer_count), pullsInFlight="4",
     )  # fmt: skip
     writer = (
@@ -272,7 +280,16 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
     broker = system.start_broker("broker-a", work / "broker", conf)
     try:
         with BlockingAdmin(system.namesrv_addr, client_settings=ClientSettings(client_ip="127.0.0.1")) as admin:
-            admin.create_topic(TOPIC, broker_addr=broker.addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            for topic in (TOPIC, WARM_TOPIC):
+                admin.create_topic(topic, broker_addr=broker.addr, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        if args.warm_messages:
+            # Unmeasured: the first system's would otherwise pay for warming Spark's JVM (its JIT)
+            # alone, and the second's drain be measured on a warm one.
+            log(f"{system.name}: warming up: {args.warm_messages} messages sent and drained, unmeasured")
+            fill(system.namesrv_addr, args.warm_messages, WARM_TOPIC)
+            query = run_query(spark, system.namesrv_addr, work, "warm", args, None, "earliest", WARM_TOPIC)
+            wait_rows(query, args.warm_messages, args.timeout)
+            query.stop()
         log(f"{system.name}: sending {args.messages} messages")
         fill(system.namesrv_addr, args.messages)
         log(f"{system.name}: draining them")
@@ -340,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="sustained phase: the measured window")
     parser.add_argument("--warm-seconds", type=float, default=60.0,
                         help="sustained phase: the same load first, not measured (the JVM's JIT warms up)")  # fmt: skip
+    parser.add_argument("--warm-messages", type=int, default=200_000,
+                        help="each system first drains this many from another topic, unmeasured (0: none)")  # fmt: skip
     parser.add_argument("--max-batch", type=int, default=100_000, help="maxMessagesPerTrigger")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--transfer-count", type=int, default=32, help="messages per pull (and the brokers' limit)")
