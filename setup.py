@@ -29,6 +29,7 @@ setup(
         Extension(
             "shoal.formats._batch_speedups",
             sources=["formats/_batch_speedups.c"],
+            depends=["formats/_record_layout.h"],
             libraries=["z"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
@@ -36,6 +37,7 @@ setup(
         Extension(
             "shoal.formats._record_speedups",
             sources=["formats/_record_speedups.c"],
+            depends=["formats/_record_layout.h"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         ),

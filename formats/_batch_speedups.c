@@ -26,41 +26,11 @@
 #include <string.h>
 #include <zlib.h>
 
-#define MESSAGE_MAGIC_CODE ((int32_t)0xDAA320A7)
-#define BORNHOST_V6_FLAG 0x10
-#define STOREHOSTADDRESS_V6_FLAG 0x20
-#define FIXED_LENGTH_V4_BYTES 91          /* a V1 IPv4/IPv4 record without body, topic, properties */
+#include "_record_layout.h"
+
 #define BLOCK_HEADER_BYTES 20             /* TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLENGTH */
 #define BLOCK_FIXED_BYTES 22              /* ... and PROPERTIESLENGTH */
-#define PROPERTIES_LENGTH_MAX 32767       /* PROPERTIESLENGTH is a signed short */
-#define TOPIC_LENGTH_MAX 127              /* a V1 TOPICLENGTH is a signed byte */
 #define PROPERTY_SEPARATOR 0x02
-#define INT32_LOW (-2147483647LL - 1)
-#define INT32_HIGH 2147483647LL
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    put32(p, (uint32_t)(v >> 32));
-    put32(p + 4, (uint32_t)v);
-}
-
-static int32_t get32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static int16_t get16(const unsigned char *p)
-{
-    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
-}
 
 /* One block of a batch body, framed and checked as formats.batch.decode_batch_body checks it. */
 typedef struct {
@@ -121,22 +91,6 @@ get_ssize(PyObject *value, Py_ssize_t low, Py_ssize_t high, const char *name, Py
     }
     if (v < low || v > high) {
         PyErr_Format(PyExc_ValueError, "%s out of range", name);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int
-get_ranged(PyObject *value, long long low, long long high, const char *name, long long *out)
-{
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (v == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (overflow || v < low || v > high) {
-        PyErr_Format(PyExc_ValueError, "%s does not fit its field", name);
         return -1;
     }
     *out = v;
@@ -215,14 +169,14 @@ encode_batch_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     long long position, queue_id, first_queue_offset, first_physical, sysflag, born_ts, store_ts, reconsume;
-    if (get_ranged(args[1], 0, PY_SSIZE_T_MAX, "position", &position) < 0
-        || get_ranged(args[5], INT32_LOW, INT32_HIGH, "queue_id", &queue_id) < 0
-        || get_ranged(args[6], 0, INT64_MAX / 2, "first_queue_offset", &first_queue_offset) < 0
-        || get_ranged(args[7], 0, INT64_MAX / 2, "first_physical_offset", &first_physical) < 0
-        || get_ranged(args[8], INT32_LOW, INT32_HIGH, "sysflag", &sysflag) < 0
-        || get_ranged(args[9], INT64_MIN, INT64_MAX, "born_timestamp", &born_ts) < 0
-        || get_ranged(args[11], INT64_MIN, INT64_MAX, "store_timestamp", &store_ts) < 0
-        || get_ranged(args[13], INT32_LOW, INT32_HIGH, "reconsume_times", &reconsume) < 0) {
+    if (ranged(args[1], 0, PY_SSIZE_T_MAX, "position", &position) < 0
+        || ranged(args[5], INT32_LOW, INT32_HIGH, "queue_id", &queue_id) < 0
+        || ranged(args[6], 0, INT64_MAX / 2, "first_queue_offset", &first_queue_offset) < 0
+        || ranged(args[7], 0, INT64_MAX / 2, "first_physical_offset", &first_physical) < 0
+        || ranged(args[8], INT32_LOW, INT32_HIGH, "sysflag", &sysflag) < 0
+        || ranged(args[9], INT64_MIN, INT64_MAX, "born_timestamp", &born_ts) < 0
+        || ranged(args[11], INT64_MIN, INT64_MAX, "store_timestamp", &store_ts) < 0
+        || ranged(args[13], INT32_LOW, INT32_HIGH, "reconsume_times", &reconsume) < 0) {
         return NULL;
     }
     Py_buffer out = {0}, body = {0}, shared = {0}, topic = {0}, born = {0}, store = {0};
@@ -264,7 +218,7 @@ encode_batch_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_Format(PyExc_ValueError, "batch record %zd: properties longer than their length field", count);
             goto done;
         }
-        total += 72 + born.len + store.len + block.body_len + 1 + topic.len + 2 + props;
+        total += HEADER_WITHOUT_HOSTS_BYTES + born.len + store.len + block.body_len + 1 + topic.len + 2 + props;
         if (total > INT32_HIGH) {
             PyErr_SetString(PyExc_ValueError, "the batch's records are longer than a segment can be");
             goto done;
@@ -289,7 +243,7 @@ encode_batch_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         Py_ssize_t props = joined_length(data, &block, shared.len);
-        Py_ssize_t length = 72 + born.len + store.len + block.body_len + 1 + topic.len + 2 + props;
+        Py_ssize_t length = HEADER_WITHOUT_HOSTS_BYTES + born.len + store.len + block.body_len + 1 + topic.len + 2 + props;
         const unsigned char *record_body = data + block.body_at;
         uint32_t crc = (uint32_t)crc32(0L, record_body, (uInt)block.body_len) & 0x7FFFFFFFu;
         put32(p, (uint32_t)length);
@@ -301,7 +255,7 @@ encode_batch_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         put64(p + 28, (uint64_t)(first_physical + (p - ((unsigned char *)out.buf + position))));
         put32(p + 36, (uint32_t)sysflag);
         put64(p + 40, (uint64_t)born_ts);
-        unsigned char *w = p + 48;
+        unsigned char *w = p + BORN_HOST_AT;
         memcpy(w, born.buf, (size_t)born.len);
         w += born.len;
         put64(w, (uint64_t)store_ts);

@@ -35,38 +35,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MESSAGE_MAGIC_CODE ((int32_t)0xDAA320A7)
-#define BORNHOST_V6_FLAG 0x10
-#define STOREHOSTADDRESS_V6_FLAG 0x20
-#define HEADER_WITHOUT_HOSTS_BYTES 72  /* TOTALSIZE .. BODYLENGTH without the two hosts */
-#define FIXED_LENGTH_V4_BYTES 91        /* a V1 IPv4/IPv4 record without body, topic, properties */
-#define BORN_HOST_AT 48
-#define TOPIC_LENGTH_MAX 127            /* a V1 TOPICLENGTH is a signed byte */
-#define PROPERTIES_LENGTH_MAX 32767     /* PROPERTIESLENGTH is a signed short */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    put32(p, (uint32_t)(v >> 32));
-    put32(p + 4, (uint32_t)v);
-}
-
-static int32_t get32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static int64_t get64(const unsigned char *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)get32(p) << 32) | (uint64_t)(uint32_t)get32(p + 4));
-}
+#include "_record_layout.h"
 
 static uint32_t java_hash_of(PyObject *text);
 
@@ -79,26 +48,6 @@ java_string_hash(PyObject *module, PyObject *arg)
     }
     return PyLong_FromLong((long)(int32_t)java_hash_of(arg));
 }
-
-/* An int argument within [low, high]; -1 with ValueError set otherwise. */
-static int
-ranged(PyObject *value, long long low, long long high, const char *name, long long *out)
-{
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (v == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (overflow || v < low || v > high) {
-        PyErr_Format(PyExc_ValueError, "%s does not fit its field", name);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-#define INT32_LOW (-2147483647LL - 1)
-#define INT32_HIGH 2147483647LL
 
 static PyObject *
 encode_record_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

@@ -59,6 +59,7 @@ from shoal.store.flushing import (
 from shoal.store.index_service import IndexService
 from shoal.store.mapped_file_queue import MappedFileQueue
 from shoal.store.message import (
+    AppendResult,
     BatchEntry,
     DispatchRequest,
     GetMessageStatus,
@@ -399,7 +400,8 @@ class MessageStore:
             )
         topic = self._commitlog.topic_bytes(template.topic)
         body_max = self.settings.commitlog.message_body_size_max_bytes
-        try:
+
+        def write() -> tuple[AppendResult, list[int]]:
             total_body = 0
             hosts_bytes = len(template.born_host) + len(self._commitlog.store_host)
             for entry in entries:
@@ -407,14 +409,9 @@ class MessageStore:
                 total_body += len(entry.body)
             if total_body > body_max:
                 raise MessageIllegalError(f"batch bodies total {total_body} bytes, more than maxMessageSize={body_max}")
-            append, sizes = self._commitlog.append_batch(template, list(entries), topic=topic)
-        except StoreError as exc:
-            return PutResult(status_of_error(exc), remark=str(exc))
-        except OSError as exc:  # no new segment (ENOSPC): nothing written (a failed flush is fatal instead)
-            return self._segment_outage.failed(exc)
-        if self._segment_outage.error is not None:
-            self._segment_outage.succeeded()
-        return PutResult(PutStatus.PUT_OK, append, record_sizes=sizes)
+            return self._commitlog.append_batch(template, list(entries), topic=topic)
+
+        return self._batch_written(write)
 
     def append_batch_body(
         self, template: MessageToStore, body: bytes | memoryview, shared_properties: bytes
@@ -448,8 +445,15 @@ class MessageStore:
                 for item in decode_batch_body(body, count_max=limits.BATCH_MESSAGES_MAX_COUNT)
             ]
             return self.append_batch(template, entries)  # refuses it, naming the limit
+        return self._batch_written(
+            lambda: (self._commitlog.append_batch_body(template, body, shared_properties, sizes, topic=topic), sizes)
+        )
+
+    def _batch_written(self, write: Callable[[], tuple[AppendResult, list[int]]]) -> PutResult:
+        """A batch's write (the append and its record sizes) answered as a put: a refusal by its
+        status, a failed new segment as an outage."""
         try:
-            append = self._commitlog.append_batch_body(template, body, shared_properties, sizes, topic=topic)
+            append, sizes = write()
         except StoreError as exc:
             return PutResult(status_of_error(exc), remark=str(exc))
         except OSError as exc:  # no new segment (ENOSPC): nothing written (a failed flush is fatal instead)
