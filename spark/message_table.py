@@ -7,8 +7,8 @@ page, then falls back to plain encoding, and does it again in every file a micro
 and max of the bodies cost a byte comparison per row and serve no filter. Measured with
 bench/spark_stream.py: these were about 40 % of the Spark JVM's Java samples (JFR) writing a stream
 of 1 KiB messages, and turning them off saved 8-18 % of its CPU per message (docs/performance.md).
-Options given to a writer go to its Hadoop configuration; Parquet
-reads `key#column` as that column's setting.
+Options given to a writer go to its Hadoop configuration; Parquet reads `key#column` as that
+column's setting.
 """
 
 from __future__ import annotations
