@@ -249,7 +249,7 @@ func hold(endpoint, topic, group string, count int) {
 	for held < count && time.Now().Before(deadline) {
 		askedAt := now() // the leases start after this
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		messages, err := consumer.Receive(ctx, 16, holdInvisible)
+		messages, err := consumer.Receive(ctx, int32(count-held), holdInvisible) // at most what is still wanted
 		cancel()
 		if noMessage(err) {
 			continue

@@ -174,7 +174,7 @@ def hold(endpoint: str, topic: str, group: str, count: int) -> None:
     deadline = time.time() + RECEIVE_DEADLINE_S
     while held < count and time.time() < deadline:
         asked_at = time.time()  # the leases start after this
-        for message in consumer.receive(16, HOLD_INVISIBLE_S):
+        for message in consumer.receive(count - held, HOLD_INVISIBLE_S):  # at most what is still wanted
             held += 1
             emit("held", asked_at=asked_at, invisible_s=HOLD_INVISIBLE_S, **describe(message))
     emit("exiting", held=held)
