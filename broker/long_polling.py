@@ -11,7 +11,6 @@ properties) and schedules one drain per dispatch batch.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from shoal.broker import limits
 from shoal.protocol import RemotingCommand
 from shoal.remoting.server import ServerConnection
-from shoal.store import DispatchRequest
+from shoal.store import Arrivals
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class PullRequestHoldService:
         self.max_offset = max_offset
         self.parked: dict[tuple[str, int], list[ParkedPull]] = {}
         self.parked_count = 0
-        self._arrived: collections.deque[tuple[str, int, Arrival]] = collections.deque()
+        self._arrived: dict[tuple[str, int], list[Arrival]] = {}
         self._scheduled = False
         self.held_total = 0
         self.woken_total = 0
@@ -79,23 +78,24 @@ class PullRequestHoldService:
         return True
 
     # --- the store's dispatch listener: the broker's store dispatches on this same loop ---
-    def on_dispatch(self, request: DispatchRequest) -> None:
-        if (request.topic, request.queue_id) not in self.parked:
+    def on_dispatch(self, arrivals: Arrivals) -> None:
+        parked = self.parked
+        if not parked:
             return
-        self._arrived.append((request.topic, request.queue_id, (request.tags_code, request.raw_properties)))
-        if not self._scheduled:
-            self._scheduled = True  # one drain per dispatch batch, after it
+        for key, requests in arrivals.items():
+            if key in parked:
+                self._arrived.setdefault(key, []).extend(
+                    (request.tags_code, request.raw_properties) for request in requests
+                )
+        if self._arrived and not self._scheduled:
+            self._scheduled = True  # one drain per dispatch pass, after it
             self.loop.call_soon(self._drain)
 
     # --- loop thread ---
     def _drain(self) -> None:
         self._scheduled = False
-        seen: dict[tuple[str, int], list[Arrival]] = {}
-        arrived = self._arrived
-        while arrived:
-            topic, queue_id, arrival = arrived.popleft()
-            seen.setdefault((topic, queue_id), []).append(arrival)
-        for key, arrivals in seen.items():
+        arrived, self._arrived = self._arrived, {}
+        for key, arrivals in arrived.items():
             self._wake_key(key, arrivals)
 
     def _wake_key(self, key: tuple[str, int], arrivals: list[Arrival] | None) -> None:

@@ -66,7 +66,7 @@ from shoal.formats.record import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, Reco
 from shoal.formats.store_layout import DELAY_OFFSET_FILE_NAME
 from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from shoal.store import (
-    DispatchRequest,
+    Arrivals,
     MessageStore,
     MessageToStore,
     PutStatus,
@@ -564,12 +564,14 @@ class ScheduleMessageService:
         self._wake_at_ms = due_ms
         return max(0.0, (due_ms - now_ms) / 1000)
 
-    def _on_dispatch(self, request: DispatchRequest) -> None:
+    def _on_dispatch(self, arrivals: Arrivals) -> None:
         """Dispatcher listener: a parked message due before our planned wake-up wakes us now."""
-        topic = request.topic
-        if topic in _PARKING_TOPICS and request.tags_code < self._wake_at_ms:
-            self._wake_at_ms = request.tags_code
-            self.wakeup()
+        for (topic, _queue_id), requests in arrivals.items():
+            if topic in _PARKING_TOPICS:
+                due_ms = min(request.tags_code for request in requests)
+                if due_ms < self._wake_at_ms:
+                    self._wake_at_ms = due_ms
+                    self.wakeup()
 
     # --- progress ---
     def _snapshot(self, commitlog_end: int) -> None:

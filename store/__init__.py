@@ -21,7 +21,9 @@ from shoal.store.errors import (
 )
 from shoal.store.message import (
     AppendResult,
+    Arrivals,
     BatchEntry,
+    DispatchListener,
     DispatchRequest,
     GetMessageStatus,
     GetResult,
@@ -47,10 +49,12 @@ from shoal.store.settings import (
 __all__ = [
     "SYSTEM_CLOCK",
     "AppendResult",
+    "Arrivals",
     "BatchEntry",
     "Clock",
     "CommitLogSettings",
     "ConsumeQueueSettings",
+    "DispatchListener",
     "DispatchRequest",
     "FlushDiskType",
     "FlushSettings",

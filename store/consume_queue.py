@@ -150,6 +150,14 @@ class ConsumeQueue:
         self.max_physical_offset = physical_offset + size
         return True
 
+    def open_run(self) -> UnitRun | None:
+        """A run of units appended to the current file, for dispatch's common case (every message
+        the next of its queue); None when there is no file with room yet (`put` creates one)."""
+        last = self.queue.last
+        if last is None or last.is_full:
+            return None
+        return UnitRun(self, last)
+
     def fill_blanks_to(self, queue_offset: int, file_wait_s: float | None = None) -> int:
         """Write blank units up to logical offset `queue_offset` (exclusive): the messages between
         were lost in CommitLog damage, and later units must keep their logical offsets. Returns
@@ -337,3 +345,43 @@ def _valid_prefix(mapped: MappedFile) -> tuple[int, int]:
             last_end = offset + size
         position += UNIT_SIZE
     return position, last_end
+
+
+class UnitRun:
+    """Units appended to a ConsumeQueue's current file, the queue's bookkeeping (its write
+    position, `max_physical_offset`) published once by `close` instead of after each unit.
+
+    Readers see the units when the run closes; until then only the run's owner (the Dispatcher,
+    under its lock) may write to the queue."""
+
+    __slots__ = ("_end", "_mapped", "max_physical_offset", "next_offset", "position", "queue", "view")
+
+    def __init__(self, queue: ConsumeQueue, mapped: MappedFile) -> None:
+        self.queue = queue
+        self._mapped = mapped
+        self.view = mapped.view
+        self.position = mapped.wrote_position
+        self._end = queue.file_size
+        self.next_offset = (mapped.file_from_offset + mapped.wrote_position) // UNIT_SIZE
+        self.max_physical_offset = queue.max_physical_offset
+
+    def append(self, queue_offset: int, physical_offset: int, size: int, tags_code: int) -> bool:
+        """Write the unit when it is the queue's next (its logical offset, a message past the last)
+        and the file has room; False, nothing written, otherwise (`put` decides what to do)."""
+        position = self.position
+        if queue_offset != self.next_offset or position >= self._end:
+            return False
+        if physical_offset + size <= self.max_physical_offset:
+            return False
+        UNIT.pack_into(self.view, position, physical_offset, size, tags_code)
+        self.position = position + UNIT_SIZE
+        self.next_offset = queue_offset + 1
+        self.max_physical_offset = physical_offset + size
+        return True
+
+    def close(self) -> None:
+        """Publish the units appended (the queue's readers and flusher see them from now on)."""
+        mapped = self._mapped
+        if self.position > mapped.wrote_position:
+            mapped.wrote_position = mapped.committed_position = self.position
+            self.queue.max_physical_offset = self.max_physical_offset

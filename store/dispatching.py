@@ -25,7 +25,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from shoal.formats.java_hash import tags_code
 from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, find_properties
@@ -49,12 +50,13 @@ from shoal.formats.sysflag import (
 from shoal.store import limits
 from shoal.store.checkpoint import StoreCheckpoint
 from shoal.store.commitlog import CommitLog
-from shoal.store.consume_queue import ConsumeQueue
+from shoal.store.consume_queue import ConsumeQueue, UnitRun
 from shoal.store.consume_queue_table import ConsumeQueueTable
 from shoal.store.damage import DamagedRange, find_resync
 from shoal.store.errors import SegmentNotReadyError
+from shoal.store.index_file import UniqueKey
 from shoal.store.index_service import IndexService
-from shoal.store.message import DispatchRequest, TagsCodeHook
+from shoal.store.message import DispatchListener, DispatchRequest, TagsCodeHook
 from shoal.store.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,7 @@ class Dispatcher:
         self.tags_code_hook: TagsCodeHook | None = None
         self.tags_code_hook_topics: frozenset[str] | None = None
         """When set, the hook runs only for these topics (it costs a property decode per message)."""
-        self.listeners: list[Callable[[DispatchRequest], None]] = []
+        self.listeners: list[DispatchListener] = []
         self.dispatched_count = 0
         self._lock = threading.Lock()
         self._reported_damage_at = -1
@@ -226,9 +228,33 @@ class Dispatcher:
     def _dispatch_view(self, view: memoryview, count_max: int) -> tuple[int, int, bool]:
         """Dispatch records in one segment's readable bytes: (bytes consumed, records, stop).
 
-        The common case decodes only the fields dispatch needs, straight from the record layout
-        in shoal.formats.record; anything unusual goes through `check_record` for a precise reason.
-        """
+        One pass: the common record (the next of its queue, no transaction, no tagsCode hook)
+        goes through the fast path, its unit appended to its queue's open UnitRun; the runs are
+        published and the listeners told what arrived once, when the pass ends. Anything unusual
+        goes through `check_record` for a precise reason and `_dispatch_one`."""
+        dispatch_pass = _Pass(bool(self.listeners))
+        try:
+            consumed, count, stop = self._dispatch_records(view, count_max, dispatch_pass)
+            unindexed = dispatch_pass.keys[0][2] if dispatch_pass.keys else -1
+            try:
+                self._write_keys(dispatch_pass)
+            except OSError as error:
+                # Dispatch again from the first message whose key may be missing: its unit and
+                # the keys written are found present then.
+                self._failed_with = error
+                return min(consumed, unindexed - self.reput_from_offset), count, True
+            return consumed, count, stop
+        finally:
+            self._end_pass(dispatch_pass)
+
+    def _write_keys(self, dispatch_pass: _Pass) -> None:
+        """Index the unique keys the pass's fast path kept (before any other key, in CommitLog order)."""
+        keys = dispatch_pass.keys
+        if keys and self.index is not None:
+            self.index.build_unique_keys(keys)
+            keys.clear()
+
+    def _dispatch_records(self, view: memoryview, count_max: int, dispatch_pass: _Pass) -> tuple[int, int, bool]:
         position = 0
         count = 0
         limit = len(view)
@@ -240,6 +266,9 @@ class Dispatcher:
         """ConsumeQueues by raw topic and queue id, for this pass (the table changes only while
         dispatch is held still, under the lock this pass holds)."""
         index = self.index
+        runs = dispatch_pass.runs
+        listening = dispatch_pass.listening
+        unique_keys = dispatch_pass.keys
         while position < limit and count < count_max:
             if damaged and base + position in damaged:
                 # Known damage (found by recovery with the CRC check dispatch does not do): skip it
@@ -259,6 +288,32 @@ class Dispatcher:
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:
                 size, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_topic, raw_properties = fast
+                tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
+                run = runs.get((raw_topic, queue_id))
+                if run is not None and sysflag & TRANSACTION_TYPE_MASK in _CONSUME_QUEUE_TYPES:
+                    code = tags_code(tags)
+                    if run.units.append(queue_offset, physical, size, code):
+                        # The common case, written in full here.
+                        dispatch_pass.last_timestamp = store_timestamp
+                        if index is not None:
+                            if keys:
+                                try:
+                                    self._write_keys(dispatch_pass)
+                                    index.build(run.topic, physical, store_timestamp, uniq_key, keys)
+                                except OSError as error:
+                                    self._failed_with = error  # retried from here (its unit is a duplicate then)
+                                    return self._resume_at(dispatch_pass, position), count, True
+                            elif uniq_key:
+                                unique_keys.append((run.topic, uniq_key, physical, store_timestamp))
+                        if listening:
+                            arrived = DispatchRequest(
+                                run.topic, queue_id, physical, size, code, store_timestamp, queue_offset, raw_properties
+                            )
+                            run.arrived.append(arrived)
+                        position += size
+                        count += 1
+                        dispatch_pass.decoded += 1
+                        continue
                 topic = topics.get(raw_topic) or _topic_name(raw_topic, topics)
             else:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)
@@ -276,22 +331,47 @@ class Dispatcher:
                 size, queue_id, queue_offset = header.total_size, header.queue_id, header.queue_offset
                 physical, sysflag, store_timestamp = header.physical_offset, header.sysflag, header.store_timestamp
                 topic = header.topic
+                raw_topic = topic.encode()
                 raw_properties = bytes(
                     view[header.properties_position : header.properties_position + header.properties_length]
                 )
-            self.records_decoded += 1
+                tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
+            dispatch_pass.decoded += 1
             try:
                 self._dispatch_one(
-                    size, queue_id, queue_offset, physical, sysflag, store_timestamp, topic, raw_properties
+                    dispatch_pass,
+                    _Record(size, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_properties),
+                    topic,
+                    raw_topic,
+                    (tags, keys, uniq_key),
                 )
             except OSError as error:
                 self._failed_with = error  # retried from this record after a backoff
-                return position, count, True
+                return self._resume_at(dispatch_pass, position), count, True
             except SegmentNotReadyError:
                 return position, count, True  # nothing written: dispatched in full on a later pass
             position += size
             count += 1
         return position, count, False
+
+    def _resume_at(self, dispatch_pass: _Pass, position: int) -> int:
+        """Where dispatch resumes after a write error at `position`: there, or at the first
+        message of the pass whose unique key is not indexed yet."""
+        if dispatch_pass.keys:
+            return min(position, dispatch_pass.keys[0][2] - self.reput_from_offset)
+        return position
+
+    def _end_pass(self, dispatch_pass: _Pass) -> None:
+        """Publish the pass's runs, then tell the listeners what arrived."""
+        self.records_decoded += dispatch_pass.decoded
+        for run in dispatch_pass.runs.values():
+            run.units.close()
+        if dispatch_pass.last_timestamp:
+            self.checkpoint.logics_msg_timestamp = dispatch_pass.last_timestamp
+        arrivals = dispatch_pass.arrivals
+        if arrivals:
+            for listener in self.listeners:
+                listener(arrivals)
 
     def _covered_size(
         self,
@@ -416,16 +496,21 @@ class Dispatcher:
 
     def _dispatch_one(
         self,
-        size: int,
-        queue_id: int,
-        queue_offset: int,
-        commitlog_offset: int,
-        sysflag: int,
-        store_timestamp: int,
+        dispatch_pass: _Pass,
+        record: _Record,
         topic: str,
-        raw_properties: bytes,
+        raw_topic: bytes,
+        found: tuple[str | None, str | None, str | None],
     ) -> None:
-        tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
+        """A record the fast path did not take: a transaction, a gap or a duplicate, a queue
+        without a file with room, a topic the tagsCode hook rewrites. Its queue's run (closed here
+        first) is opened again after it when the queue can take the next ones on the fast path."""
+        size, queue_id, queue_offset, commitlog_offset, sysflag, store_timestamp, raw_properties = record
+        tags, keys, uniq_key = found
+        key = (raw_topic, queue_id)
+        run = dispatch_pass.runs.pop(key, None)
+        if run is not None:
+            run.units.close()
         code = 0
         coded = False
         transaction = sysflag & TRANSACTION_TYPE_MASK
@@ -440,22 +525,33 @@ class Dispatcher:
                 code, coded = self._tags_code(topic, tags, raw_properties, store_timestamp), True
                 queue.put(commitlog_offset, size, code, queue_offset, self._file_wait_s)
             self.checkpoint.logics_msg_timestamp = store_timestamp
+            if not self._hooked(topic):
+                units = queue.open_run()
+                if units is not None:
+                    dispatch_pass.runs[key] = _QueueRun(units, topic, dispatch_pass.arrived_at(topic, queue_id))
         if self.index is not None and transaction != TransactionType.ROLLBACK_TYPE and (uniq_key or keys):
+            self._write_keys(dispatch_pass)
             self.index.build(topic, commitlog_offset, store_timestamp, uniq_key, keys)
-        if self.listeners:
+        if dispatch_pass.listening:
             if not coded:
                 code = self._tags_code(topic, tags, raw_properties, store_timestamp)
-            request = DispatchRequest(
-                topic, queue_id, commitlog_offset, size, code, store_timestamp, queue_offset, raw_properties
+            dispatch_pass.arrived_at(topic, queue_id).append(
+                DispatchRequest(
+                    topic, queue_id, commitlog_offset, size, code, store_timestamp, queue_offset, raw_properties
+                )
             )
-            for listener in self.listeners:
-                listener(request)
+
+    def _hooked(self, topic: str) -> bool:
+        """True when the tagsCode hook may rewrite this topic's codes (its records take `_tags_code`)."""
+        return self.tags_code_hook is not None and (
+            self.tags_code_hook_topics is None or topic in self.tags_code_hook_topics
+        )
 
     def _tags_code(self, topic: str, tags: str | None, raw_properties: bytes, store_timestamp: int) -> int:
         """The unit's tagsCode: the TAGS hash, or what the hook makes of it for its topics."""
         code = tags_code(tags)
         hook = self.tags_code_hook
-        if hook is not None and (self.tags_code_hook_topics is None or topic in self.tags_code_hook_topics):
+        if hook is not None and self._hooked(topic):
             override = hook(topic, decode_properties(raw_properties), store_timestamp, code)
             if override is not None:
                 code = override
@@ -463,6 +559,53 @@ class Dispatcher:
 
 
 _CONSUME_QUEUE_TYPES = frozenset({int(TransactionType.NOT_TYPE), int(TransactionType.COMMIT_TYPE)})
+
+
+class _Record(NamedTuple):
+    """A record's fields dispatch uses, as the CommitLog holds them."""
+
+    size: int
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    sysflag: int
+    store_timestamp: int
+    raw_properties: bytes
+
+
+class _QueueRun:
+    """One queue's open UnitRun in a pass, with its topic as text and the list its arrivals go to."""
+
+    __slots__ = ("arrived", "topic", "units")
+
+    def __init__(self, units: UnitRun, topic: str, arrived: list[DispatchRequest]) -> None:
+        self.units = units
+        self.topic = topic
+        self.arrived = arrived
+
+
+class _Pass:
+    """What one dispatch pass keeps until it ends: open runs by (raw topic, queue id), unique
+    keys to index, what arrived by (topic, queue id) for the listeners, the last ConsumeQueue
+    store time."""
+
+    __slots__ = ("arrivals", "decoded", "keys", "last_timestamp", "listening", "runs")
+
+    def __init__(self, listening: bool) -> None:
+        self.listening = listening
+        self.runs: dict[tuple[bytes, int], _QueueRun] = {}
+        self.arrivals: dict[tuple[str, int], list[DispatchRequest]] = {}
+        self.decoded = 0
+        self.last_timestamp = 0
+        self.keys: list[UniqueKey] = []
+        """Unique keys of messages the fast path wrote, to index in one run (in CommitLog order:
+        written before any other key)."""
+
+    def arrived_at(self, topic: str, queue_id: int) -> list[DispatchRequest]:
+        arrived = self.arrivals.get((topic, queue_id))
+        if arrived is None:
+            arrived = self.arrivals[(topic, queue_id)] = []
+        return arrived
 
 
 def _topic_name(raw_topic: bytes, topics: dict[bytes, str]) -> str:

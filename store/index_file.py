@@ -10,6 +10,7 @@ import contextlib
 import errno
 import mmap
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from shoal.formats.index_entry import ENTRY, HEADER, SLOT, index_put
@@ -19,6 +20,9 @@ from shoal.store.errors import StoreCorruptionError
 from shoal.store.mapped_file import TEMP_SUFFIX
 
 _INT_MAX = 2**31 - 1
+
+UniqueKey = tuple[str, str, int, int]
+"""(topic, key, CommitLog offset, store timestamp) of a message whose only key is its unique one."""
 _CHAIN_STEPS_MAX = 1_000_000  # a damaged chain must not loop forever
 
 
@@ -109,6 +113,35 @@ class IndexFile:
         self.end_timestamp = store_timestamp
         self._write_header()
         return True
+
+    def put_unique_keys(self, entries: Sequence[UniqueKey], start: int) -> int:
+        """Insert `entries[start:]` in order, each a message's only key, until the file is full;
+        returns the position of the first entry not inserted. As `put_key` one by one, with the
+        header written once: the flush's durable mark is `index_count`, set after the entries."""
+        view, hash_slots, entries_max = self.view, self.hash_slots, self.entries
+        index_count, slot_count = self.index_count, self.hash_slot_count
+        begin_timestamp = self.begin_timestamp
+        position = start
+        end = len(entries)
+        while position < end and index_count < entries_max:
+            topic, key, physical_offset, store_timestamp = entries[position]
+            if begin_timestamp <= 0:
+                time_diff = 0
+            else:
+                time_diff = min(max((store_timestamp - begin_timestamp) // 1000, 0), _INT_MAX)
+            if index_put(view, hash_slots, index_count, f"{topic}#{key}", physical_offset, time_diff) == 0:
+                slot_count += 1
+            if index_count <= 1:
+                self.begin_physical_offset = physical_offset
+                self.begin_timestamp = begin_timestamp = store_timestamp
+            index_count += 1
+            position += 1
+        if position > start:
+            _topic, _key, self.end_physical_offset, self.end_timestamp = entries[position - 1]
+            self.hash_slot_count = slot_count
+            self.index_count = index_count
+            self._write_header()
+        return position
 
     @property
     def number(self) -> int:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from shoal.formats.index_entry import index_file_name
 from shoal.formats.properties import message_keys
 from shoal.store import durability, limits
 from shoal.store.clock import Clock
-from shoal.store.index_file import IndexFile
+from shoal.store.index_file import IndexFile, UniqueKey
 from shoal.store.mapped_file import TEMP_SUFFIX
 from shoal.store.settings import IndexSettings
 
@@ -101,6 +101,24 @@ class IndexService:
             full_keys = [key for key in full_keys if physical_offset not in self._offsets_of(key, physical_offset)]
         for key in full_keys:
             self._put(key, physical_offset, store_timestamp)
+
+    def build_unique_keys(self, entries: Sequence[UniqueKey]) -> None:
+        """Index messages, in CommitLog order, whose only key is their unique one: as `build` for
+        each, a run of them at a time (dispatch's common case)."""
+        indexed = self.last_indexed_offset
+        position = 0
+        end = len(entries)
+        while position < end and entries[position][2] <= indexed:
+            topic, key, physical_offset, store_timestamp = entries[position]  # dispatched again
+            self.build(topic, physical_offset, store_timestamp, key, None)
+            position += 1
+        while position < end:
+            index_file = self._writable_file()
+            reached = index_file.put_unique_keys(entries, position)
+            if reached == position:  # a new file already full: as `_put` reports it
+                log.error("index key %r not stored: a new index file is already full", entries[position][1])
+                reached += 1
+            position = reached
 
     def _offsets_of(self, full_key: str, physical_offset: int) -> list[int]:
         """CommitLog offsets (hash matches) for `full_key` in the files that reach `physical_offset`

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -166,6 +166,12 @@ class DispatchRequest(NamedTuple):
     def properties(self) -> dict[str, str]:
         return decode_properties(self.raw_properties)
 
+
+Arrivals = Mapping[tuple[str, int], Sequence[DispatchRequest]]
+"""What one dispatch pass made readable, by (topic, queue id), each queue's messages in order."""
+
+DispatchListener = Callable[[Arrivals], None]
+"""Told once per dispatch pass (not per message: a pass may carry hundreds of a batch's messages)."""
 
 TagsCodeHook = Callable[[str, dict[str, str], int, int], int | None]
 """(topic, properties, store_timestamp, default tagsCode) -> tagsCode override or None."""

@@ -61,7 +61,7 @@ from shoal.store.mapped_file_queue import MappedFileQueue
 from shoal.store.message import (
     AppendResult,
     BatchEntry,
-    DispatchRequest,
+    DispatchListener,
     GetMessageStatus,
     GetResult,
     IndexAnswer,
@@ -527,9 +527,9 @@ class MessageStore:
         if self._loop_dispatch is not None:
             self._loop_dispatch.schedule()
 
-    def subscribe(self, listener: Callable[[DispatchRequest], None]) -> Callable[[], None]:
-        """Call `listener` for every message dispatched from now on (on the dispatching thread or
-        loop); returns the call that unsubscribes it."""
+    def subscribe(self, listener: DispatchListener) -> Callable[[], None]:
+        """Tell `listener` what each dispatch pass made readable from now on (on the dispatching
+        thread or loop, once per pass); returns the call that unsubscribes it."""
         self._dispatcher.listeners.append(listener)
 
         def unsubscribe() -> None:

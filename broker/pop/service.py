@@ -49,7 +49,7 @@ from shoal.formats.properties import (
 from shoal.formats.record import decode_header, reconsume_times_offset
 from shoal.formats.topics import dlq_topic
 from shoal.protocol import ResponseCode
-from shoal.store import DispatchRequest, GetMessageStatus, MessageStore, MessageToStore
+from shoal.store import Arrivals, GetMessageStatus, MessageStore, MessageToStore
 from shoal.store.metadata import ConsumerOffsetTable
 
 log = logging.getLogger(__name__)
@@ -145,9 +145,11 @@ class PopService:
         if not self.journal.compact_if_due(self.leases):
             await asyncio.to_thread(self.journal.sync)
 
-    def on_dispatch(self, request: DispatchRequest) -> None:
-        """A store listener: wake the pops waiting on this queue."""
-        self._wake(request.topic, request.queue_id)
+    def on_dispatch(self, arrivals: Arrivals) -> None:
+        """A store listener: wake the pops waiting on the queues messages arrived in."""
+        if self._waiters:
+            for topic, queue_id in arrivals:
+                self._wake(topic, queue_id)
 
     def _wake(self, topic: str, queue_id: int) -> None:
         """Let the pops waiting on a queue look again (a message arrived, or a lease now ends sooner)."""

@@ -54,7 +54,7 @@ from shoal.protocol.headers import RegisterBrokerResponseHeader
 from shoal.remoting import RemotingClient
 from shoal.remoting.tls import TlsConfigError, TlsSettings
 from shoal.remoting.tls_listener import PLAIN_TLS, ServerTls
-from shoal.store import DispatchRequest, MessageStore, PutResult, PutStatus, TruncationReport
+from shoal.store import Arrivals, MessageStore, PutResult, PutStatus, TruncationReport
 from shoal.store import limits as store_limits
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ class ReplicationService:
         if waiter is not None and waiter.waiting_count and not self._slave_ok(self.broker.store.max_offset):
             waiter.give_up()
 
-    def _on_dispatch(self, _request: DispatchRequest) -> None:
+    def _on_dispatch(self, _arrivals: Arrivals) -> None:
         server = self.server
         if server is not None and server.new_data.waiting:
             server.notify_new_data()

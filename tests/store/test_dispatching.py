@@ -3,6 +3,7 @@ through a real store on real files."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from shoal.store import MessageStore, durability
-from tests.store.conftest import SettingsFactory, body_of, cq_files, open_store, put
+from shoal.formats.sysflag import TransactionType
+from shoal.store import DispatchRequest, MessageStore, MessageToStore, PutStatus, durability, index_service
+from tests.store.conftest import SettingsFactory, body_of, cq_files, open_store, props, put
 
 
 def test_dispatcher_rebuilds_consume_queues_and_index_from_a_foreign_commitlog(
@@ -89,3 +91,124 @@ def test_dispatch_that_must_not_wait_leaves_a_slow_consume_queue_file_to_the_all
     finally:
         released.set()
         store.shutdown()
+
+
+class _StoppedWallClock:
+    """One wall-clock time for every store of a test, so stores written apart hold the same bytes."""
+
+    def now_ms(self) -> int:
+        return 1_790_000_000_000
+
+    def monotonic_s(self) -> float:
+        return time.monotonic()
+
+
+def _dispatch_mix(store: MessageStore) -> None:
+    """Messages of every kind dispatch meets: most with only their unique key (the fast path),
+    some with KEYS too, transaction halves and rollbacks, four queues, tags of several codes."""
+    for i in range(700):
+        topic, queue_id = f"Mix{i % 2}", (i // 2) % 2
+        properties = {"UNIQ_KEY": f"U{i:05d}", "TAGS": f"t{i % 3}"}
+        if i % 50 == 7:
+            properties["KEYS"] = f"order{i} shared"
+        sysflag = 0
+        if i % 97 == 11:
+            sysflag = int(TransactionType.PREPARED_TYPE)
+        elif i % 97 == 12:
+            sysflag = int(TransactionType.ROLLBACK_TYPE)
+        message = MessageToStore(topic, queue_id, os.urandom(i % 300), props(**properties), sysflag=sysflag)
+        assert store.put_message(message).status is PutStatus.PUT_OK
+
+
+def test_one_pass_writes_the_files_one_record_per_pass_writes(tmp_path: Path, small_settings: SettingsFactory) -> None:
+    """Goal: a dispatch pass's fast path (units appended in runs, unique keys indexed in runs,
+    listeners told once per pass) writes byte for byte what dispatching one record at a time
+    writes, across ConsumeQueue and index file rolls, and tells the listeners the same messages.
+    Method: the same records in two stores; one dispatches all at once, the other one by one."""
+    told: dict[str, list[list[tuple[tuple[str, int], list[DispatchRequest]]]]] = {"pass": [], "one": []}
+    stores = {}
+    for name in ("pass", "one"):
+        store = MessageStore(small_settings(tmp_path / name), clock=_StoppedWallClock())
+        store.open()
+        store.start(background_dispatch=False)
+        store.subscribe(lambda arrivals, name=name: told[name].append([(k, list(v)) for k, v in arrivals.items()]))
+        _dispatch_mix(store)
+        stores[name] = store
+    try:
+        while stores["pass"].dispatch_now():
+            pass
+        one_by_one = 0
+        while stores["one"].dispatch_now(1):
+            one_by_one += 1
+        assert one_by_one == 700
+        settings = {name: store.settings for name, store in stores.items()}
+        assert cq_files(settings["pass"].consume_queue_dir) == cq_files(settings["one"].consume_queue_dir)
+        assert len(cq_files(settings["pass"].consume_queue_dir)) > 4  # files rolled
+        assert _index_entries(settings["pass"].index_dir) == _index_entries(settings["one"].index_dir)
+        assert len(list(settings["pass"].index_dir.iterdir())) > 1
+        # Once per pass (a pass covers at most one CommitLog segment), not once per message.
+        assert len(told["pass"]) <= stores["pass"].segment_count < 700 // 4
+        assert len(told["one"]) == 700
+
+        def by_queue(calls: list[list[tuple[tuple[str, int], list[DispatchRequest]]]]) -> dict[object, list[object]]:
+            merged: dict[object, list[object]] = {}
+            for call in calls:
+                for key, requests in call:
+                    merged.setdefault(key, []).extend(requests)
+            return merged
+
+        assert by_queue(told["pass"]) == by_queue(told["one"])
+        for name in told:
+            found = stores[name].query_by_key("Mix1", "U00699", 4)
+            assert [header.queue_offset for header, _view in found] == [stores[name].max_offset_in_queue("Mix1", 1) - 1]
+    finally:
+        for store in stores.values():
+            store.shutdown()
+
+
+def test_an_index_file_that_cannot_be_created_mid_pass_loses_no_key(
+    tmp_path: Path, small_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: when a new index file cannot be created (ENOSPC) in the middle of a pass whose unique
+    keys wait to be indexed in a run, dispatch stops, refuses nothing silently, and once the disk
+    has room again indexes every key exactly once. Method: fail IndexFile creation twice, then
+    compare with a store that never failed."""
+    reference = MessageStore(small_settings(tmp_path / "reference"), clock=_StoppedWallClock())
+    reference.open()
+    reference.start(background_dispatch=False)
+    store = MessageStore(small_settings(tmp_path / "store"), clock=_StoppedWallClock())
+    store.open()
+    store.start(background_dispatch=False)
+    real_index_file = index_service.IndexFile
+    failures = {"left": 0}
+
+    def index_file(*args: object, **kwargs: object) -> object:
+        if failures["left"] and kwargs.get("create"):
+            failures["left"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device (injected)")
+        return real_index_file(*args, **kwargs)  # type: ignore[arg-type]
+
+    try:
+        _dispatch_mix(reference)
+        while reference.dispatch_now():
+            pass
+        _dispatch_mix(store)
+        store.dispatch_now(100)  # the first index file exists
+        monkeypatch.setattr(index_service, "IndexFile", index_file)
+        failures["left"] = 2
+        store.dispatch_now()
+        assert store._dispatcher.failing
+        assert store.dispatch_behind_bytes > 0
+        while failures["left"]:
+            store._dispatcher._retry_at_s = 0  # skip the backoff
+            store.dispatch_now()
+        store._dispatcher._retry_at_s = 0
+        while store.dispatch_now():
+            pass
+        assert not store._dispatcher.failing
+        assert store.dispatch_behind_bytes == 0
+        assert _index_entries(store.settings.index_dir) == _index_entries(reference.settings.index_dir)
+        assert cq_files(store.settings.consume_queue_dir) == cq_files(reference.settings.consume_queue_dir)
+    finally:
+        store.shutdown()
+        reference.shutdown()
