@@ -25,6 +25,13 @@
  *     formats.properties.python_find_properties: the values of `names` in an encoded property
  *     string (name \x01 value \x02 ...), the last non-empty value of a repeated name winning,
  *     decoded as UTF-8 with replacement; None where absent.
+ * dispatch_run(buffer, position, limit, expected_offset, count_max, raw_topic: bytes, queue_id,
+ *              next_queue_offset, max_physical_offset, units, units_position, units_end, topic: str,
+ *              request_type, keys_out: list | None, arrivals_out: list | None)
+ *         -> (consumed, count, next_queue_offset, max_physical_offset, units_position, last_store_timestamp)
+ *     formats.dispatch_run.python_dispatch_run: the ConsumeQueue units of consecutive records of one
+ *     queue, written into `units` from `units_position`; stops at the first record that is not the
+ *     queue's next plain message (see the Python reference for the exact rule).
  * index_put(buffer, hash_slots, index_count, key: str, physical_offset, time_diff) -> int
  *     formats.index_entry.python_index_put: entry `index_count` of an IndexFile for `key`, and its
  *     slot pointed at it; returns the bucket's previous newest entry (0: none). ValueError when the
@@ -141,6 +148,60 @@ done:
     return result;
 }
 
+/* The dispatch fields of the well-formed V1 record at `p` (`room` bytes readable, PHYSICALOFFSET
+ * `expected`); 0 when it is not one. Shared by dispatch_fields and dispatch_run. */
+typedef struct {
+    int32_t total, queue_id, sysflag;
+    int64_t queue_offset, physical, store_ts;
+    const unsigned char *topic, *props;
+    Py_ssize_t topic_len, props_len;
+} RecordFields;
+
+static int
+parse_dispatch(const unsigned char *p, Py_ssize_t room, long long expected, RecordFields *f)
+{
+    if (room < FIXED_LENGTH_V4_BYTES) {
+        return 0;
+    }
+    int32_t total = get32(p);
+    int32_t sysflag = get32(p + 36);
+    if (get32(p + 4) != MESSAGE_MAGIC_CODE || get64(p + 28) != expected || total < FIXED_LENGTH_V4_BYTES
+        || total > room) {
+        return 0;
+    }
+    Py_ssize_t born_len = (sysflag & BORNHOST_V6_FLAG) ? 20 : 8;
+    Py_ssize_t store_len = (sysflag & STOREHOSTADDRESS_V6_FLAG) ? 20 : 8;
+    Py_ssize_t body_at = HEADER_WITHOUT_HOSTS_BYTES + born_len + store_len;
+    if (body_at + 3 > total) {
+        return 0;
+    }
+    int32_t body_len = get32(p + body_at - 4);
+    if (body_len < 0 || body_at + (Py_ssize_t)body_len + 3 > total) {
+        return 0;
+    }
+    Py_ssize_t topic_at = body_at + body_len;
+    Py_ssize_t topic_len = p[topic_at];
+    Py_ssize_t props_at = topic_at + 1 + topic_len;
+    if (topic_len > TOPIC_LENGTH_MAX || props_at + 2 > total) {
+        return 0;
+    }
+    Py_ssize_t props_len = (Py_ssize_t)get16(p + props_at);
+    if (props_len < 0 || props_at + 2 + props_len != total) {
+        return 0;
+    }
+    f->total = total;
+    f->queue_id = get32(p + 12);
+    f->sysflag = sysflag;
+    f->queue_offset = get64(p + 20);
+    f->physical = get64(p + 28);
+    f->store_ts = get64(p + BORN_HOST_AT + born_len);
+    f->topic = p + topic_at + 1;
+    f->topic_len = topic_len;
+    f->props = p + props_at + 2;
+    f->props_len = props_len;
+    return 1;
+}
+
 static PyObject *
 dispatch_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -158,59 +219,232 @@ dispatch_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    PyObject *result = NULL;
     if (limit > view.len) {
         limit = view.len;
     }
-    if (position < 0 || limit - position < FIXED_LENGTH_V4_BYTES) {
+    RecordFields f;
+    if (position < 0 || position > limit
+        || !parse_dispatch((const unsigned char *)view.buf + position, limit - position, expected, &f)) {
         goto none;
     }
-    const unsigned char *p = (const unsigned char *)view.buf + position;
-    Py_ssize_t room = limit - position;
-    int32_t total = get32(p);
-    int32_t sysflag = get32(p + 36);
-    if (get32(p + 4) != MESSAGE_MAGIC_CODE || get64(p + 28) != expected || total < FIXED_LENGTH_V4_BYTES
-        || total > room) {
-        goto none;
-    }
-    Py_ssize_t born_len = (sysflag & BORNHOST_V6_FLAG) ? 20 : 8;
-    Py_ssize_t store_len = (sysflag & STOREHOSTADDRESS_V6_FLAG) ? 20 : 8;
-    Py_ssize_t body_at = HEADER_WITHOUT_HOSTS_BYTES + born_len + store_len;
-    if (body_at + 3 > total) {
-        goto none;
-    }
-    int64_t store_ts = get64(p + BORN_HOST_AT + born_len);
-    int32_t body_len = get32(p + body_at - 4);
-    if (body_len < 0 || body_at + (Py_ssize_t)body_len + 3 > total) {
-        goto none;
-    }
-    Py_ssize_t topic_at = body_at + body_len;
-    Py_ssize_t topic_len = p[topic_at];
-    Py_ssize_t props_at = topic_at + 1 + topic_len;
-    if (topic_len > TOPIC_LENGTH_MAX || props_at + 2 > total) {
-        goto none;
-    }
-    Py_ssize_t props_len = (Py_ssize_t)(int16_t)(((uint16_t)p[props_at] << 8) | p[props_at + 1]);
-    if (props_len < 0 || props_at + 2 + props_len != total) {
-        goto none;
-    }
-    result = Py_BuildValue(
+    PyObject *result = Py_BuildValue(
         "(iiLLiLy#y#)",
-        total,
-        get32(p + 12),
-        (long long)get64(p + 20),
-        (long long)get64(p + 28),
-        sysflag,
-        (long long)store_ts,
-        (const char *)p + topic_at + 1,
-        topic_len,
-        (const char *)p + props_at + 2,
-        props_len);
+        f.total,
+        f.queue_id,
+        (long long)f.queue_offset,
+        (long long)f.physical,
+        f.sysflag,
+        (long long)f.store_ts,
+        (const char *)f.topic,
+        f.topic_len,
+        (const char *)f.props,
+        f.props_len);
     PyBuffer_Release(&view);
     return result;
 none:
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
+}
+
+#define UNIT_BYTES 20
+#define TRANSACTION_TYPE_MASK 0xC
+#define TRANSACTION_COMMIT_TYPE 0x8
+#define REQUEST_FIELDS 8
+
+/* The last non-empty value of `name` in an encoded property string (as find_properties). */
+static void
+property_value(const unsigned char *data, Py_ssize_t length, const char *name, Py_ssize_t name_len,
+               const unsigned char **value, Py_ssize_t *value_len)
+{
+    const unsigned char *at = data, *end = data + length;
+    *value = NULL;
+    *value_len = 0;
+    while (at < end) {
+        const unsigned char *segment_end = memchr(at, 0x02, (size_t)(end - at));
+        if (segment_end == NULL) {
+            segment_end = end;
+        }
+        const unsigned char *separator = memchr(at, 0x01, (size_t)(segment_end - at));
+        if (separator != NULL && separator + 1 < segment_end && separator - at == name_len
+            && memcmp(at, name, (size_t)name_len) == 0) {
+            *value = separator + 1;
+            *value_len = segment_end - separator - 1;
+        }
+        at = segment_end + 1;
+    }
+}
+
+/* tagsCode of a TAGS value (UTF-8 bytes): Java's hashCode of the decoded text, widened; 0 when absent. */
+static int
+tags_code_of(const unsigned char *tags, Py_ssize_t length, long long *code)
+{
+    if (tags == NULL) {
+        *code = 0;
+        return 0;
+    }
+    uint32_t h = 0;
+    Py_ssize_t i = 0;
+    while (i < length && tags[i] < 0x80) {
+        h = 31 * h + tags[i];
+        i++;
+    }
+    if (i < length) {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)tags, length, "replace");
+        if (text == NULL) {
+            return -1;
+        }
+        h = java_hash_of(text);
+        Py_DECREF(text);
+    }
+    *code = (long long)(int32_t)h;
+    return 0;
+}
+
+/* Append a new object to `list`, stealing it; -1 on failure (the object is released). */
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+static PyObject *
+dispatch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 16) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_run takes 16 arguments");
+        return NULL;
+    }
+    long long position, limit, expected, count_max, queue_id, next_offset, max_physical, units_position, units_end;
+    if (ranged(args[1], 0, PY_SSIZE_T_MAX, "position", &position) < 0
+        || ranged(args[2], 0, PY_SSIZE_T_MAX, "limit", &limit) < 0
+        || ranged(args[3], INT64_MIN, INT64_MAX, "expected_offset", &expected) < 0
+        || ranged(args[4], 0, INT64_MAX, "count_max", &count_max) < 0
+        || ranged(args[6], INT32_LOW, INT32_HIGH, "queue_id", &queue_id) < 0
+        || ranged(args[7], INT64_MIN, INT64_MAX, "next_queue_offset", &next_offset) < 0
+        || ranged(args[8], INT64_MIN, INT64_MAX, "max_physical_offset", &max_physical) < 0
+        || ranged(args[10], 0, PY_SSIZE_T_MAX, "units_position", &units_position) < 0
+        || ranged(args[11], 0, PY_SSIZE_T_MAX, "units_end", &units_end) < 0) {
+        return NULL;
+    }
+    PyObject *raw_topic = args[5], *topic = args[12], *request_type = args[13];
+    PyObject *keys_out = args[14], *arrivals_out = args[15];
+    if (!PyBytes_Check(raw_topic) || !PyUnicode_Check(topic) || !PyType_Check(request_type)
+        || !PyType_IsSubtype((PyTypeObject *)request_type, &PyTuple_Type)
+        || (keys_out != Py_None && !PyList_Check(keys_out)) || (arrivals_out != Py_None && !PyList_Check(arrivals_out))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "dispatch_run: raw_topic is bytes, topic a str, request_type a tuple type, the outputs lists or None");
+        return NULL;
+    }
+    Py_buffer view, units;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[9], &units, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (limit > view.len) {
+        limit = view.len;
+    }
+    if (units_end > units.len) {
+        units_end = units.len;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    unsigned char *unit_base = (unsigned char *)units.buf;
+    const char *want_topic = PyBytes_AS_STRING(raw_topic);
+    Py_ssize_t want_topic_len = PyBytes_GET_SIZE(raw_topic);
+    long long start = position, count = 0, last_ts = 0;
+    PyTypeObject *type = (PyTypeObject *)request_type;
+    int failed = 0;
+    while (count < count_max && position <= limit && units_position + UNIT_BYTES <= units_end) {
+        RecordFields f;
+        if (!parse_dispatch(base + position, limit - position, expected + (position - start), &f)) {
+            break;
+        }
+        int transaction = f.sysflag & TRANSACTION_TYPE_MASK;
+        if (f.queue_id != queue_id || f.queue_offset != next_offset || f.topic_len != want_topic_len
+            || memcmp(f.topic, want_topic, (size_t)want_topic_len) != 0
+            || (transaction != 0 && transaction != TRANSACTION_COMMIT_TYPE)
+            || f.physical + f.total <= max_physical) {
+            break;
+        }
+        const unsigned char *keys, *tags, *uniq;
+        Py_ssize_t keys_len, tags_len, uniq_len;
+        property_value(f.props, f.props_len, "KEYS", 4, &keys, &keys_len);
+        if (keys != NULL) {
+            break; /* messages with keys go the Python way (IndexService.build) */
+        }
+        property_value(f.props, f.props_len, "TAGS", 4, &tags, &tags_len);
+        property_value(f.props, f.props_len, "UNIQ_KEY", 8, &uniq, &uniq_len);
+        long long code;
+        if (tags_code_of(tags, tags_len, &code) < 0) {
+            failed = 1;
+            break;
+        }
+        if (uniq != NULL && keys_out != Py_None) {
+            PyObject *key = Py_BuildValue("(Os#LL)", topic, (const char *)uniq, uniq_len, (long long)f.physical,
+                                          (long long)f.store_ts);
+            if (key == NULL) {
+                /* s# is strict UTF-8: decode with replacement as find_properties does */
+                PyErr_Clear();
+                PyObject *text = PyUnicode_DecodeUTF8((const char *)uniq, uniq_len, "replace");
+                key = text == NULL ? NULL
+                                   : Py_BuildValue("(ONLL)", topic, text, (long long)f.physical, (long long)f.store_ts);
+            }
+            if (append_new(keys_out, key) < 0) {
+                failed = 1;
+                break;
+            }
+        }
+        if (arrivals_out != Py_None) {
+            PyObject *request = type->tp_alloc(type, REQUEST_FIELDS);
+            if (request == NULL) {
+                failed = 1;
+                break;
+            }
+            Py_INCREF(topic);
+            PyTuple_SET_ITEM(request, 0, topic);
+            PyTuple_SET_ITEM(request, 1, PyLong_FromLong(f.queue_id));
+            PyTuple_SET_ITEM(request, 2, PyLong_FromLongLong(f.physical));
+            PyTuple_SET_ITEM(request, 3, PyLong_FromLong(f.total));
+            PyTuple_SET_ITEM(request, 4, PyLong_FromLongLong(code));
+            PyTuple_SET_ITEM(request, 5, PyLong_FromLongLong(f.store_ts));
+            PyTuple_SET_ITEM(request, 6, PyLong_FromLongLong(f.queue_offset));
+            PyTuple_SET_ITEM(request, 7, PyBytes_FromStringAndSize((const char *)f.props, f.props_len));
+            for (int i = 1; i < REQUEST_FIELDS; i++) {
+                if (PyTuple_GET_ITEM(request, i) == NULL) {
+                    Py_DECREF(request);
+                    request = NULL;
+                    break;
+                }
+            }
+            if (append_new(arrivals_out, request) < 0) {
+                failed = 1;
+                break;
+            }
+        }
+        unsigned char *unit = unit_base + units_position;
+        put64(unit, (uint64_t)f.physical);
+        put32(unit + 8, (uint32_t)f.total);
+        put64(unit + 12, (uint64_t)code);
+        units_position += UNIT_BYTES;
+        next_offset += 1;
+        max_physical = f.physical + f.total;
+        last_ts = f.store_ts;
+        position += f.total;
+        count += 1;
+    }
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(LLLLLL)", position - start, count, next_offset, max_physical, units_position, last_ts);
 }
 
 #define INDEX_HEADER_BYTES 40
@@ -351,6 +585,8 @@ static PyMethodDef methods[] = {
      "The dispatch fields of a well-formed V1 record, or None."},
     {"find_properties", (PyCFunction)(void (*)(void))find_properties, METH_FASTCALL,
      "The values of a few names in an encoded property string (None where absent)."},
+    {"dispatch_run", (PyCFunction)(void (*)(void))dispatch_run, METH_FASTCALL,
+     "Write the ConsumeQueue units of consecutive records of one queue; returns where it stopped."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "Write one IndexFile entry for a key and point its slot at it; returns the previous entry number."},
     {NULL, NULL, 0, NULL},

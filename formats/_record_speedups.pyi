@@ -1,4 +1,8 @@
 # The compiled record helpers (_record_speedups.c); used through shoal.formats.record and java_hash.
+from collections.abc import Callable
+from typing import Any
+
+from shoal.formats.dispatch_run import RunEnd, UniqueKeyEntry
 from shoal.formats.record import DispatchFields
 
 def java_string_hash(text: str, /) -> int: ...
@@ -29,3 +33,22 @@ def index_put(
     buffer: bytearray | memoryview, hash_slots: int, index_count: int, key: str, physical_offset: int, time_diff: int, /
 ) -> int: ...
 def find_properties(data: bytes, names: tuple[bytes, ...], /) -> list[str | None]: ...
+def dispatch_run(
+    view: bytes | bytearray | memoryview,
+    position: int,
+    limit: int,
+    expected_offset: int,
+    count_max: int,
+    raw_topic: bytes,
+    queue_id: int,
+    next_queue_offset: int,
+    max_physical_offset: int,
+    units: bytearray | memoryview,
+    units_position: int,
+    units_end: int,
+    topic: str,
+    request_type: Callable[..., Any],
+    keys_out: list[UniqueKeyEntry] | None,
+    arrivals_out: list[Any] | None,
+    /,
+) -> RunEnd: ...

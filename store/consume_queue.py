@@ -15,9 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shoal.formats.consume_queue_unit import BLANK_UNIT, BLANK_UNIT_SIZE_FIELD, UNIT, UNIT_SIZE, Unit, is_blank_unit
+from shoal.formats.dispatch_run import UniqueKeyEntry, dispatch_run
 from shoal.store import durability, limits
 from shoal.store.mapped_file import MappedFile, written_end
 from shoal.store.mapped_file_queue import MappedFileQueue
+from shoal.store.message import DispatchRequest
 
 log = logging.getLogger(__name__)
 
@@ -365,19 +367,40 @@ class UnitRun:
         self.next_offset = (mapped.file_from_offset + mapped.wrote_position) // UNIT_SIZE
         self.max_physical_offset = queue.max_physical_offset
 
-    def append(self, queue_offset: int, physical_offset: int, size: int, tags_code: int) -> bool:
-        """Write the unit when it is the queue's next (its logical offset, a message past the last)
-        and the file has room; False, nothing written, otherwise (`put` decides what to do)."""
-        position = self.position
-        if queue_offset != self.next_offset or position >= self._end:
-            return False
-        if physical_offset + size <= self.max_physical_offset:
-            return False
-        UNIT.pack_into(self.view, position, physical_offset, size, tags_code)
-        self.position = position + UNIT_SIZE
-        self.next_offset = queue_offset + 1
-        self.max_physical_offset = physical_offset + size
-        return True
+    def extend(
+        self,
+        view: memoryview,
+        position: int,
+        limit: int,
+        expected_offset: int,
+        count_max: int,
+        raw_topic: bytes,
+        keys_out: list[UniqueKeyEntry] | None,
+        arrivals_out: list[DispatchRequest] | None,
+    ) -> tuple[int, int, int]:
+        """Append the units of the CommitLog records at `view[position:limit]` (the first at
+        `expected_offset`) while each is this queue's next plain message (`dispatch_run`);
+        returns (bytes consumed, records, last store timestamp)."""
+        queue = self.queue
+        consumed, count, self.next_offset, self.max_physical_offset, self.position, last_timestamp = dispatch_run(
+            view,
+            position,
+            limit,
+            expected_offset,
+            count_max,
+            raw_topic,
+            queue.queue_id,
+            self.next_offset,
+            self.max_physical_offset,
+            self.view,
+            self.position,
+            self._end,
+            queue.topic,
+            DispatchRequest,
+            keys_out,
+            arrivals_out,
+        )
+        return consumed, count, last_timestamp
 
     def close(self) -> None:
         """Publish the units appended (the queue's readers and flusher see them from now on)."""

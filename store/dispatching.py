@@ -268,7 +268,7 @@ class Dispatcher:
         index = self.index
         runs = dispatch_pass.runs
         listening = dispatch_pass.listening
-        unique_keys = dispatch_pass.keys
+        unique_keys = dispatch_pass.keys if index is not None else None
         while position < limit and count < count_max:
             if damaged and base + position in damaged:
                 # Known damage (found by recovery with the CRC check dispatch does not do): skip it
@@ -288,32 +288,26 @@ class Dispatcher:
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:
                 size, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_topic, raw_properties = fast
-                tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
-                run = runs.get((raw_topic, queue_id))
-                if run is not None and sysflag & TRANSACTION_TYPE_MASK in _CONSUME_QUEUE_TYPES:
-                    code = tags_code(tags)
-                    if run.units.append(queue_offset, physical, size, code):
-                        # The common case, written in full here.
-                        dispatch_pass.last_timestamp = store_timestamp
-                        if index is not None:
-                            if keys:
-                                try:
-                                    self._write_keys(dispatch_pass)
-                                    index.build(run.topic, physical, store_timestamp, uniq_key, keys)
-                                except OSError as error:
-                                    self._failed_with = error  # retried from here (its unit is a duplicate then)
-                                    return self._resume_at(dispatch_pass, position), count, True
-                            elif uniq_key:
-                                unique_keys.append((run.topic, uniq_key, physical, store_timestamp))
-                        if listening:
-                            arrived = DispatchRequest(
-                                run.topic, queue_id, physical, size, code, store_timestamp, queue_offset, raw_properties
-                            )
-                            run.arrived.append(arrived)
-                        position += size
-                        count += 1
-                        dispatch_pass.decoded += 1
+                run = runs.get((raw_topic, queue_id)) if not damaged else None
+                if run is not None:
+                    # The common case: this record and the next ones of its queue, written in one call.
+                    consumed, taken, last_timestamp = run.units.extend(
+                        view,
+                        position,
+                        limit,
+                        base + position,
+                        count_max - count,
+                        raw_topic,
+                        unique_keys,
+                        run.arrived if listening else None,
+                    )
+                    if taken:
+                        position += consumed
+                        count += taken
+                        dispatch_pass.decoded += taken
+                        dispatch_pass.last_timestamp = last_timestamp
                         continue
+                tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
                 topic = topics.get(raw_topic) or _topic_name(raw_topic, topics)
             else:
                 check = check_record(view, position, limit, check_crc=False, expected_physical_offset=base + position)

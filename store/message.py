@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from shoal.formats.message_id import offset_msg_id
+from shoal.formats.message_id import offset_msg_id, offset_msg_id_of_hex
 from shoal.formats.properties import decode_properties
 from shoal.formats.record import record_length
 from shoal.store import limits
@@ -56,9 +56,10 @@ class AppendResult(NamedTuple):
         """Offset message ids; for a batch pass each record's size."""
         if sizes is None:
             return [offset_msg_id(self.store_host, self.wrote_offset)]
+        host_hex = bytes(self.store_host).hex().upper()
         ids, at = [], self.wrote_offset
         for size in sizes:
-            ids.append(offset_msg_id(self.store_host, at))
+            ids.append(offset_msg_id_of_hex(host_hex, at))
             at += size
         return ids
 
