@@ -139,16 +139,29 @@ class GetResult:
     queue_offsets: list[int] = field(default_factory=list)
     commitlog_offsets: list[int] = field(default_factory=list)
     suggest_pulling_from_slave: bool = False
+    parts: list[memoryview] = field(default_factory=list)
+    """With `get_messages(..., coalesce=True)`: the records' bytes in order, records adjacent in
+    the CommitLog (a batch's) as one view; `messages` and the offsets lists stay empty then."""
+    count: int = 0
+    """Records found (in `messages`, or in `parts`)."""
 
     @property
     def total_bytes(self) -> int:
-        return sum(len(view) for view in self.messages)
+        return sum(len(view) for view in self.parts or self.messages)
+
+    @property
+    def body_parts(self) -> list[memoryview]:
+        """The records' bytes as a pull answers them, whichever way they were read."""
+        return self.parts or self.messages
 
     def release(self) -> None:
         """Drop the views once sent, so retention can unmap deleted segments."""
         for view in self.messages:
             view.release()
+        for view in self.parts:
+            view.release()
         self.messages.clear()
+        self.parts.clear()
 
 
 class DispatchRequest(NamedTuple):

@@ -730,9 +730,13 @@ class MessageStore:
         offset: int,
         max_count: int,
         tag_filter: TagFilter | None = None,
+        *,
+        coalesce: bool = False,
     ) -> GetResult:
         """Up to `max_count` records from a queue, as RocketMQ's `getMessage` answers (statuses,
-        next offset, slave suggestion); bounded by the in-memory / on-disk transfer limits."""
+        next offset, slave suggestion); bounded by the in-memory / on-disk transfer limits.
+        `coalesce`: the records as `parts` (adjacent ones as one view: what a pull sends) instead
+        of one view each with their offsets."""
         queue = self._consume_queues.find(topic, queue_id)
         if queue is None:
             return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -760,6 +764,7 @@ class MessageStore:
                 tag_filter,
                 min_offset,
                 max_offset,
+                coalesce,
             )
         finally:
             units.release()
@@ -772,12 +777,16 @@ class MessageStore:
         tag_filter: TagFilter | None,
         min_offset: int,
         max_offset: int,
+        coalesce: bool,
     ) -> GetResult:
         result = GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         commitlog = self._commitlog
         commitlog_min = commitlog.min_offset
         commitlog_max = commitlog.max_offset
+        segment_size = commitlog.segment_size
         memory_budget = self.in_memory_budget_bytes
+        settings = self.settings.commitlog
+        count = 0
         total_bytes = 0
         scanned = 0
         last_physical = 0
@@ -785,6 +794,9 @@ class MessageStore:
         # Units scanned per call are bounded too, so a filter that matches nothing cannot stall a pull.
         scan_max = max(max_count, limits.GET_MESSAGES_SCAN_MIN_COUNT)
         removed = False
+        run_start = run_end = run_limit = run_count = 0
+        """Coalescing: the CommitLog range of the records not yet in `parts`, the end of its
+        segment (a view never crosses one), and how many records it holds."""
         for index in range(min(unit_count, scan_max)):
             physical, size, tags = UNIT.unpack_from(units, index * UNIT.size)
             scanned = index + 1
@@ -792,10 +804,24 @@ class MessageStore:
                 continue
             last_physical = physical
             in_memory = commitlog_max - physical <= memory_budget
-            if _batch_full(len(result.messages), total_bytes, size, max_count, in_memory, self.settings.commitlog):
+            if _batch_full(count, total_bytes, size, max_count, in_memory, settings):
                 scanned = index
                 break
             if tag_filter is not None and not tag_filter(tags):
+                continue
+            if coalesce:
+                if run_count and physical == run_end and physical + size <= run_limit:
+                    run_end += size
+                    run_count += 1
+                else:
+                    if run_count and not self._add_part(result, run_start, run_end):
+                        removed = True
+                        count -= run_count
+                        total_bytes -= run_end - run_start
+                    run_start, run_end, run_count = physical, physical + size, 1
+                    run_limit = (physical // segment_size + 1) * segment_size
+                count += 1
+                total_bytes += size
                 continue
             view = commitlog.read(physical, size)
             if view is None:
@@ -804,15 +830,28 @@ class MessageStore:
             result.messages.append(view)
             result.queue_offsets.append(offset + index)
             result.commitlog_offsets.append(physical)
+            count += 1
             total_bytes += size
+        if run_count and not self._add_part(result, run_start, run_end):
+            removed = True
+            count -= run_count
+        result.count = count
         result.next_begin_offset = offset + scanned
-        if result.messages:
+        if count:
             result.status = GetMessageStatus.FOUND
         elif removed:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
         if last_physical:
             result.suggest_pulling_from_slave = commitlog_max - last_physical > memory_budget
         return result
+
+    def _add_part(self, result: GetResult, start: int, end: int) -> bool:
+        """Add the CommitLog bytes [start, end) to `result.parts`; False when no longer readable."""
+        view = self._commitlog.read(start, end - start)
+        if view is None:
+            return False
+        result.parts.append(view)
+        return True
 
     def message_at(self, commitlog_offset: int) -> tuple[RecordHeader, memoryview] | None:
         """The record at a CommitLog offset (VIEW_MESSAGE_BY_ID), validated, CRC included; the

@@ -113,3 +113,4 @@ def keep_matching(found: GetResult, message_filter: MessageFilter) -> None:
         found.messages = [found.messages[index] for index in kept]
         found.queue_offsets = [found.queue_offsets[index] for index in kept]
         found.commitlog_offsets = [found.commitlog_offsets[index] for index in kept]
+        found.count = len(kept)

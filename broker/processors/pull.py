@@ -162,7 +162,7 @@ class PullProcessor:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
         if allow_suspend and header.sys_flag & _COMMIT_OFFSET and self.role.is_master:
             self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        self.metrics.pulls(header.topic, header.consumer_group, len(found.messages), found.total_bytes)
+        self.metrics.pulls(header.topic, header.consumer_group, found.count, found.total_bytes)
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and allow_suspend
@@ -186,8 +186,8 @@ class PullProcessor:
             max_offset=found.max_offset,
         )
         response = make_response(request, code, found.status.value, ext_fields=response_header.to_ext_fields())
-        if found.messages:
-            connection.send(response, found.messages)
+        if found.count:
+            connection.send(response, found.body_parts)
             found.release()
             return None
         return response
@@ -279,7 +279,14 @@ class PullProcessor:
         tag_filter = None if tag_codes is None else tag_codes.__contains__
         offset = header.queue_offset
         while True:
-            found = self.store.get_messages(header.topic, header.queue_id, offset, header.max_msg_nums, tag_filter)
+            found = self.store.get_messages(
+                header.topic,
+                header.queue_id,
+                offset,
+                header.max_msg_nums,
+                tag_filter,
+                coalesce=not message_filter.reads_properties,  # a SQL92 filter reads each message
+            )
             if not message_filter.reads_properties:
                 return found
             if found.status not in (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE):

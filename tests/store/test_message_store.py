@@ -23,6 +23,7 @@ from shoal.formats.sysflag import TransactionType
 from shoal.store import (
     BatchEntry,
     GetMessageStatus,
+    GetResult,
     MessageStore,
     MessageToStore,
     PutStatus,
@@ -581,3 +582,57 @@ def test_a_second_store_on_a_locked_directory_raises_store_locked_error(
     reopened = MessageStore(small_settings(root))
     assert reopened.open().last_exit_ok
     reopened.shutdown()
+
+
+def test_a_coalesced_read_answers_the_same_records_as_views_of_adjacent_runs(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: `get_messages(coalesce=True)` (what a pull sends) carries exactly the bytes, count,
+    next offset and status of the per-record read, adjacent records (a batch's) as one view and
+    never one view across CommitLog segments. Method: batches and single sends interleaved over
+    two queues and several 64 KiB segments; read every offset with several limits and a tag filter."""
+    store = open_store(small_settings(tmp_path / "store"))
+    try:
+        for round_number in range(70):
+            items = [(0, os.urandom(300 + i * 40), props(TAGS=f"t{i % 3}")) for i in range(6)]
+            template = MessageToStore("Runs", round_number % 2, b"")
+            assert store.append_batch_body(template, encode_batch_body(items), b"").ok
+            put(store, "Runs", 0, os.urandom(500), TAGS="t1")  # breaks queue 0's runs; queue 1's too
+        settle(store)
+        assert store.segment_count > 3
+        segment_size = store.segment_size
+        tag_t1 = java_string_hash("t1")
+        merged_reads = 0
+        for queue_id in (0, 1):
+            end = store.max_offset_in_queue("Runs", queue_id)
+            for offset in range(0, end, 5):
+                for max_count, tag_filter in ((1, None), (7, None), (32, None), (32, tag_t1.__eq__)):
+                    each = store.get_messages("Runs", queue_id, offset, max_count, tag_filter)
+                    runs = store.get_messages("Runs", queue_id, offset, max_count, tag_filter, coalesce=True)
+                    try:
+                        assert (runs.status, runs.next_begin_offset, runs.count) == (
+                            each.status,
+                            each.next_begin_offset,
+                            len(each.messages),
+                        )
+                        assert b"".join(runs.parts) == b"".join(each.messages)
+                        assert runs.total_bytes == each.total_bytes and not runs.messages
+                        assert len(runs.parts) <= len(each.messages)
+                        if tag_filter is None and len(each.messages) >= 7:  # 7 in a row hold a batch's
+                            assert len(runs.parts) < len(each.messages)  # which travel together
+                            merged_reads += 1
+                        at = each.commitlog_offsets[0] if each.commitlog_offsets else 0
+                        for part in runs.parts:
+                            assert at // segment_size == (at + len(part) - 1) // segment_size
+                            at = _next_record_offset(each, at + len(part))
+                    finally:
+                        each.release()
+                        runs.release()
+        assert merged_reads > 10
+    finally:
+        store.shutdown()
+
+
+def _next_record_offset(found: GetResult, after: int) -> int:
+    """The CommitLog offset of the first record of `found` at or after `after` (0 past the last)."""
+    return next((offset for offset in found.commitlog_offsets if offset >= after), 0)
