@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import random
 import struct
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +20,7 @@ from shoal.formats.dispatch_run import RunEnd, UniqueKeyEntry, python_dispatch_r
 from shoal.formats.java_hash import tags_code
 from shoal.formats.record import body_crc, encode_host, python_encode_record_into, record_length
 from shoal.formats.sysflag import TransactionType
+from shoal.store import DispatchRequest as Request  # the type the store hands dispatch_run
 
 try:  # directly, not through compiled_module: these tests hold even under SHOAL_PURE_PYTHON
     from shoal.formats import _record_speedups as COMPILED  # noqa: N812
@@ -35,19 +36,6 @@ HOST = encode_host("10.0.0.1", 10911)
 TOPIC = "RunTopic"
 QUEUE_ID = 3
 BASE_OFFSET = 7_000_000  # the buffer's first byte in the CommitLog
-
-
-class Request(NamedTuple):
-    """A stand-in for the store's DispatchRequest (the function takes the type it builds)."""
-
-    topic: str
-    queue_id: int
-    commitlog_offset: int
-    size: int
-    tags_code: int
-    store_timestamp: int
-    queue_offset: int
-    raw_properties: bytes
 
 
 def _record(
@@ -234,12 +222,12 @@ def test_refusals_name_the_argument() -> None:
         _call(COMPILED.dispatch_run, buffer, raw_topic=TOPIC)
     with pytest.raises(TypeError, match="16 arguments"):
         COMPILED.dispatch_run(buffer, 0)  # type: ignore[call-arg]
-    read_only_units = bytes(64)
+    read_only_units: Any = bytes(64)  # the units must be writable
     with pytest.raises(BufferError):
         COMPILED.dispatch_run(
             buffer, 0, len(buffer), BASE_OFFSET, 5, TOPIC.encode(), QUEUE_ID, 100, -1, read_only_units, 0, 64,
             TOPIC, Request, None, None,
-        )  # type: ignore[arg-type]  # fmt: skip
+        )  # fmt: skip
 
 
 def test_the_compiled_run_is_chosen_where_built() -> None:

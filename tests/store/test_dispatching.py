@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 from shoal.formats.sysflag import TransactionType
-from shoal.store import DispatchRequest, MessageStore, MessageToStore, PutStatus, durability, index_service
+from shoal.store import (
+    Arrivals,
+    DispatchListener,
+    DispatchRequest,
+    MessageStore,
+    MessageToStore,
+    PutStatus,
+    durability,
+    index_service,
+)
+from shoal.store import index_file as index_file_module
 from tests.store.conftest import SettingsFactory, body_of, cq_files, open_store, props, put
 
 
@@ -127,11 +137,18 @@ def test_one_pass_writes_the_files_one_record_per_pass_writes(tmp_path: Path, sm
     Method: the same records in two stores; one dispatches all at once, the other one by one."""
     told: dict[str, list[list[tuple[tuple[str, int], list[DispatchRequest]]]]] = {"pass": [], "one": []}
     stores = {}
+
+    def listener(name: str) -> DispatchListener:
+        def told_once(arrivals: Arrivals) -> None:
+            told[name].append([(key, list(requests)) for key, requests in arrivals.items()])
+
+        return told_once
+
     for name in ("pass", "one"):
         store = MessageStore(small_settings(tmp_path / name), clock=_StoppedWallClock())
         store.open()
         store.start(background_dispatch=False)
-        store.subscribe(lambda arrivals, name=name: told[name].append([(k, list(v)) for k, v in arrivals.items()]))
+        store.subscribe(listener(name))
         _dispatch_mix(store)
         stores[name] = store
     try:
@@ -179,7 +196,7 @@ def test_an_index_file_that_cannot_be_created_mid_pass_loses_no_key(
     store = MessageStore(small_settings(tmp_path / "store"), clock=_StoppedWallClock())
     store.open()
     store.start(background_dispatch=False)
-    real_index_file = index_service.IndexFile
+    real_index_file = index_file_module.IndexFile
     failures = {"left": 0}
 
     def index_file(*args: object, **kwargs: object) -> object:
@@ -194,7 +211,7 @@ def test_an_index_file_that_cannot_be_created_mid_pass_loses_no_key(
             pass
         _dispatch_mix(store)
         store.dispatch_now(100)  # the first index file exists
-        monkeypatch.setattr(index_service, "IndexFile", index_file)
+        monkeypatch.setattr(index_service, "IndexFile", index_file)  # the service creates its files by this name
         failures["left"] = 2
         store.dispatch_now()
         assert store._dispatcher.failing
