@@ -309,6 +309,11 @@ def test_bad_requests_get_rocketmq_codes_and_readable_remarks(cluster) -> None: 
     asyncio.run(run())
 
 
+HELD_PULLS_ANSWER_BOUND_S = 5.0
+"""Held pulls that blocked the loop would delay other requests until they end (15 s here); a
+loaded CI machine answers in well under a second. The bound separates the two, not fast from slow."""
+
+
 def test_500_long_polling_connections_keep_the_broker_responsive(cluster) -> None:  # type: ignore[no-untyped-def]
     """Goal: 500 held pulls do not slow other clients, and one message wakes them all.
     Method: 500 connections each park a PULL (suspend 15 s) on an empty queue; time a request on
@@ -333,35 +338,40 @@ def test_500_long_polling_connections_keep_the_broker_responsive(cluster) -> Non
             subscription="*",
             sub_version=0,
         ).to_ext_fields()
-        streams = [await asyncio.open_connection("127.0.0.1", cluster.broker_port) for _ in range(connections)]
-        for index, (_reader, writer) in enumerate(streams):
-            writer.write(encode_frame_bytes(make_request(RequestCode.PULL_MESSAGE, opaque=index + 1, ext_fields=ext)))
-        await asyncio.gather(*(writer.drain() for _reader, writer in streams))
-        await asyncio.sleep(0.5)
-        started = time.monotonic()
-        await _health_check(client, cluster.broker_addr)
-        latency_s = time.monotonic() - started
-        assert latency_s < 0.5, f"a request took {latency_s:.3f} s while 500 pulls were held"
-        sent = await _call(
-            client, cluster.broker_addr, RequestCode.SEND_MESSAGE_V2, _send_header("PollTopic", queue_id=0), b"wake"
-        )
-        assert sent.code == ResponseCode.SUCCESS
+        streams: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        try:
+            for _ in range(connections):
+                streams.append(await asyncio.open_connection("127.0.0.1", cluster.broker_port))
+            for index, (_reader, writer) in enumerate(streams):
+                request = make_request(RequestCode.PULL_MESSAGE, opaque=index + 1, ext_fields=ext)
+                writer.write(encode_frame_bytes(request))
+            await asyncio.gather(*(writer.drain() for _reader, writer in streams))
+            await asyncio.sleep(0.5)
+            started = time.monotonic()
+            await _health_check(client, cluster.broker_addr)
+            latency_s = time.monotonic() - started
+            assert latency_s < HELD_PULLS_ANSWER_BOUND_S, f"a request took {latency_s:.3f} s while 500 pulls were held"
+            sent = await _call(
+                client, cluster.broker_addr, RequestCode.SEND_MESSAGE_V2, _send_header("PollTopic", queue_id=0), b"wake"
+            )
+            assert sent.code == ResponseCode.SUCCESS
 
-        async def answer(reader: asyncio.StreamReader) -> RemotingCommand:
-            decoder = FrameDecoder()
-            while True:
-                data = await asyncio.wait_for(reader.read(65536), 10.0)
-                assert data
-                commands = decoder.feed(data)
-                if commands:
-                    return commands[0]
+            async def answer(reader: asyncio.StreamReader) -> RemotingCommand:
+                decoder = FrameDecoder()
+                while True:
+                    data = await asyncio.wait_for(reader.read(65536), 10.0)
+                    assert data
+                    commands = decoder.feed(data)
+                    if commands:
+                        return commands[0]
 
-        responses = await asyncio.gather(*(answer(reader) for reader, _writer in streams))
-        assert all(response.code == ResponseCode.SUCCESS for response in responses)
-        assert all(response.body is not None and b"wake" in bytes(response.body) for response in responses)
-        for _reader, writer in streams:
-            writer.close()
-        await client.close()
+            responses = await asyncio.gather(*(answer(reader) for reader, _writer in streams))
+            assert all(response.code == ResponseCode.SUCCESS for response in responses)
+            assert all(response.body is not None and b"wake" in bytes(response.body) for response in responses)
+        finally:  # a failure must not leave 500 sockets to the next test's garbage collection
+            for _reader, writer in streams:
+                writer.close()
+            await client.close()
 
     asyncio.run(run())
 
