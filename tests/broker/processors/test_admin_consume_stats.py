@@ -53,6 +53,12 @@ async def store_times(consumer: PullConsumer) -> dict[tuple[str, int], list[int]
     times: dict[tuple[str, int], list[int]] = {}
     for topic in (PLAIN, ORDERED):
         for mq in await consumer.fetch_message_queues(topic):
+            sent = SENT_PER_QUEUE.get((topic, mq.queue_id), 0)
+
+            async def dispatched(mq: MessageQueue = mq, sent: int = sent) -> bool:
+                return await consumer.max_offset(mq) >= sent  # a loaded broker dispatches after the answer
+
+            await async_wait_until(dispatched, WAIT_S, 0.05, what=f"{mq} dispatched")
             result = await consumer.pull(mq, "*", 0)
             assert result.status is PullStatus.FOUND, (mq, result.status)
             times[(topic, mq.queue_id)] = [message.store_timestamp_ms for message in result.messages]
