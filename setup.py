@@ -8,6 +8,7 @@ twin of each function runs instead (shoal.formats.compiled; docs/dependencies.md
   hash (formats/_record_speedups.c, docs/performance.md).
 * shoal.formats._batch_speedups: a batch body written as CommitLog records (formats/_batch_speedups.c;
   links zlib for the body CRC, so without zlib's headers only this one is missing).
+* shoal.client._decode_speedups: the client's record decoder (client/_decode_speedups.c).
 """
 
 from setuptools import Extension, setup
@@ -37,6 +38,13 @@ setup(
         Extension(
             "shoal.formats._record_speedups",
             sources=["formats/_record_speedups.c"],
+            depends=["formats/_record_layout.h"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
+        Extension(
+            "shoal.client._decode_speedups",
+            sources=["client/_decode_speedups.c"],
             depends=["formats/_record_layout.h"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,

@@ -17,6 +17,9 @@ ZLIB_COMPRESSION_LEVEL = 5  # DefaultMQProducer.compressLevel
 # A 4 MiB body compresses at best ~1000:1 with zlib; a pulled body that inflates beyond this is
 # hostile or corrupt, and inflating it without bound would exhaust memory.
 INFLATED_BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
+# A DELAY property longer than this reads as level 0 (no delay): ours; the levels go to 18, and
+# the compiled decoder keeps the number in a C long (_decode_speedups.c's DELAY_DIGITS_MAX).
+DELAY_DIGITS_MAX = 9
 BATCH_MESSAGES_MAX_COUNT = 1024  # ours: a batch must also fit MESSAGE_BODY_SIZE_MAX_BYTES
 
 # --- sending (spec §15) ---

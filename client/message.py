@@ -21,6 +21,7 @@ from shoal.formats import limits as formats_limits
 from shoal.formats import properties as property_string
 from shoal.formats import record, topics
 from shoal.formats.batch import encode_batch_body
+from shoal.formats.compiled import compiled_module
 from shoal.formats.errors import PropertiesError
 from shoal.formats.message_id import format_host, offset_msg_id
 from shoal.formats.sysflag import (
@@ -169,7 +170,22 @@ def decode_messages(
     """Every record of a pull / query body, in order; MessageDecodeError if one is malformed.
 
     One pass over one memoryview; `extra_properties` (a pull's MIN_OFFSET / MAX_OFFSET) are added
-    to each message's properties as it is decoded, not in a second loop."""
+    to each message's properties as it is decoded, not in a second loop. Compiled
+    (`_decode_speedups.c`) when built; `python_decode_messages` is the reference."""
+    if _compiled is not None:
+        decoded: list[MessageExt] | None = _compiled.decode_records(
+            body, MessageExt, _SLOTS, _HOSTS, broker_name, dict(extra_properties) if extra_properties else None
+        )
+        if decoded is not None:
+            return decoded
+    return python_decode_messages(body, broker_name=broker_name, extra_properties=extra_properties)
+
+
+def python_decode_messages(
+    body: bytes | bytearray | memoryview, *, broker_name: str = "", extra_properties: Mapping[str, str] | None = None
+) -> list[MessageExt]:
+    """`decode_messages` in Python: the reference, and the path for what the compiled decoder
+    leaves to it (a malformed or compressed record, V2 or non-UTF-8 text, a host not seen yet)."""
     view = memoryview(body)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
@@ -204,6 +220,8 @@ def decode_message(view: memoryview, position: int, end: int, broker_name: str =
         raise MessageDecodeError(f"TOTALSIZE {total} at position {position} does not fit {end - position} bytes")
     sysflag = _unpack_int(view, position + record.SYSFLAG_OFFSET)[0]
     header = record.HEADERS[(20 if sysflag & BORNHOST_V6_FLAG else 8, 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)]
+    if header.size > total:  # IPv6 hosts lengthen the header past FIXED_LENGTH_V4
+        raise MessageDecodeError(f"TOTALSIZE {total} at position {position} is shorter than its header")
     (
         _total,
         _magic,
@@ -268,6 +286,13 @@ DECODED_FIELDS = (
 )
 """The fields `decode_message` fills: all of MessageExt's (a slots dataclass has no defaults to fall back on)."""
 
+_compiled = compiled_module("shoal.client._decode_speedups")
+COMPILED = _compiled is not None
+"""Whether `decode_messages` runs the compiled decoder first."""
+
+_SLOTS = tuple(getattr(MessageExt, name) for name in DECODED_FIELDS)
+"""DECODED_FIELDS' member descriptors: where the compiled decoder stores each field."""
+
 
 _HOSTS: dict[bytes, tuple[str, str]] = {}
 """BORNHOST/STOREHOST bytes -> ("ip:port", uppercase-hex id prefix): a pull brings many records from few hosts."""
@@ -287,7 +312,7 @@ def _variable_part(
 ) -> tuple[bytes, str, dict[str, str]]:
     """BODY, TOPIC and PROPERTIES of the record at `position`, each checked against its end."""
     at = position + header_size
-    if body_length < 0 or at + body_length > record_end:
+    if body_length < 0 or at + body_length + (2 if v2 else 1) + 2 > record_end:
         raise MessageDecodeError(f"BODYLENGTH {body_length} overruns the record at position {position}")
     raw_body = bytes(view[at : at + body_length])
     at += body_length
@@ -324,7 +349,7 @@ def _utf8(data: memoryview, position: int) -> str:
 
 def _delay_level(properties: Mapping[str, str]) -> int:
     text = properties.get(PROPERTY_DELAY_TIME_LEVEL)
-    if text is None or not text.isdigit() or len(text) > 9:
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > limits.DELAY_DIGITS_MAX:
         return 0
     return int(text)
 

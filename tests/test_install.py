@@ -257,16 +257,17 @@ def _has_compiled(wheel: Path, module: str) -> bool:
         return any(module in name and name.endswith(".so") for name in archive.namelist())
 
 
-HOT_PATH_MODULES = ("_record_speedups", "_wire_speedups")
+HOT_PATH_MODULES = ("_record_speedups", "_wire_speedups", "_decode_speedups")
 _HOT_PATH_PROBE = (
     "from shoal.formats import record\n"
+    "from shoal.client import message\n"
     "from shoal.protocol import framing\n"
     'header = framing.decode_json_header(b\'{"code":310,"extFields":{"b":"T"},"opaque":5}\')\n'
     "buffer = bytearray(200)\n"
     "host = bytes(8)\n"
     "size = record.encode_record_into(buffer, 0, b'body', b'T', b'', 0, 0, 0, 0, 0, 1, host, 2, host, 0, 0, 0)\n"
-    "print(record.COMPILED, framing.COMPILED, header.opaque, header.ext_fields['b'], "
-    "record.dispatch_fields(buffer, 0, size, 0)[0] == size)"
+    "print(record.COMPILED, framing.COMPILED, message.COMPILED, header.opaque, header.ext_fields['b'], "
+    "record.dispatch_fields(buffer, 0, size, 0)[0] == size, message.decode_messages(buffer[:size])[0].body)"
 )
 
 
@@ -286,11 +287,11 @@ def test_the_compiled_modules_are_built_where_they_can_be_and_optional_where_not
     assert result.stdout.split() == [str(compiled), "True", "False"], result.stderr
     hot_path = all(_has_compiled(wheel, module) for module in HOT_PATH_MODULES)
     if shutil.which("cc") or shutil.which("gcc"):
-        assert hot_path, "a compiler is here, yet the wheel lacks _record_speedups or _wire_speedups"
+        assert hot_path, f"a compiler is here, yet the wheel lacks one of {HOT_PATH_MODULES}"
         if Path("/usr/include/zlib.h").exists():
             assert _has_compiled(wheel, "_batch_speedups"), "a compiler and zlib.h are here, yet no _batch_speedups"
     result = _run(base_env, str(base_env / "python"), "-c", _HOT_PATH_PROBE)
-    assert result.stdout.split() == [str(hot_path), str(hot_path), "5", "T", "True"], result.stderr
+    assert result.stdout.split() == [str(hot_path)] * 3 + ["5", "T", "True", "b'body'"], result.stderr
 
     source = tmp_path / "source"
     skipped = shutil.ignore_patterns(".git", ".venv", "build", "data", "*.so", "__pycache__", "*.egg-info")
@@ -310,7 +311,7 @@ def test_the_compiled_modules_are_built_where_they_can_be_and_optional_where_not
     result = _run(pure_env, str(pure_env / "python"), "-c", _SIGNATURE_PROBE)
     assert result.stdout.split() == ["False", "True", "False"], result.stderr
     result = _run(pure_env, str(pure_env / "python"), "-c", _HOT_PATH_PROBE)
-    assert result.stdout.split() == ["False", "False", "5", "T", "True"], result.stderr
+    assert result.stdout.split() == ["False", "False", "False", "5", "T", "True", "b'body'"], result.stderr
     started = _run(pure_env, str(pure_env / "shoal"), "broker", "--help")
     assert started.returncode == 0 and "Usage:" in started.stdout, started.stderr
 
