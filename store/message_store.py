@@ -487,11 +487,23 @@ class MessageStore:
         return await self.await_durable(result, message.wait_store_msg_ok)
 
     async def await_durable(self, result: PutResult, wait: bool = True) -> PutResult:
+        durable = self.durable_soon(result, wait)
+        if durable is not None:
+            status = await durable
+            if status is not PutStatus.PUT_OK:
+                result.status = status
+        return result
+
+    def durable_soon(self, result: PutResult, wait: bool = True) -> asyncio.Future[PutStatus] | None:
+        """Start the group commit that makes `result` durable, now, and answer the future that says
+        when it is (None when nothing needs waiting for: ASYNC_FLUSH, a refused put, or `wait`
+        false). Called as soon as a send is appended, before the work a send also schedules
+        (dispatch), so that the flush is the first thing to happen after it."""
         if result.append is None or not self.sync_flush:
-            return result
+            return None
         if not wait:
             self._flusher.wakeup()
-            return result
+            return None
         loop = asyncio.get_running_loop()
         waiter = self._async_waiters.get(id(loop))
         if waiter is None or waiter.loop is not loop:
@@ -501,10 +513,7 @@ class MessageStore:
                 else AsyncFlushWaiter(self._flusher, loop, self._sync_timeout_s)
             )
             self._async_waiters[id(loop)] = waiter
-        status = await waiter.wait(result.append.next_offset)
-        if status is not PutStatus.PUT_OK:
-            result.status = status
-        return result
+        return waiter.wait(result.append.next_offset)
 
     @property
     def sync_flush(self) -> bool:

@@ -362,9 +362,14 @@ class SendProcessor:
         """Count the put and answer it: at once, or once durable (SYNC_FLUSH, SYNC_MASTER)."""
         self.metrics.sends(topic, result)
         if result.append is not None:
-            self.on_append()
             if wait and (self.store.sync_flush or self.role.sync_master):
-                return self._respond_when_durable(request, result, queue_id)
+                # The flush and the slave's wait start before the dispatch is scheduled: the
+                # answer waits for them, not for the dispatch.
+                replica = self.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now
+                durable = self.store.durable_soon(result)
+                self.on_append()
+                return self._respond_when_durable(request, result, queue_id, durable, replica)
+            self.on_append()
         return self.response(request, result, queue_id)
 
     def _check(self, request: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand | None:
@@ -468,16 +473,25 @@ class SendProcessor:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(error))
         return self.store.append_batch_body(message, message.body, message.properties)
 
-    async def _respond_when_durable(self, request: RemotingCommand, result: PutResult, queue_id: int) -> Answer:
-        replica = self.wait_replicated(result)  # SYNC_MASTER: the slave timeout starts now
-        durable = await self.store.await_durable(result)
+    async def _respond_when_durable(
+        self,
+        request: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        durable: asyncio.Future[PutStatus] | None,
+        replica: asyncio.Future[PutStatus] | None,
+    ) -> Answer:
+        if durable is not None:
+            status = await durable
+            if status is not PutStatus.PUT_OK:
+                result.status = status
         if replica is not None:
             status = await replica  # flush, then slave; a failed slave wait wins, as in RocketMQ
             if status is not PutStatus.PUT_OK:
-                durable.status = status
-        if durable.status is not PutStatus.PUT_OK:
-            self.metrics.put_timeouts[durable.status.value] += 1  # stored, but not durable in time
-        return self.response(request, durable, queue_id)
+                result.status = status
+        if result.status is not PutStatus.PUT_OK:
+            self.metrics.put_timeouts[result.status.value] += 1  # stored, but not durable in time
+        return self.response(request, result, queue_id)
 
     def response(self, request: RemotingCommand, result: PutResult, queue_id: int) -> Answer:
         """The answer to a send: a success as its encoded frame (`send_frames.send_ok_frame`)."""
