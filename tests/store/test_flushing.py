@@ -399,3 +399,56 @@ def test_flush_to_end_never_commits_beside_the_commit_thread(
     finally:
         stop.set()
         store.shutdown()
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "thread"])
+def test_durable_soon_starts_the_group_commit_before_later_loop_work(
+    tmp_path: Path, small_settings: SettingsFactory, inline: bool
+) -> None:
+    """Goal: a SYNC_FLUSH put's group commit starts when `durable_soon` is called, not when the
+    future is awaited, so work scheduled after it (a send's dispatch) does not delay it. Method:
+    with the inline group commit, a callback scheduled right after `durable_soon` already sees
+    the record flushed; with either waiter the future answers PUT_OK once the record is flushed;
+    nothing to wait for under ASYNC_FLUSH, for a refused put, or with WAIT=false."""
+    store = open_store(
+        small_settings(tmp_path / "store", flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_inline=inline)
+    )
+    try:
+
+        async def main() -> tuple[int, int, PutStatus]:
+            result = store.append_message(MessageToStore("Soon", 0, b"durable"))
+            assert result.append is not None
+            durable = store.durable_soon(result)
+            assert durable is not None
+            seen: list[int] = []
+            asyncio.get_running_loop().call_soon(lambda: seen.append(store._flusher.flushed_offset))
+            status = await durable
+            assert store._flusher.flushed_offset >= result.append.next_offset
+            return seen[0], result.append.next_offset, status
+
+        seen_flushed, end, status = asyncio.run(main())
+        assert status is PutStatus.PUT_OK
+        if inline:
+            assert seen_flushed >= end
+
+        async def nothing_to_wait_for() -> None:
+            result = store.append_message(MessageToStore("Soon", 0, b"no wait"))
+            assert store.durable_soon(result, wait=False) is None
+            refused = store.append_message(MessageToStore("Soon", 0, b"x" * (17 * 1024)))
+            assert refused.append is None
+            assert store.durable_soon(refused) is None
+
+        asyncio.run(nothing_to_wait_for())
+    finally:
+        store.shutdown()
+    async_store = open_store(small_settings(tmp_path / "async"))
+    try:
+
+        async def under_async_flush() -> None:
+            result = async_store.append_message(MessageToStore("Soon", 0, b"async"))
+            assert result.append is not None
+            assert async_store.durable_soon(result) is None
+
+        asyncio.run(under_async_flush())
+    finally:
+        async_store.shutdown()
