@@ -404,7 +404,10 @@ class Producer(InstanceLifecycle):
         """Send and wait for the broker; raises MQBrokerError / RemotingError / NoRouteError."""
         self._check_running()
         outgoing = prepare_message(message, self.settings)
-        result = await self._dispatch(outgoing, message, timeout_s, queue, selector, arg, oneway=False)
+        if queue is None and selector is None:  # the usual send: one coroutine fewer
+            result = await self._send_with_retries(outgoing, min(timeout_s, limits.REQUEST_TIMEOUT_MAX_S), False)
+        else:
+            result = await self._dispatch(outgoing, message, timeout_s, queue, selector, arg, oneway=False)
         assert result is not None
         return result
 
@@ -458,7 +461,7 @@ class Producer(InstanceLifecycle):
         loop = asyncio.get_running_loop().time
         deadline = loop() + timeout_s
         routes = self._instance.routes
-        info = await routes.publish_info(outgoing.topic)
+        info = routes.cached_publish_info(outgoing.topic) or await routes.publish_info(outgoing.topic)
         attempts = 1 if oneway else 1 + self.settings.retries_when_send_failed
         last_broker: str | None = None
         last_error: Exception | None = None

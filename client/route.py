@@ -258,6 +258,16 @@ class RouteTable:
             raise NoWritableQueueError(f"topic {topic} has no writable queue on a broker with a master")
         return info
 
+    def cached_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """`publish_info` without a coroutine, when the answer is already known: the topic's own
+        route, cached and with writable queues (a send's usual case). None: ask `publish_info`."""
+        route = self.routes.get(topic)
+        cached = self._publish_cache.get(topic)
+        if route is None or cached is None or cached[0] is not route or topic in self._borrowed:
+            return None
+        info = cached[1]
+        return info if info.queues and not info.from_default_topic else None
+
     async def _publish_info(self, topic: str, refresh: bool) -> TopicPublishInfo:
         route = self.routes.get(topic)
         checked_at = self._borrowed.get(topic)

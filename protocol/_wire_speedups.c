@@ -22,6 +22,13 @@
  *     A successful single send's whole response frame, its msgId the offset id made of the store
  *     host's hex and the offset: send_frames.send_ok_frame's bytes (the Python twin, held to it).
  *
+ * encode_json_header(code, ext_fields: dict, flag, language: str, opaque, remark: str | None, version)
+ *         -> bytes | None
+ *     framing.python_encode_json_header's bytes: the compact header, fields alphabetical, strings
+ *     escaped as json.encoder.encode_basestring escapes them. None when a key or value is not a
+ *     str or not encodable as UTF-8 (the Python writer then names the problem); the caller checks
+ *     the integer fields' ranges and the number of fields first.
+ *
  * Why C: the header is parsed for every request; json.loads plus the field checks around it were
  * a sixth of the broker's event-loop time per send. Every read below is bounds-checked against
  * the end of the buffer.
@@ -675,6 +682,143 @@ send_ok_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return frame;
 }
 
+/* --- the JSON header written (framing.python_encode_json_header is the reference) --- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t length, room;
+} Out;
+
+static int out_reserve(Out *out, Py_ssize_t more)
+{
+    if (out->length + more <= out->room) return 0;
+    Py_ssize_t room = out->room * 2;
+    if (room < out->length + more) room = out->length + more;
+    char *data = PyMem_Realloc(out->data, (size_t)room);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->data = data;
+    out->room = room;
+    return 0;
+}
+
+static int out_put(Out *out, const char *text, Py_ssize_t length)
+{
+    if (out_reserve(out, length) < 0) return -1;
+    memcpy(out->data + out->length, text, (size_t)length);
+    out->length += length;
+    return 0;
+}
+
+static int out_decimal(Out *out, long long value)
+{
+    if (out_reserve(out, 24) < 0) return -1;
+    out->length = put_decimal(out->data + out->length, value) - out->data;
+    return 0;
+}
+
+/* `text` as a JSON string literal, escaped as encode_basestring does (non-ASCII kept as UTF-8);
+ * 0 when it is not a str or not encodable (no exception left set), -1 on memory errors. */
+static int out_quoted(Out *out, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) return 0;
+    Py_ssize_t length;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+    if (utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (out_reserve(out, 2 + 6 * length) < 0) return -1; /* every byte escaped as \u00XX at most */
+    static const char hex[] = "0123456789abcdef";
+    char *at = out->data + out->length;
+    *at++ = '"';
+    for (Py_ssize_t i = 0; i < length; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *at++ = (char)c;
+            continue;
+        }
+        *at++ = '\\';
+        switch (c) {
+        case '"': *at++ = '"'; break;
+        case '\\': *at++ = '\\'; break;
+        case '\n': *at++ = 'n'; break;
+        case '\r': *at++ = 'r'; break;
+        case '\t': *at++ = 't'; break;
+        case '\b': *at++ = 'b'; break;
+        case '\f': *at++ = 'f'; break;
+        default:
+            *at++ = 'u';
+            *at++ = '0';
+            *at++ = '0';
+            *at++ = hex[c >> 4];
+            *at++ = hex[c & 0xF];
+        }
+    }
+    *at++ = '"';
+    out->length = at - out->data;
+    return 1;
+}
+
+#define PUT(literal) out_put(&out, literal, sizeof(literal) - 1)
+
+static PyObject *
+encode_json_header(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyDict_Check(args[1]) || !PyUnicode_Check(args[3]) || (args[5] != Py_None && !PyUnicode_Check(args[5]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_json_header(code: int, ext_fields: dict, flag: int, language: str, opaque: int, "
+                        "remark: str | None, version: int)");
+        return NULL;
+    }
+    long long code = PyLong_AsLongLong(args[0]), flag = PyLong_AsLongLong(args[2]);
+    long long opaque = PyLong_AsLongLong(args[4]), version = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    Out out = {PyMem_Malloc(512), 0, 512};
+    if (out.data == NULL) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    int status;
+    if (PUT("{\"code\":") < 0 || out_decimal(&out, code) < 0 || PUT(",\"extFields\":{") < 0) goto done;
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    int first = 1;
+    while (PyDict_Next(args[1], &position, &key, &value)) {
+        if (!first && PUT(",") < 0) goto done;
+        first = 0;
+        if ((status = out_quoted(&out, key)) <= 0) goto declined;
+        if (PUT(":") < 0) goto done;
+        if ((status = out_quoted(&out, value)) <= 0) goto declined;
+    }
+    if (PUT("},\"flag\":") < 0 || out_decimal(&out, flag) < 0 || PUT(",\"language\":\"") < 0) goto done;
+    Py_ssize_t language_length;
+    const char *language = PyUnicode_AsUTF8AndSize(args[3], &language_length);
+    if (language == NULL || out_put(&out, language, language_length) < 0) goto done;
+    if (PUT("\",\"opaque\":") < 0 || out_decimal(&out, opaque) < 0) goto done;
+    if (args[5] != Py_None) {
+        if (PUT(",\"remark\":") < 0) goto done;
+        if ((status = out_quoted(&out, args[5])) <= 0) goto declined;
+    }
+    if (PUT(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") < 0 || out_decimal(&out, version) < 0
+        || PUT("}") < 0) {
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(out.data, out.length);
+    goto done;
+declined:
+    if (status == 0) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+done:
+    PyMem_Free(out.data);
+    return result;
+}
+
+#undef PUT
+
 static PyMethodDef methods[] = {
     {"decode_json_header", decode_json_header, METH_O,
      "The fields of a remoting JSON header in its usual form, or None (then the Python reader decides)."},
@@ -682,6 +826,8 @@ static PyMethodDef methods[] = {
      "The fields of a plain SEND_MESSAGE_V2 and its stored property string, or None."},
     {"send_ok_frame", (PyCFunction)(void (*)(void))send_ok_frame, METH_FASTCALL,
      "A successful single send's whole response frame (JSON header)."},
+    {"encode_json_header", (PyCFunction)(void (*)(void))encode_json_header, METH_FASTCALL,
+     "The compact JSON header of a command, or None (then the Python writer decides)."},
     {NULL, NULL, 0, NULL},
 };
 

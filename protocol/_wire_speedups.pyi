@@ -1,5 +1,5 @@
 # The compiled remoting helpers (_wire_speedups.c): the JSON header reader (used through
-# shoal.protocol.framing) and the plain send's reader and answer (through shoal.protocol.send_frames).
+# shoal.protocol.framing), its writer, and the plain send's reader and answer (through shoal.protocol.send_frames).
 def decode_json_header(
     header: bytes | memoryview, /
 ) -> tuple[int, str | None, int, int, int, str | None, dict[str, str]] | None: ...
@@ -18,3 +18,13 @@ def send_ok_frame(
     version: int,
     /,
 ) -> bytes: ...
+def encode_json_header(
+    code: int,
+    ext_fields: dict[str, str],
+    flag: int,
+    language: str,
+    opaque: int,
+    remark: str | None,
+    version: int,
+    /,
+) -> bytes | None: ...

@@ -97,7 +97,30 @@ _JSON_HEADER_TEMPLATE = (
 
 
 def encode_json_header(command: RemotingCommand) -> bytes:
-    """The compact JSON header (fields alphabetical, null remark omitted), UTF-8.
+    """The compact JSON header (fields alphabetical, null remark omitted), UTF-8. Written by the
+    compiled writer (`_wire_speedups.c`) where built; `python_encode_json_header` is the
+    reference, and writes what the compiled one declines (a key or value that is not a str or
+    not encodable), naming the problem."""
+    if _compiled is not None and type(command.ext_fields) is dict:
+        _check_int_fields(command)
+        if len(command.ext_fields) > EXT_FIELDS_MAX_COUNT:
+            _checked_ext_fields(command)
+        encoded: bytes | None = _compiled.encode_json_header(
+            command.code,
+            command.ext_fields,
+            command.flag,
+            _LANGUAGE_NAMES[command.language],
+            command.opaque,
+            command.remark,
+            command.version,
+        )
+        if encoded is not None:
+            return encoded
+    return python_encode_json_header(command)
+
+
+def python_encode_json_header(command: RemotingCommand) -> bytes:
+    """`encode_json_header` in Python.
 
     Written from a template rather than `json.dumps` of a dict: the header is a fixed bean and
     only strings need escaping, which `encode_basestring` (C) does; this halves the cost.

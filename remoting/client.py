@@ -143,7 +143,9 @@ class RemotingClient:
     ) -> RemotingCommand:
         """Send a request and wait for its response."""
         try:
-            connection = await self.connection(address)
+            connection = self._connections.get(address)
+            if connection is None or not connection.is_open:  # else no coroutine to look it up
+                connection = await self.connection(address)
             request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
             if self.credentials is not None:
                 self.credentials.sign(request.ext_fields, body)

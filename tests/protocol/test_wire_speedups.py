@@ -177,3 +177,51 @@ def test_forms_it_does_not_take_are_left_to_the_python_reader(header: bytes) -> 
     assert COMPILED is not None
     assert COMPILED.decode_json_header(header) is None
     _agree(header)
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12) | st.sampled_from(
+    ["", '"', "\\", "\n\r\t\b\f", "\x00\x01\x1f\x7f", "区域", "\U0001f600", "a\u2028b"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(-(2**31), 2**31 - 1),
+    st.dictionaries(_TEXT, _TEXT, max_size=8),
+    st.integers(-(2**31), 2**31 - 1),
+    st.sampled_from(list(LanguageCode)),
+    st.integers(-(2**31), 2**31 - 1),
+    st.none() | _TEXT,
+    st.integers(-(2**31), 2**31 - 1),
+)
+def test_the_compiled_header_writer_writes_the_python_bytes(
+    code: int,
+    ext_fields: dict[str, str],
+    flag: int,
+    language: LanguageCode,
+    opaque: int,
+    remark: str | None,
+    version: int,
+) -> None:
+    """Goal: the C writer's header is byte for byte the Python writer's (and reads back as the
+    command). Method: both on commands with every kind of text to escape."""
+    assert COMPILED is not None
+    command = RemotingCommand(
+        code=code, language=language, version=version, opaque=opaque, flag=flag, remark=remark, ext_fields=ext_fields
+    )
+    expected = framing.python_encode_json_header(command)
+    assert COMPILED.encode_json_header(code, ext_fields, flag, language.name, opaque, remark, version) == expected
+    assert json.loads(expected)["extFields"] == ext_fields
+
+
+def test_the_compiled_header_writer_leaves_what_is_not_text_to_the_python_writer() -> None:
+    """A value that is not a str, or a lone surrogate (not UTF-8): None from C, and the Python
+    writer's precise error from `encode_json_header`."""
+    assert COMPILED is not None
+    for fields in ({"a": 1}, {2: "b"}, {"a": "\udc80"}, {"\ud800": "x"}):
+        assert COMPILED.encode_json_header(10, fields, 0, "JAVA", 1, None, 1) is None
+        with pytest.raises((ProtocolError, TypeError)):
+            encode_json_header(RemotingCommand(code=10, ext_fields=fields))  # type: ignore[arg-type]
+    assert COMPILED.encode_json_header(10, {}, 0, "JAVA", 1, "\udc80", 1) is None
+    with pytest.raises(ProtocolError, match="not encodable"):
+        encode_json_header(RemotingCommand(code=10, remark="\udc80"))
