@@ -179,7 +179,7 @@ def test_forms_it_does_not_take_are_left_to_the_python_reader(header: bytes) -> 
     _agree(header)
 
 
-_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12) | st.sampled_from(
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12) | st.sampled_from(
     ["", '"', "\\", "\n\r\t\b\f", "\x00\x01\x1f\x7f", "区域", "\U0001f600", "a\u2028b"]
 )
 
@@ -219,7 +219,7 @@ def test_the_compiled_header_writer_leaves_what_is_not_text_to_the_python_writer
     writer's precise error from `encode_json_header`."""
     assert COMPILED is not None
     for fields in ({"a": 1}, {2: "b"}, {"a": "\udc80"}, {"\ud800": "x"}):
-        assert COMPILED.encode_json_header(10, fields, 0, "JAVA", 1, None, 1) is None
+        assert COMPILED.encode_json_header(10, fields, 0, "JAVA", 1, None, 1) is None  # type: ignore[arg-type]
         with pytest.raises((ProtocolError, TypeError)):
             encode_json_header(RemotingCommand(code=10, ext_fields=fields))  # type: ignore[arg-type]
     assert COMPILED.encode_json_header(10, {}, 0, "JAVA", 1, "\udc80", 1) is None
