@@ -64,12 +64,23 @@ def encode_properties(message_properties: Mapping[str, str]) -> str:
 
 def check_topic(topic: str, *, for_send: bool = True) -> None:
     """Validators.checkTopic (TopicValidator's rules); for a send, also the topics no client may
-    send to (the broker's own, and TBW102)."""
+    send to (the broker's own, and TBW102). Topics a send passed are remembered (a producer sends
+    to few), so the pattern match runs once per topic, not once per message."""
+    if for_send and topic in _SENDABLE_TOPICS:
+        return
     problem = topics.validate_topic_name(topic)
     if problem is not None:
         raise InvalidMessageError(f"topic {topic[:40]!r}: {problem}")
     if for_send and (topic in topics.NOT_ALLOWED_SEND_TOPICS or topic == topics.TBW102):
         raise InvalidMessageError(f"sending to topic {topic!r} is forbidden")
+    if for_send:
+        if len(_SENDABLE_TOPICS) >= limits.SENDABLE_TOPICS_REMEMBERED_MAX_COUNT:
+            _SENDABLE_TOPICS.clear()
+        _SENDABLE_TOPICS.add(topic)
+
+
+_SENDABLE_TOPICS: set[str] = set()
+"""Topic names `check_topic` has passed for a send."""
 
 
 def check_group(group: str) -> None:

@@ -131,7 +131,8 @@ def send_result_of(response: RemotingCommand, mq: MessageQueue, msg_id: str, add
         and queue_id_text.isascii()
         and queue_offset_text.isascii()
     ):
-        queue = MessageQueue(mq.topic, mq.broker_name, int(queue_id_text))
+        queue_id = int(queue_id_text)
+        queue = mq if queue_id == mq.queue_id else MessageQueue(mq.topic, mq.broker_name, queue_id)
         return SendResult(status, msg_id, offset_msg_id, queue, int(queue_offset_text))
     try:
         header = SendMessageResponseHeader.from_ext_fields(fields)
