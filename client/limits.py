@@ -20,8 +20,8 @@ INFLATED_BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
 # A DELAY property longer than this reads as level 0 (no delay): ours; the levels go to 18, and
 # the compiled decoder keeps the number in a C long (_decode_speedups.c's DELAY_DIGITS_MAX).
 DELAY_DIGITS_MAX = 9
-BATCH_MESSAGES_MAX_COUNT = 1024
-SENDABLE_TOPICS_REMEMBERED_MAX_COUNT = 4096  # ours: topic names a send has checked, kept to skip the check  # ours: a batch must also fit MESSAGE_BODY_SIZE_MAX_BYTES
+BATCH_MESSAGES_MAX_COUNT = 1024  # ours: a batch must also fit MESSAGE_BODY_SIZE_MAX_BYTES
+SENDABLE_TOPICS_REMEMBERED_MAX_COUNT = 4096  # ours: topic names a send has checked, kept to skip the check
 
 # --- sending (spec §15) ---
 SEND_RETRIES_MAX_COUNT = 16  # retryTimesWhenSendFailed (default 2); more only multiplies duplicates
