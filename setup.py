@@ -3,7 +3,8 @@ compiler (or, for the ACL signature, OpenSSL's headers) the install still succee
 twin of each function runs instead (shoal.formats.compiled; docs/dependencies.md, "Build tools").
 
 * shoal.protocol._acl_speedups: the ACL signature (protocol/_acl_speedups.c, docs/security.md "Cost").
-* shoal.protocol._wire_speedups: the remoting JSON header reader (protocol/_wire_speedups.c).
+* shoal.protocol._wire_speedups: the remoting JSON header reader and writer, the plain send's
+  reader and answer (protocol/_wire_speedups.c).
 * shoal.formats._record_speedups: the CommitLog record's encoder, dispatch reader and Java string
   hash (formats/_record_speedups.c, docs/performance.md).
 * shoal.formats._batch_speedups: a batch body written as CommitLog records (formats/_batch_speedups.c;
