@@ -51,6 +51,7 @@ from shoal.client.message import (
 )
 from shoal.client.route import TopicPublishInfo
 from shoal.client.settings import ClientSettings, ProducerSettings
+from shoal.client.transport import TransportError
 from shoal.formats.java_hash import java_string_hash
 from shoal.formats.message_id import create_uniq_id, wall_clock_ms
 from shoal.formats.sysflag import COMPRESSED_FLAG
@@ -530,5 +531,12 @@ class Producer(InstanceLifecycle):
         if oneway:
             await remoting.invoke_oneway(address, outgoing.code, ext_fields, outgoing.body)
             return None
-        response = await remoting.invoke(address, outgoing.code, ext_fields, outgoing.body, timeout_s=timeout_s)
+        pending = remoting.invoke_soon(address, outgoing.code, ext_fields, outgoing.body, timeout_s=timeout_s)
+        if pending is None:  # no open connection yet
+            response = await remoting.invoke(address, outgoing.code, ext_fields, outgoing.body, timeout_s=timeout_s)
+        else:  # two coroutines fewer than invoke's
+            try:
+                response = await pending
+            except TransportError as error:
+                remoting.failed(error)
         return send_result_of(response, queue, outgoing.msg_id, address)

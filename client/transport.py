@@ -2,7 +2,7 @@
 
 This is the one boundary where transport trouble becomes `shoal.client.errors.RemotingError` (and
 its `RemotingConnectError` / `RemotingTimeoutError`): every request of the client goes through
-`ClientRemoting.invoke` or `invoke_oneway`, whose failures pass through `failed`.
+`ClientRemoting.invoke`, `invoke_oneway` or `invoke_soon`, whose failures pass through `failed`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from typing import NoReturn
 from shoal import remoting
 from shoal.client.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 
-__all__ = ["ClientRemoting"]
+__all__ = ["ClientRemoting", "TransportError"]
+
+TransportError = remoting.RemotingError
+"""A transport failure not yet translated: what the future of `ClientRemoting.invoke_soon` raises;
+its awaiter passes it to `failed`, as `invoke` does."""
 
 _TRANSLATED: dict[type[remoting.RemotingError], type[RemotingError]] = {
     remoting.RemotingConnectError: RemotingConnectError,

@@ -153,6 +153,29 @@ class RemotingClient:
         except RemotingError as error:
             self.failed(error)
 
+    def invoke_soon(
+        self,
+        address: str,
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes | memoryview | None = None,
+        *,
+        timeout_s: float = limits.REQUEST_TIMEOUT_S,
+    ) -> asyncio.Future[RemotingCommand] | None:
+        """`invoke` without its coroutines, when `address` has an open connection: the request is
+        sent, and the future its response completes is returned (a RemotingError it raises goes to
+        `failed`, as `invoke`'s do). None when there is no open connection: call `invoke`."""
+        connection = self._connections.get(address)
+        if connection is None or not connection.is_open:
+            return None
+        request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
+        if self.credentials is not None:
+            self.credentials.sign(request.ext_fields, body)
+        try:
+            return connection.request_soon(request, timeout_s)
+        except RemotingError as error:
+            self.failed(error)
+
     async def invoke_oneway(
         self, address: str, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes | None = None
     ) -> None:

@@ -1,7 +1,7 @@
 """One TCP connection speaking the remoting protocol: what both ends share.
 
 `Connection` feeds received bytes to one `shoal.protocol.FrameDecoder`, matches responses to the
-requests this side sent (by `opaque`, each wait bounded by its own timer) and hands every request
+requests this side sent (by `opaque`, each wait bounded by its own deadline, swept by one timer) and hands every request
 the peer sends to `handle_request`, which each end implements: `shoal.remoting.client` passes it to
 a handler, the broker's `RemotingServer` routes it to a processor. A malformed frame closes only
 its own connection (the frames decoded before it are still handled).
@@ -62,6 +62,7 @@ class Connection(asyncio.Protocol, abc.ABC):
             if not future.done():
                 future.set_exception(failure)
         self.pending.clear()
+        self._deadlines.clear()
 
     # --- frames in ---
     def decode(self, data: bytes) -> list[RemotingCommand] | None:
@@ -80,9 +81,12 @@ class Connection(asyncio.Protocol, abc.ABC):
         """A response completes the request waiting for it (a late one is dropped); a request goes
         to `handle_request`."""
         if command.is_response:
-            future = self.pending.pop(command.opaque, None)
-            if future is not None and not future.done():
-                future.set_result(command)
+            opaque = command.opaque
+            future = self.pending.pop(opaque, None)
+            if future is not None:
+                self._deadlines.pop(opaque, None)
+                if not future.done():
+                    future.set_result(command)
             return
         self.handle_request(command)
 
@@ -131,8 +135,21 @@ class Connection(asyncio.Protocol, abc.ABC):
     async def request(self, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send `command` and wait for its response: RemotingTimeoutError after `timeout_s`,
         RemotingError if the connection closes first."""
+        future = self.request_soon(command, timeout_s)
+        try:
+            return await future
+        finally:  # cancelled meanwhile: forget it now rather than at its response or deadline
+            self.pending.pop(command.opaque, None)
+            self._deadlines.pop(command.opaque, None)
+
+    def request_soon(self, command: RemotingCommand, timeout_s: float) -> asyncio.Future[RemotingCommand]:
+        """Send `command`; the future its response completes (RemotingTimeoutError after
+        `timeout_s`, RemotingError if the connection closes first). No coroutine: a pipelined send
+        awaits the future itself. The request is forgotten when its response arrives, the sweep
+        fails it, or the connection closes."""
         if len(self.pending) >= limits.PENDING_REQUESTS_MAX_COUNT:
             raise RemotingError(f"{limits.PENDING_REQUESTS_MAX_COUNT} requests already pending on {self.address}")
+        self.send(command)  # a closed connection raises here, before anything is registered
         loop = asyncio.get_running_loop()
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         opaque = command.opaque
@@ -143,12 +160,7 @@ class Connection(asyncio.Protocol, abc.ABC):
         self._deadlines[opaque] = (deadline_s, command.code, timeout_s)
         if self._sweep is None or deadline_s < self._sweep_at_s:
             self._schedule_sweep(loop, deadline_s)
-        try:
-            self.send(command)
-            return await future
-        finally:
-            self.pending.pop(opaque, None)
-            self._deadlines.pop(opaque, None)
+        return future
 
     def _schedule_sweep(self, loop: asyncio.AbstractEventLoop, at_s: float) -> None:
         if self._sweep is not None:
@@ -164,7 +176,8 @@ class Connection(asyncio.Protocol, abc.ABC):
         earliest_s: float | None = None
         for opaque, (deadline_s, code, timeout_s) in list(self._deadlines.items()):
             if deadline_s <= now_s:
-                future = self.pending.get(opaque)
+                del self._deadlines[opaque]
+                future = self.pending.pop(opaque, None)
                 if future is not None and not future.done():
                     future.set_exception(
                         RemotingTimeoutError(

@@ -358,3 +358,44 @@ def test_client_remoting_raises_the_clients_errors() -> None:
         await remoting.close()
 
     asyncio.run(run())
+
+
+def test_invoke_soon_answers_through_a_future_and_forgets_each_request() -> None:
+    """Goal: the coroutine-free request (a pipelined send's) is matched, timed out and failed as
+    `invoke`'s are, and leaves nothing pending. Method: None before a connection is open; then an
+    answered request, a held one past its deadline (nobody awaiting it meanwhile) and one cut by
+    the server closing; the connection's tables are empty after each."""
+    held: list[RemotingCommand] = []
+
+    async def answer_unless_held(server: FakeServer, request: RemotingCommand) -> None:
+        if request.ext_fields.get("n") == "hold":
+            held.append(request)
+            return
+        await echo(server, request)
+
+    async def run() -> None:
+        async with FakeServer(answer_unless_held) as server:
+            client = RemotingClient()
+            assert client.invoke_soon(server.address, 11) is None
+            connection = await client.connection(server.address)
+            answered = client.invoke_soon(server.address, 11, {"n": "first"}, timeout_s=5.0)
+            assert answered is not None
+            assert (await answered).remark == "first"
+            assert connection.pending == {} and connection._deadlines == {}
+            expiring = client.invoke_soon(server.address, 11, {"n": "hold"}, timeout_s=0.05)
+            assert expiring is not None
+            await async_wait_until(expiring.done, 5.0)
+            assert connection.pending == {} and connection._deadlines == {}
+            with pytest.raises(RemotingTimeoutError, match="within"):
+                expiring.result()
+            cut = client.invoke_soon(server.address, 11, {"n": "hold"}, timeout_s=5.0)
+            assert cut is not None
+            await async_wait_until(lambda: len(held) == 2, 5.0)
+            assert server.writer is not None
+            server.writer.close()
+            with pytest.raises(RemotingError, match="closed"):
+                await cut
+            assert connection.pending == {} and connection._deadlines == {}
+            await client.close()
+
+    asyncio.run(run())
