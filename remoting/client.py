@@ -146,10 +146,7 @@ class RemotingClient:
             connection = self._connections.get(address)
             if connection is None or not connection.is_open:  # else no coroutine to look it up
                 connection = await self.connection(address)
-            request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
-            if self.credentials is not None:
-                self.credentials.sign(request.ext_fields, body)
-            return await connection.request(request, timeout_s)
+            return await connection.request(self._signed(code, ext_fields, body), timeout_s)
         except RemotingError as error:
             self.failed(error)
 
@@ -168,11 +165,8 @@ class RemotingClient:
         connection = self._connections.get(address)
         if connection is None or not connection.is_open:
             return None
-        request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body)
-        if self.credentials is not None:
-            self.credentials.sign(request.ext_fields, body)
         try:
-            return connection.request_soon(request, timeout_s)
+            return connection.request_soon(self._signed(code, ext_fields, body), timeout_s)
         except RemotingError as error:
             self.failed(error)
 
@@ -181,12 +175,18 @@ class RemotingClient:
     ) -> None:
         try:
             connection = await self.connection(address)
-            request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body, oneway=True)
-            if self.credentials is not None:
-                self.credentials.sign(request.ext_fields, body)
-            connection.send(request)
+            connection.send(self._signed(code, ext_fields, body, oneway=True))
         except RemotingError as error:
             self.failed(error)
+
+    def _signed(
+        self, code: int, ext_fields: Mapping[str, str] | None, body: bytes | memoryview | None, *, oneway: bool = False
+    ) -> RemotingCommand:
+        """A new request with the next opaque, signed when this client has credentials."""
+        request = make_request(code, opaque=self.next_opaque(), ext_fields=ext_fields, body=body, oneway=oneway)
+        if self.credentials is not None:
+            self.credentials.sign(request.ext_fields, body)
+        return request
 
     def failed(self, error: RemotingError) -> NoReturn:
         """How a failed `invoke` reaches its caller: `error` itself here; a subclass may translate it
