@@ -276,6 +276,7 @@ def measure(system: Any, spark: Any, args: argparse.Namespace, work: Path) -> di
         "flushDiskType": "ASYNC_FLUSH",
         "maxTransferCountOnMessageInMemory": str(args.transfer_count),
         "maxTransferBytesOnMessageInMemory": str(args.transfer_bytes),
+        **dict(setting.split("=", 1) for setting in args.broker_conf),
     }
     broker = system.start_broker("broker-a", work / "broker", conf)
     try:
@@ -369,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         "--parquet-layout", choices=("messages", "default"), default="messages",
         help="Parquet writer options: shoal.spark.message_table's (the jobs') or Spark's defaults",
     )  # fmt: skip
+    parser.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker.conf setting for both brokers (repeatable)")  # fmt: skip
     parser.add_argument("--produce", metavar="NAMESRV", help="internal: be the sustained phase's producer process")
     args = parser.parse_args(argv)
     if args.produce:

@@ -22,6 +22,7 @@ INFLATED_BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
 DELAY_DIGITS_MAX = 9
 BATCH_MESSAGES_MAX_COUNT = 1024  # ours: a batch must also fit MESSAGE_BODY_SIZE_MAX_BYTES
 SENDABLE_TOPICS_REMEMBERED_MAX_COUNT = 4096  # ours: topic names a send has checked, kept to skip the check
+TAGGED_PROPERTY_PREFIXES_REMEMBERED_MAX_COUNT = 1024  # ours: property strings (up to UNIQ_KEY) of plain messages by tag
 
 # --- sending (spec §15) ---
 SEND_RETRIES_MAX_COUNT = 16  # retryTimesWhenSendFailed (default 2); more only multiplies duplicates

@@ -10,6 +10,7 @@ checks and decodes with them and raises the client's errors.
 
 from __future__ import annotations
 
+import functools
 import io
 import zlib
 from collections.abc import Mapping, Sequence
@@ -476,10 +477,38 @@ def check_batch(messages: Sequence[Message]) -> None:
             raise InvalidMessageError("retry-topic messages cannot be sent in a batch")
 
 
+def is_plain(message: Message) -> bool:
+    """Whether the message's property string is only its tags, WAIT and a UNIQ_KEY to be given
+    (`plain_properties_prefix` writes it)."""
+    return not message.properties and not message.keys and message.delay_time_level <= 0
+
+
+@functools.lru_cache(maxsize=limits.TAGGED_PROPERTY_PREFIXES_REMEMBERED_MAX_COUNT)
+def plain_properties_prefix(tags: str | None, wait_store_msg_ok: bool) -> str:
+    """The property string of a plain message (`is_plain`) up to its UNIQ_KEY's value: what
+    `encode_wire_properties` writes, and checked by it (a tag with a separator raises), once per
+    tag (a producer sends few) instead of once per message."""
+    placeholder = "x"
+    message = Message(topic="", body=b"", tags=tags, wait_store_msg_ok=wait_store_msg_ok)
+    text = encode_wire_properties(message.wire_properties(placeholder))
+    assert text.endswith(placeholder)
+    return text[: -len(placeholder)]
+
+
+def wire_properties_text(message: Message, uniq_key: str) -> str:
+    """The property string a send carries (`encode_wire_properties` of `wire_properties`), a plain
+    message's from its remembered prefix; InvalidMessageError as `encode_wire_properties`."""
+    if is_plain(message):
+        text = plain_properties_prefix(message.tags or None, message.wait_store_msg_ok) + uniq_key
+        if len(text) * 4 <= limits.PROPERTIES_LENGTH_MAX_BYTES:  # short enough in any encoding
+            return text
+    return encode_wire_properties(message.wire_properties(uniq_key))
+
+
 def encode_batch(messages: Sequence[Message], uniq_keys: Sequence[str]) -> bytes:
     """The SEND_BATCH_MESSAGE body: one block per message, its own properties with its UNIQ_KEY."""
     assert len(messages) == len(uniq_keys)
     return encode_batch_body(
-        (message.flag, message.body, encode_wire_properties(message.wire_properties(uniq_key)).encode("utf-8"))
+        (message.flag, message.body, wire_properties_text(message, uniq_key).encode("utf-8"))
         for message, uniq_key in zip(messages, uniq_keys, strict=True)
     )

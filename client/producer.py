@@ -38,7 +38,6 @@ from shoal.client.lifecycle import InstanceLifecycle
 from shoal.client.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     check_batch,
@@ -48,12 +47,14 @@ from shoal.client.message import (
     encode_batch,
     encode_properties,
     encode_wire_properties,
+    is_plain,
+    wire_properties_text,
 )
 from shoal.client.route import TopicPublishInfo
 from shoal.client.settings import ClientSettings, ProducerSettings
 from shoal.client.transport import TransportError
 from shoal.formats.java_hash import java_string_hash
-from shoal.formats.message_id import create_uniq_id, wall_clock_ms
+from shoal.formats.message_id import create_uniq_id, create_uniq_ids, wall_clock_ms
 from shoal.formats.sysflag import COMPRESSED_FLAG
 from shoal.formats.topics import RETRY_GROUP_TOPIC_PREFIX
 from shoal.protocol import (
@@ -254,10 +255,10 @@ def prepare_message(message: Message, settings: ProducerSettings) -> OutgoingMes
         body = compress_body(body)
         sys_flag |= COMPRESSED_FLAG
     reconsume_times = max_reconsume_times = None
-    if not message.properties and not message.tags and not message.keys and message.delay_time_level <= 0:
-        # A plain message: the property string is WAIT and a fresh (hex) UNIQ_KEY, nothing to check.
+    if is_plain(message):
+        # Tags, WAIT and a fresh UNIQ_KEY: the string up to the key is remembered per tag.
         uniq_key = create_uniq_id()
-        properties_text = _PLAIN_PROPERTIES[message.wait_store_msg_ok] + uniq_key
+        properties_text = wire_properties_text(message, uniq_key)
     else:
         uniq_key = message.uniq_key or create_uniq_id()
         properties = message.wire_properties(uniq_key)
@@ -278,16 +279,6 @@ def prepare_message(message: Message, settings: ProducerSettings) -> OutgoingMes
     )
 
 
-_PLAIN_PROPERTIES = {
-    wait: encode_properties(
-        {PROPERTY_WAIT_STORE_MSG_OK: "true" if wait else "false", PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "x"}
-    )[:-1]
-    for wait in (True, False)
-}
-"""The property string of a message without tags, keys, delay or user properties, up to its UNIQ_KEY value
-(what `Message.wire_properties` and `encode_properties` give for it)."""
-
-
 def _int_property(text: str | None) -> int | None:
     if text is None:
         return None
@@ -302,7 +293,9 @@ def prepare_batch(messages: Sequence[Message], settings: ProducerSettings) -> Ou
     check_batch(messages)
     for message in messages:
         check_message(message, settings.body_size_max_bytes)
-    uniq_keys = [message.uniq_key or create_uniq_id() for message in messages]
+    uniq_keys = [
+        message.uniq_key or fresh for message, fresh in zip(messages, create_uniq_ids(len(messages)), strict=True)
+    ]
     body = encode_batch(messages, uniq_keys)
     if len(body) > settings.body_size_max_bytes:
         raise InvalidMessageError(f"the batch is {len(body)} bytes, more than {settings.body_size_max_bytes}")

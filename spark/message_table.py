@@ -13,10 +13,15 @@ column's setting.
 
 from __future__ import annotations
 
-UNIQUE_COLUMNS = ("body", "msg_id", "uniq_key", "commitlog_offset", "queue_offset", "body_crc")
-"""Columns whose values repeat seldom or never: plain encoding, no dictionary."""
-UNFILTERED_COLUMNS = ("body",)
-"""Columns no reader filters on by value: no min/max statistics."""
+PROPERTY_NAMES_PATH = "properties.key_value.key"
+PROPERTY_VALUES_PATH = "properties.key_value.value"
+"""The Parquet columns Spark writes a map<string,string> column as (its MAP group's key_value)."""
+UNIQUE_COLUMNS = ("body", "msg_id", "uniq_key", "commitlog_offset", "queue_offset", "body_crc", PROPERTY_VALUES_PATH)
+"""Columns whose values repeat seldom or never: plain encoding, no dictionary. A third of the
+property values are UNIQ_KEYs, so their dictionary grows by one entry per message."""
+UNFILTERED_COLUMNS = ("body", PROPERTY_NAMES_PATH, PROPERTY_VALUES_PATH)
+"""Columns no reader filters on by value: no min/max statistics. Spark pushes no filter on a map's
+entries down to Parquet."""
 
 PARQUET_WRITE_OPTIONS: dict[str, str] = {
     **{f"parquet.enable.dictionary#{column}": "false" for column in UNIQUE_COLUMNS},

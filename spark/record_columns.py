@@ -118,6 +118,9 @@ class Framing:
     ends: array.array[int]
     record_offsets: array.array[int] | None = None
     """Each record's CommitLog offset, when the buffer joins pieces read from several places."""
+    offsets_from_records: bool = False
+    """Each record's CommitLog offset is its own PHYSICALOFFSET (pull answers joined: nothing else
+    says where a record was stored)."""
 
     def __post_init__(self) -> None:
         assert len(self.starts) == len(self.ends)
@@ -185,10 +188,12 @@ def decode_records(
     end = int32_array(framing.ends)
     prefix = _fixed_fields(records, _PREFIX_SPANS, PREFIX.size)
     rows = _Rows(damage, {"start": start, "end": end, "record": records, **prefix})
-    if framing.record_offsets is None:
-        position = pc.add(pc.cast(start, pa.int64()), pa.scalar(framing.base_offset, pa.int64()))
-    else:
+    if framing.offsets_from_records:
+        position = rows.columns["physical_offset"]
+    elif framing.record_offsets is not None:
         position = int64_array(framing.record_offsets)
+    else:
+        position = pc.add(pc.cast(start, pa.int64()), pa.scalar(framing.base_offset, pa.int64()))
     rows.columns["commitlog_offset"] = position
     magic = rows.columns["magic"]
     rows.keep(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import array
 import asyncio
+import bisect
+import functools
 import logging
 import time
 from collections import deque
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 from shoal.client.subscription import parse_tags
 from shoal.client.transport import ClientRemoting
 from shoal.formats.message_id import wall_clock_ms
-from shoal.formats.record import INT, PHYSICAL_OFFSET_OFFSET, QUEUE_OFFSET_OFFSET, TIMESTAMP, WalkStop, walk_records
+from shoal.formats.record import QUEUE_OFFSET_OFFSET, TIMESTAMP, WalkStop, walk_records
 from shoal.protocol import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag, RequestCode, ResponseCode
 from shoal.protocol.errors import ProtocolError
 from shoal.spark import limits as spark_limits
@@ -221,29 +223,32 @@ def _decode(records: list[tuple[bytes | memoryview, int]], check_crc: bool) -> I
     if not records:
         return
     parts: list[bytes | memoryview] = []
-    starts, ends, offsets = array.array("i"), array.array("i"), array.array("q")
+    starts, ends = array.array("i"), array.array("i")
     size = 0
     for body, end in records:
         walk = walk_records(body, 0, len(body), len(body), len(body))
         if walk.stop not in (WalkStop.LIMIT, WalkStop.STOP_AT) or walk.end != len(body):
             raise ShoalSparkError(f"a pull answer holds something that is not a run of records (at byte {walk.end})")
-        kept_any = False
-        for position in walk.positions:
-            if TIMESTAMP.unpack_from(body, position + QUEUE_OFFSET_OFFSET)[0] >= end:
-                continue
-            length = INT.unpack_from(body, position)[0]
-            starts.append(size + position)
-            ends.append(size + position + length)
-            offsets.append(TIMESTAMP.unpack_from(body, position + PHYSICAL_OFFSET_OFFSET)[0])
-            kept_any = True
-        if kept_any:
-            parts.append(body)
-            size += len(body)
+        positions = walk.positions
+        # A pull answers a queue's records in offset order: those at or past `end` (a filtered
+        # pull that ran ahead) are a tail, found by bisection instead of reading every record.
+        kept = bisect.bisect_left(positions, end, key=functools.partial(_queue_offset_at, body))
+        if not kept:
+            continue
+        starts.extend(positions[:kept] if not size else [size + position for position in positions[:kept]])
+        ends.extend(starts[len(starts) - kept + 1 :])
+        ends.append(size + (positions[kept] if kept < len(positions) else walk.end))  # records are contiguous
+        parts.append(body)
+        size += len(body)
     if not starts:
         return
-    framing = Framing(b"".join(parts), 0, starts, ends, offsets)
+    framing = Framing(b"".join(parts), 0, starts, ends, offsets_from_records=True)
     decoded = decode_records(framing, _ALL_COLUMNS, _ARROW_SCHEMA, RowFilter(), damage=Damage.STOP, check_crc=check_crc)
     if decoded.damage_offset is not None:
         damaged = f"a pulled record at CommitLog offset {decoded.damage_offset} is damaged: {decoded.damage_reason}"
         raise ShoalSparkError(damaged)
     yield from decoded.batches
+
+
+def _queue_offset_at(body: bytes | memoryview, position: int) -> int:
+    return int(TIMESTAMP.unpack_from(body, position + QUEUE_OFFSET_OFFSET)[0])

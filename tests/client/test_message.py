@@ -24,6 +24,8 @@ from shoal.client.message import (
     encode_batch,
     encode_properties,
     encode_wire_properties,
+    is_plain,
+    wire_properties_text,
 )
 from shoal.formats.properties import decode_properties
 
@@ -216,8 +218,8 @@ def test_properties_decode_drops_invalid_segments_like_java() -> None:
 
 @given(
     st.dictionaries(
-        st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1),
-        st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1),
         max_size=8,
     )
 )
@@ -314,6 +316,46 @@ def test_batch_body_has_the_spec_block_layout() -> None:
         (7, b"one", {"TAGS": "A", "WAIT": "true", "UNIQ_KEY": "U1"}),
         (0, b"second", {"KEYS": "k", "WAIT": "true", "UNIQ_KEY": "U2"}),
     ]
+
+
+_TAGS = st.text(st.characters(codec="utf-8"), max_size=40)  # surrogates cannot be sent
+
+
+@given(tags=st.one_of(st.none(), _TAGS), wait=st.booleans())
+def test_a_plain_messages_property_string_is_the_references(tags: str | None, wait: bool) -> None:
+    """Goal: the remembered per-tag prefix writes what `encode_wire_properties` writes, and refuses
+    what it refuses. Method: generated tags (separators, non-ASCII, empty), both WAIT values."""
+    message = Message("T", b"x", tags=tags, wait_store_msg_ok=wait)
+    assert is_plain(message)
+    try:
+        expected = encode_wire_properties(message.wire_properties(UNIQ))
+    except InvalidMessageError:
+        with pytest.raises(InvalidMessageError):
+            wire_properties_text(message, UNIQ)
+        return
+    assert wire_properties_text(message, UNIQ) == expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("T", b"x", keys=["k"]),
+        Message("T", b"x", properties={"a": "b"}),
+        Message("T", b"x", tags="A", delay_time_level=3),
+        Message("T", b"x", properties={"UNIQ_KEY": "MINE"}),
+    ],
+)
+def test_other_messages_take_the_reference_property_string(message: Message) -> None:
+    """Goal: keys, user properties, delay or an own UNIQ_KEY never use the plain prefix."""
+    assert not is_plain(message)
+    assert wire_properties_text(message, UNIQ) == encode_wire_properties(message.wire_properties(UNIQ))
+
+
+def test_a_tag_too_long_for_the_property_string_is_refused_in_a_batch() -> None:
+    """Goal: the length limit holds on the plain path too. Method: a tag at the limit."""
+    long_tag = "t" * limits.PROPERTIES_LENGTH_MAX_BYTES
+    with pytest.raises(InvalidMessageError, match="more than"):
+        encode_batch([Message("T", b"x", tags=long_tag)], [UNIQ])
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from shoal.formats.errors import MessageIdError
 from shoal.formats.message_id import (
     UniqueIdGenerator,
     create_uniq_id,
+    create_uniq_ids,
     decode_offset_msg_id,
     format_host,
     offset_msg_id,
@@ -83,6 +84,23 @@ def test_uniq_key_ip_and_nearly_time_are_recovered() -> None:
 def test_process_wide_ids_are_unique() -> None:
     """Goal: the default generator never repeats. Method: 5000 ids in a set."""
     assert len({create_uniq_id() for _ in range(5000)}) == 5000
+
+
+def test_ids_made_many_at_once_are_the_ids_made_one_by_one() -> None:
+    """Goal: a batch's ids (one clock reading) are what `create` gives, counter wrap included.
+    Method: two generators on one fixed clock, one making ids one by one, one in runs."""
+    now = local_ms(2024, 1, 30)  # a span past 2**31 ms: the wrapped int, as `create` writes it
+    one, many = (UniqueIdGenerator("10.1.2.3", pid=7, loader_hash=0xBEEF, clock_ms=lambda: now) for _ in range(2))
+    sizes = (0, 1, 64, 0xFFFF, 4)
+    expected = [one.create() for _ in range(sum(sizes))]
+    made = [key for size in sizes for key in many.create_many(size)]
+    assert made == expected
+
+
+def test_process_wide_batches_of_ids_never_repeat() -> None:
+    """Goal: ids made in batches and one by one from the process generator stay unique."""
+    keys = [key for _ in range(50) for key in create_uniq_ids(64)] + [create_uniq_id() for _ in range(100)]
+    assert len(set(keys)) == len(keys)
 
 
 def test_offset_msg_id_round_trips_ipv4_and_ipv6() -> None:

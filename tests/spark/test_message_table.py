@@ -10,7 +10,13 @@ from typing import Any
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from shoal.spark.message_table import PARQUET_WRITE_OPTIONS, UNFILTERED_COLUMNS, UNIQUE_COLUMNS
+from shoal.spark.message_table import (
+    PARQUET_WRITE_OPTIONS,
+    PROPERTY_NAMES_PATH,
+    PROPERTY_VALUES_PATH,
+    UNFILTERED_COLUMNS,
+    UNIQUE_COLUMNS,
+)
 
 ROWS = 2000
 
@@ -18,10 +24,14 @@ ROWS = 2000
 def test_unique_columns_get_no_dictionary_and_bodies_no_statistics(spark: SparkSession, tmp_path: Path) -> None:
     # Few distinct values, so that Parquet's default would keep a dictionary for each column.
     rows = [
-        (f"id-{i % 50}", i % 50, i % 50 * 1100, bytes([i % 50]) * 64, "TagA" if i % 2 else "TagB") for i in range(ROWS)
-    ]
+        (f"id-{i % 50}", i % 50, i % 50 * 1100, bytes([i % 50]) * 64, "TagA" if i % 2 else "TagB",
+         {"TAGS": "TagA", "UNIQ_KEY": f"U{i % 50}"})
+        for i in range(ROWS)
+    ]  # fmt: skip
     frame = spark.createDataFrame(
-        rows, "msg_id string, queue_offset long, commitlog_offset long, body binary, tags string"
+        rows,
+        "msg_id string, queue_offset long, commitlog_offset long, body binary, tags string, "
+        "properties map<string,string>",
     )
     frame.coalesce(1).write.options(**PARQUET_WRITE_OPTIONS).parquet(str(tmp_path / "tuned"))
     frame.coalesce(1).write.parquet(str(tmp_path / "default"))
@@ -37,7 +47,10 @@ def test_unique_columns_get_no_dictionary_and_bodies_no_statistics(spark: SparkS
         assert not tuned[name].has_dictionary_page, name
     assert all(default[name].has_dictionary_page for name in ("msg_id", "queue_offset", "body"))
     assert tuned["tags"].has_dictionary_page
-    assert UNFILTERED_COLUMNS == ("body",)
-    assert not tuned["body"].is_stats_set
+    assert not tuned[PROPERTY_VALUES_PATH].has_dictionary_page and default[PROPERTY_VALUES_PATH].has_dictionary_page
+    assert tuned[PROPERTY_NAMES_PATH].has_dictionary_page
+    assert UNFILTERED_COLUMNS == ("body", PROPERTY_NAMES_PATH, PROPERTY_VALUES_PATH)
+    for name in UNFILTERED_COLUMNS:
+        assert not tuned[name].is_stats_set and default[name].is_stats_set, name
     assert default["body"].is_stats_set and tuned["tags"].is_stats_set
     assert spark.read.parquet(str(tmp_path / "tuned")).count() == ROWS
