@@ -372,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker.conf setting for both brokers (repeatable)")  # fmt: skip
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the query's session (repeatable)")  # fmt: skip
     parser.add_argument("--produce", metavar="NAMESRV", help="internal: be the sustained phase's producer process")
     args = parser.parse_args(argv)
     if args.produce:
@@ -380,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from shoal.spark.session import session
 
-    spark = session("spark-stream-bench", "local[2]", {"spark.ui.showConsoleProgress": "false"})
+    spark_conf = {"spark.ui.showConsoleProgress": "false", **dict(setting.split("=", 1) for setting in args.spark_conf)}
+    spark = session("spark-stream-bench", "local[2]", spark_conf)
     spark.sparkContext.setLogLevel("ERROR")
     lib = None
     results: dict[str, Any] = {}

@@ -21,7 +21,7 @@ from shoal.client.errors import InvalidMessageError, MessageDecodeError, Unsuppo
 from shoal.formats import limits as formats_limits
 from shoal.formats import properties as property_string
 from shoal.formats import record, topics
-from shoal.formats.batch import encode_batch_body
+from shoal.formats.batch import encode_batch_body, encode_batch_body_with_prefix
 from shoal.formats.compiled import compiled_module
 from shoal.formats.errors import PropertiesError
 from shoal.formats.message_id import format_host, offset_msg_id
@@ -508,6 +508,17 @@ def wire_properties_text(message: Message, uniq_key: str) -> str:
 def encode_batch(messages: Sequence[Message], uniq_keys: Sequence[str]) -> bytes:
     """The SEND_BATCH_MESSAGE body: one block per message, its own properties with its UNIQ_KEY."""
     assert len(messages) == len(uniq_keys)
+    first = messages[0]
+    tags, wait = first.tags, first.wait_store_msg_ok
+    if all(is_plain(message) and message.tags == tags and message.wait_store_msg_ok == wait for message in messages):
+        # What a batch usually is: every property string is one prefix and a fresh key.
+        prefix = plain_properties_prefix(tags or None, wait).encode("utf-8")
+        if all(uniq_key.isascii() for uniq_key in uniq_keys):
+            longest = len(prefix) + max(len(uniq_key) for uniq_key in uniq_keys)
+            if longest <= limits.PROPERTIES_LENGTH_MAX_BYTES:
+                return encode_batch_body_with_prefix(
+                    [(message.flag, message.body) for message in messages], prefix, uniq_keys
+                )
     return encode_batch_body(
         (message.flag, message.body, wire_properties_text(message, uniq_key).encode("utf-8"))
         for message, uniq_key in zip(messages, uniq_keys, strict=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from shoal.formats import limits
@@ -87,6 +87,25 @@ def encode_batch_body(items: Iterable[tuple[int, bytes, bytes]]) -> bytes:
         parts.append(body)
         parts.append(PROPERTIES_LENGTH.pack(len(properties)))
         parts.append(properties)
+    return b"".join(parts)
+
+
+def encode_batch_body_with_prefix(items: Sequence[tuple[int, bytes]], prefix: bytes, suffixes: Sequence[str]) -> bytes:
+    """`encode_batch_body` of (flag, body) blocks whose properties are `prefix` + an ASCII suffix
+    each (a client's batch: one property string up to the UNIQ_KEY, then each message's key),
+    without building each block's property string first. Callers check the lengths."""
+    assert len(items) == len(suffixes)
+    parts: list[bytes] = []
+    append = parts.append
+    pack_header = BLOCK_HEADER.pack
+    pack_length = PROPERTIES_LENGTH.pack
+    prefix_size = len(prefix)
+    for (flag, body), suffix in zip(items, suffixes, strict=True):
+        properties_size = prefix_size + len(suffix)
+        append(pack_header(BLOCK_FIXED_SIZE_BYTES + len(body) + properties_size, 0, 0, flag, len(body)))
+        append(body)
+        append(pack_length(properties_size) + prefix)
+        append(suffix.encode("ascii"))
     return b"".join(parts)
 
 

@@ -27,6 +27,7 @@ from shoal.client.message import (
     is_plain,
     wire_properties_text,
 )
+from shoal.formats.batch import encode_batch_body
 from shoal.formats.properties import decode_properties
 
 SPEC_A1_RECORD = bytes.fromhex(
@@ -349,6 +350,30 @@ def test_other_messages_take_the_reference_property_string(message: Message) -> 
     """Goal: keys, user properties, delay or an own UNIQ_KEY never use the plain prefix."""
     assert not is_plain(message)
     assert wire_properties_text(message, UNIQ) == encode_wire_properties(message.wire_properties(UNIQ))
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [Message("T", b"a", tags="A"), Message("T", b"bb", tags="A", flag=3), Message("T", b"c" * 300, tags="A")],
+        [Message("T", b"a"), Message("T", b"b")],
+        [Message("T", b"a", tags="\u00e9t\u00e9", wait_store_msg_ok=False)],
+        [Message("T", b"a", tags="A"), Message("T", b"b", tags="B")],
+        [Message("T", b"a", tags="A"), Message("T", b"b", tags="A", keys=["k"])],
+        [Message("T", b"a", tags="A"), Message("T", b"b", tags="A", properties={"UNIQ_KEY": "MINE"})],
+    ],
+)
+def test_a_batch_body_is_each_messages_block_whichever_way_it_is_written(messages: list[Message]) -> None:
+    """Goal: a batch of plain messages sharing tags (written from one prefix) and any other batch
+    give the blocks of each message's own property string. Method: the reference, block by block."""
+    uniq_keys = [
+        message.uniq_key or f"7F0000010E1F18B4AAC2A4B0F22700{index:02X}" for index, message in enumerate(messages)
+    ]
+    expected = encode_batch_body(
+        (message.flag, message.body, encode_wire_properties(message.wire_properties(key)).encode())
+        for message, key in zip(messages, uniq_keys, strict=True)
+    )
+    assert encode_batch(messages, uniq_keys) == expected
 
 
 def test_a_tag_too_long_for_the_property_string_is_refused_in_a_batch() -> None:

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.formats.batch import BLOCK_HEADER, BatchItem, encode_batch_body, inflate_batch_body
+from shoal.formats.batch import (
+    BLOCK_HEADER,
+    BatchItem,
+    encode_batch_body,
+    encode_batch_body_with_prefix,
+    inflate_batch_body,
+)
 from shoal.formats.batch import decode_batch_body as decode_with_count_max
 from shoal.formats.errors import BatchBodyError
 
@@ -100,6 +106,22 @@ def test_exactly_the_maximum_message_count_is_accepted() -> None:
 def test_encode_then_decode_round_trips(items: list[tuple[int, bytes, bytes]]) -> None:
     """Random (flag, body, properties) lists survive encode/decode unchanged."""
     assert items_of(encode_batch_body(items)) == items
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64)), max_size=20),
+    st.binary(max_size=40),
+    st.data(),
+)
+def test_blocks_with_one_property_prefix_are_the_blocks_written_one_by_one(
+    items: list[tuple[int, bytes]], prefix: bytes, data: st.DataObject
+) -> None:
+    """Goal: the batch writer that shares a property prefix writes what `encode_batch_body` writes
+    for the joined strings. Method: random blocks, prefixes and ASCII suffixes."""
+    suffixes = data.draw(st.lists(st.text(st.characters(max_codepoint=127)), min_size=len(items), max_size=len(items)))
+    joined = [(flag, body, prefix + suffix.encode()) for (flag, body), suffix in zip(items, suffixes, strict=True)]
+    assert encode_batch_body_with_prefix(items, prefix, suffixes) == encode_batch_body(joined)
 
 
 # --- malformed bodies: each raises BatchBodyError ---
