@@ -34,6 +34,7 @@ from shoal.spark.planning import (
 )
 from shoal.spark.schema import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA, arrow_schema, project
 from shoal.spark.streaming.source import RocketMQDataSource
+from shoal.spark.worker_heap import freeze_imports
 
 
 class RangePartition(InputPartition):
@@ -96,6 +97,7 @@ class MessageReader(DataSourceReader):
         return [RangePartition(plan) for plan in plan_ranges(segments, options.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        freeze_imports()
         columns = tuple(self.schema.fieldNames())
         target = arrow_schema(self.schema)
         options = self.options

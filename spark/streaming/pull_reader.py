@@ -40,6 +40,7 @@ from shoal.spark.schema import MESSAGE_SCHEMA, arrow_schema
 from shoal.spark.streaming.cluster import client_settings, unreachable
 from shoal.spark.streaming.offsets import QueueRange
 from shoal.spark.streaming.options import ReadOptions
+from shoal.spark.worker_heap import freeze_imports
 
 __all__ = ["DataLossError", "read_queue_range"]
 
@@ -71,6 +72,7 @@ class _Segment:
 
 def read_queue_range(qrange: QueueRange, addresses: tuple[str, ...], options: ReadOptions) -> Iterator[Any]:
     """Arrow batches (of `options.columns`, all by default) of the range's messages."""
+    freeze_imports()
     columns = options.columns or _ALL_COLUMNS
     tags = frozenset(parse_tags(options.filter.expression)) if not options.filter.sql else frozenset()
     tag_values = pa.array(sorted(tags), pa.string())
