@@ -24,6 +24,7 @@ public final class FilterConsume {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(Out.need(args, "group"));
         consumer.setNamesrvAddr(Out.need(args, "namesrv"));
         consumer.setInstanceName(args.getOrDefault("instance", "filter-" + ProcessHandle.current().pid()));
+        consumer.setMqClientApiTimeout(Out.CLIENT_API_TIMEOUT_MS);
         String expression = args.getOrDefault("expression", "*");
         MessageSelector selector = "SQL92".equals(args.getOrDefault("type", "TAG"))
             ? MessageSelector.bySql(expression) : MessageSelector.byTag(expression);

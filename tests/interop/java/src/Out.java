@@ -12,6 +12,12 @@ final class Out {
     private Out() {
     }
 
+    /**
+     * The clients' request timeout for starting (mqClientApiTimeout, 3 s by default): a cold JVM on a busy CI
+     * machine once spent half of it connecting to the NameServer and timed its first route request out.
+     */
+    static final int CLIENT_API_TIMEOUT_MS = 15_000;
+
     /** Print one JSON object: {"event": event, key1: value1, ...}. */
     static synchronized void emit(String event, Object... keyValues) {
         Map<String, Object> line = new LinkedHashMap<>();

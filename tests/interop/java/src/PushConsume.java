@@ -34,6 +34,7 @@ public final class PushConsume {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(Out.need(args, "group"));
         consumer.setNamesrvAddr(Out.need(args, "namesrv"));
         consumer.setInstanceName(args.getOrDefault("instance", "push-" + ProcessHandle.current().pid()));
+        consumer.setMqClientApiTimeout(Out.CLIENT_API_TIMEOUT_MS);
         consumer.subscribe(Out.need(args, "topic"), args.getOrDefault("expression", "*"));
         if (args.containsKey("extraTopic")) {
             consumer.subscribe(args.get("extraTopic"), args.getOrDefault("extraExpression", "*"));
