@@ -159,6 +159,8 @@ class CommitLog:
                     self._discard_locked(mapped, position, length, problem)
                 mapped.last_store_timestamp = store_timestamp
                 mapped.wrote_position = position + length
+                if mapped.wrote_position >= mapped.warm_at:
+                    self.queue.warm_ahead(mapped)
                 if takes_offset:
                     self.topic_queue_table[key] = queue_offset + 1
             finally:
@@ -222,6 +224,8 @@ class CommitLog:
                     at += sizes[index]
                 mapped.last_store_timestamp = store_timestamp
                 mapped.wrote_position = at
+                if mapped.wrote_position >= mapped.warm_at:
+                    self.queue.warm_ahead(mapped)
                 self.topic_queue_table[key] = first_queue_offset + len(entries)
             finally:
                 self.lock_stats.begin_monotonic_s = 0.0
@@ -289,6 +293,8 @@ class CommitLog:
                     self._discard_locked(mapped, position, total, problem)
                 mapped.last_store_timestamp = store_timestamp
                 mapped.wrote_position = position + total
+                if mapped.wrote_position >= mapped.warm_at:
+                    self.queue.warm_ahead(mapped)
                 self.topic_queue_table[key] = first_queue_offset + len(sizes)
             finally:
                 self.lock_stats.begin_monotonic_s = 0.0
@@ -322,6 +328,8 @@ class CommitLog:
                 start = mapped.wrote_position
                 mapped.target[start : start + chunk] = view[at : at + chunk]
                 mapped.wrote_position = start + chunk
+                if mapped.wrote_position >= mapped.warm_at:
+                    self.queue.warm_ahead(mapped)
                 at += chunk
             self._current = None
             return self.queue.max_wrote_offset

@@ -1,10 +1,11 @@
 """One fixed-size, memory-mapped segment file (RocketMQ's MappedFile).
 
 A segment is named by the 20-digit global offset of its first byte and is always exactly
-`file_size` bytes. It is created under a temporary name, allocated (zero-filled when warming,
-else `posix_fallocate`), synced and only then renamed, so a crash never leaves a short segment
-under a real name. Blocks are allocated up front because writing through a mapping into a hole
-of a full disk kills the process with SIGBUS instead of raising an error.
+`file_size` bytes. It is created under a temporary name, allocated (`posix_fallocate`, or
+zero-filled when warming whole segments), synced and only then renamed, so a crash never leaves a
+short segment under a real name; warming in windows (`page_warming`) faults pages in afterwards.
+Blocks are allocated up front because writing through a mapping into a hole of a full disk kills
+the process with SIGBUS instead of raising an error.
 
 Three positions, in bytes from the file start, only ever move forward except on truncation:
 
@@ -31,7 +32,7 @@ import os
 import time
 from pathlib import Path
 
-from shoal.store import durability, limits
+from shoal.store import durability, limits, page_warming
 from shoal.store.errors import StoreCorruptionError
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,10 @@ class MappedFile:
         self.flushed_position = 0
         self.last_store_timestamp = 0
         self.available = True
+        self.warmed_to = 0
+        """Pages before this were faulted in ahead of the appends (or asked to be)."""
+        self.warm_at = page_warming.NOT_WARMING
+        """When `wrote_position` reaches this, the queue warms the next window (`warm_ahead`)."""
 
     @classmethod
     def create(
@@ -88,12 +93,20 @@ class MappedFile:
         write_buffer: bytearray | None = None,
         warm_rate_bytes_per_s: int = 0,
         page_grained: bool = False,
+        warm_window_bytes: int = 0,
     ) -> MappedFile:
-        """Allocate a new segment under a temporary name, sync it, then rename it into place."""
+        """Allocate a new segment under a temporary name, sync it, then rename it into place.
+
+        `warm` with a `warm_window_bytes`: fault in only the first window of pages (the queue
+        warms the rest ahead of the appends, `page_warming`); without one, zero-fill the whole
+        segment before it is renamed into place."""
         temp = path.with_name(path.name + TEMP_SUFFIX)
         fd = durability.create_file(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        windowed = warm and warm_window_bytes > 0
         try:
-            if warm:
+            if windowed:
+                os.posix_fallocate(fd, 0, file_size)
+            elif warm:
                 os.posix_fallocate(fd, 0, file_size)  # ENOSPC now, not half-way through the zeros
                 if page_grained:  # zeros written through a MADV_RANDOM mapping are cached page by page
                     with _map(fd, file_size, page_grained_from=0) as warming, memoryview(warming) as view:
@@ -111,7 +124,15 @@ class MappedFile:
         os.close(fd)
         durability.replace(temp, path)
         durability.fsync_directory(path.parent)
-        return cls(path, file_size, write_buffer=write_buffer, page_grained=page_grained)
+        created = cls(path, file_size, write_buffer=write_buffer, page_grained=page_grained)
+        if windowed:
+            window_end = min(file_size, warm_window_bytes)
+            try:
+                page_warming.populate_write(created.fd, 0, window_end)
+            except OSError as error:
+                log.warning("%s: could not fault in its first pages ahead of the appends: %s", path, error)
+            created.warmed_to = window_end
+        return created
 
     # --- positions ---
     @property

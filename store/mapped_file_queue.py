@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shoal.formats.store_layout import is_segment_name, offset_to_file_name
-from shoal.store import durability
+from shoal.store import durability, limits, page_warming
 from shoal.store.errors import SegmentNotReadyError, StoreCorruptionError
 from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile
 from shoal.store.transient_store_pool import TransientStorePool
@@ -53,6 +53,11 @@ class MappedFileQueue:
         self.page_grained = page_grained
         """Appends are synced one group commit at a time: cache the segment being written in
         single pages (see mapped_file), so a sync writes back what changed, not a 2 MiB folio."""
+        self.warm_windows = warm and not page_grained and page_warming.supported()
+        """Warm in windows ahead of the appends (`warm_ahead`), not whole segments up front: the
+        cost follows what is written, off the event loop, and no segment's worth of zeros is
+        written back. A page-grained queue (and a kernel without MADV_POPULATE_WRITE) zero-fills
+        whole segments as before."""
         self.files: list[MappedFile] = []
         self.cut_segments: list[str] = []
         """What `load` found cut short and extended (the newest segment only; see _extend_if_cut)."""
@@ -190,10 +195,44 @@ class MappedFileQueue:
 
     def prepare_tail(self) -> None:
         """After recovery, before appends: a page-grained queue regrains its last, unfilled segment
-        (recovery read it through read-ahead's large folios)."""
+        (recovery read it through read-ahead's large folios); a queue warming ahead warms from
+        where it ends on its next append."""
         last = self.last
         if self.page_grained and last is not None and not last.is_full:
             last.regrain_tail()
+        if self.warm_windows and last is not None and not last.is_full:
+            last.warm_at = last.wrote_position
+
+    def warm_ahead(self, mapped: MappedFile) -> None:
+        """An append reached `mapped.warm_at`: fault in the next window on the allocation thread,
+        so that `limits.WARM_AHEAD_BYTES` past the write position are warm (called on the
+        appending thread, under the put lock; returns at once)."""
+        start, end = page_warming.next_window(
+            mapped.wrote_position, mapped.warmed_to, mapped.file_size, limits.WARM_AHEAD_BYTES
+        )
+        mapped.warmed_to = max(mapped.warmed_to, end)
+        mapped.warm_at = page_warming.warm_trigger(
+            mapped.warmed_to, mapped.file_size, limits.WARM_AHEAD_BYTES, limits.WARM_STEP_BYTES
+        )
+        if end <= start or not self.warm_windows:
+            return
+        fd = os.dup(mapped.fd)  # the window's own: the segment may be closed before it runs
+        try:
+            future = self._executor().submit(self._populate, fd, start, end)
+        except RuntimeError:  # shut down meanwhile
+            os.close(fd)
+            return
+        future.add_done_callback(lambda done: os.close(fd) if done.cancelled() else None)
+
+    def _populate(self, fd: int, start: int, end: int) -> None:
+        try:
+            page_warming.populate_write(fd, start, end)
+        except OSError as error:
+            if self.warm_windows:
+                log.warning("%s: stopped faulting pages in ahead of the appends: %s", self.directory, error)
+            self.warm_windows = False
+        finally:
+            os.close(fd)
 
     def prepare_next(self, start_offset: int = 0) -> None:
         """Start allocating the segment the next append will need (at start-up); `start_offset`
@@ -232,30 +271,39 @@ class MappedFileQueue:
         durability.make_directories(self.directory)
         buffer = self.pool.borrow() if self.pool is not None else None
         try:
-            return MappedFile.create(
+            created = MappedFile.create(
                 self.directory / offset_to_file_name(offset),
                 self.file_size,
                 warm=self.warm,
                 write_buffer=buffer,
                 warm_rate_bytes_per_s=self.warm_rate_bytes_per_s if self.files else 0,
                 page_grained=self.page_grained,
+                warm_window_bytes=limits.WARM_AHEAD_BYTES if self.warm_windows else 0,
             )
         except BaseException:
             if buffer is not None and self.pool is not None:
                 self.pool.give_back(buffer)
             raise
+        if self.warm_windows:
+            created.warm_at = page_warming.warm_trigger(
+                created.warmed_to, created.file_size, limits.WARM_AHEAD_BYTES, limits.WARM_STEP_BYTES
+            )
+        return created
 
     def _schedule(self, offset: int) -> concurrent.futures.Future[MappedFile]:
         pending = self._pending.get(offset)
         if pending is not None:
             return pending
-        allocator: concurrent.futures.Executor | None = self._shared_allocator
-        if allocator is None:
-            if self._allocator is None:
-                self._allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate")
-            allocator = self._allocator
-        future = self._pending[offset] = allocator.submit(self._create, offset)
+        future = self._pending[offset] = self._executor().submit(self._create, offset)
         return future
+
+    def _executor(self) -> concurrent.futures.Executor:
+        """The allocation thread: the shared one, else this queue's own (started on first use)."""
+        if self._shared_allocator is not None:
+            return self._shared_allocator
+        if self._allocator is None:
+            self._allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate")
+        return self._allocator
 
     # --- commit and flush ---
     def commit(self, least_pages: int) -> bool:

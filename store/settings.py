@@ -32,15 +32,19 @@ class CommitLogSettings:
     check_crc_on_recover: bool = True
     """checkCRCOnRecover: recovery recomputes every body CRC (catches torn bodies)."""
     warm_mapped_file_enable: bool | None = None
-    """warmMapedFileEnable: zero-fill new segments in the background so appends never take a
-    first-touch page fault (an ext4 extent conversion on a fallocated page). Unset: on with
-    ASYNC_FLUSH, off with SYNC_FLUSH. Measured here (bench/peer_shoal.py, 1 KB batched, one run):
+    """warmMapedFileEnable: fault the CommitLog's pages in off the event loop so appends never take
+    a first-touch page fault (a page allocated and zeroed, an ext4 extent conversion, on a VM
+    perhaps a host fault). Unset: on with ASYNC_FLUSH, off with SYNC_FLUSH. Warming keeps
+    `limits.WARM_AHEAD_BYTES` ahead of the write position (`store.page_warming`, Linux 5.14+);
+    a page-grained SYNC_FLUSH segment, or an older kernel, zero-fills each whole new segment
+    instead. Measured here (bench/peer_shoal.py, 1 KB batched, one run, whole segments):
     ASYNC 72k msgs/s warm vs 40k cold; SYNC 61-67k cold vs 27k warm, because a segment's worth
     of zeros competes with the group commits for the disk."""
     warm_rate_bytes_per_s: int = 0
-    """Shoal: pace of warming the next segment in the background, syncing every 16 MiB; 0 =
-    as fast as the disk goes. Measured (1 KB batched, peer benchmark): pacing at 128 MiB/s cost
-    SYNC_FLUSH p99 3.4 ms and ASYNC p99 2.5 ms against 1.3 ms / 0.25 ms unpaced, so it is off."""
+    """Shoal: pace of zero-filling a whole new segment in the background (see above), syncing every
+    16 MiB; 0 = as fast as the disk goes. Measured (1 KB batched, peer benchmark): pacing at
+    128 MiB/s cost SYNC_FLUSH p99 3.4 ms and ASYNC p99 2.5 ms against 1.3 ms / 0.25 ms unpaced,
+    so it is off. Warming ahead in windows needs no pace."""
     access_message_in_memory_max_ratio_percent: int = 40
     """accessMessageInMemoryMaxRatio: data further behind the CommitLog head than this share of
     physical memory counts as "on disk" (smaller pull batches; a master suggests a slave)."""
