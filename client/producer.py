@@ -462,13 +462,24 @@ class Producer(InstanceLifecycle):
         last_error: Exception | None = None
         result: SendResult | None = None
         for attempt in range(attempts):
-            remaining_s = deadline - loop()
+            started_s = loop()
+            remaining_s = deadline - started_s
             if remaining_s <= 0:
                 break
-            started_s = loop()
             queue = self._rotation.select(info, last_broker, self._faults, started_s)
             try:
-                result = await self._send_to(queue, outgoing, remaining_s, oneway)
+                # The usual send (an open connection to a known master) awaits its response here:
+                # a coroutine fewer per send than `_send_to`, which takes every other case.
+                sent = None if oneway else self._send_soon(queue, outgoing, remaining_s)
+                if sent is None:
+                    result = await self._send_to(queue, outgoing, remaining_s, oneway)
+                else:
+                    pending, address = sent
+                    try:
+                        response = await pending
+                    except TransportError as error:
+                        self._instance.remoting.failed(error)
+                    result = send_result_of(response, queue, outgoing.msg_id, address)
             except MQBrokerError as error:
                 if error.code not in RETRYABLE_CODES:
                     raise
@@ -476,7 +487,8 @@ class Producer(InstanceLifecycle):
             except (RemotingError, NoRouteError) as error:
                 last_error = error
             else:
-                self._faults.update(queue.broker_name, int((loop() - started_s) * 1000), isolation=False, now_s=loop())
+                now_s = loop()
+                self._faults.update(queue.broker_name, int((now_s - started_s) * 1000), isolation=False, now_s=now_s)
                 if result is None or result.status is SendStatus.SEND_OK:
                     return result
                 self._instance.refresh_route_soon(outgoing.topic)  # SLAVE_NOT_AVAILABLE: a master in failover?
@@ -507,6 +519,20 @@ class Producer(InstanceLifecycle):
         except (TimeoutError, RemotingError, MQBrokerError, NoRouteError) as error:
             log.info("refreshing the route of %s after a failed send failed: %s", info.topic, error)
             return info
+
+    def _send_soon(
+        self, queue: MessageQueue, outgoing: OutgoingMessage, timeout_s: float
+    ) -> tuple[asyncio.Future[RemotingCommand], str] | None:
+        """Send to the queue's master over its open connection: the future of the response and the
+        master's address; None (nothing sent) when there is no known master or no open connection."""
+        address = self._instance.routes.master_address(queue.broker_name)
+        if address is None:
+            return None
+        ext_fields = send_header(self.group, outgoing, queue.queue_id, self.settings)
+        pending = self._instance.remoting.invoke_soon(
+            address, outgoing.code, ext_fields, outgoing.body, timeout_s=timeout_s
+        )
+        return None if pending is None else (pending, address)
 
     async def _send_to(
         self, queue: MessageQueue, outgoing: OutgoingMessage, timeout_s: float, oneway: bool

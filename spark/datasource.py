@@ -89,6 +89,7 @@ class MessageReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
+        require_store(options)
         if options.consume_queue:
             queue_files = plan_queue_files(options.consume_queue_dir, options.row_filter.topics, options.queue_ids)
             return [QueueFilePartition(plan) for plan in queue_files]
@@ -132,6 +133,7 @@ class ConsumeQueueReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
+        require_store(options)
         plans = plan_queue_files(options.consume_queue_dir, options.row_filter.topics, options.queue_ids)
         return [QueueFilePartition(plan) for plan in plans]
 
@@ -164,12 +166,23 @@ class IndexReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
+        require_store(self.options)
         return [IndexFilePartition(path) for path in index_files(self.options.index_dir)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, IndexFilePartition):
             return
         yield from read_index_file(partition.path, self.options.hash_slots, arrow_schema(INDEX_SCHEMA))
+
+
+def require_store(options: ReadOptions) -> None:
+    """A path that is not a directory is a mistake, not an empty store (a store whose broker has
+    written nothing yet is a directory with no segments, and reads as empty)."""
+    if not options.store_dir.is_dir():
+        raise ReadOptionError(
+            f"no store directory at {options.store_dir}: load() takes a broker's storePathRootDir "
+            "(the directory holding commitlog/, consumequeue/ and index/)"
+        )
 
 
 DATA_SOURCES: tuple[type[DataSource], ...] = (

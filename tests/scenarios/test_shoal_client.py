@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import signal
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -44,6 +45,7 @@ from shoal.client import (
     PullConsumer,
     PullStatus,
     PushConsumer,
+    RemotingTimeoutError,
     SendResult,
     SendStatus,
     decode_offset_msg_id,
@@ -338,6 +340,32 @@ def test_two_thousand_concurrent_sends_on_one_producer_all_succeed(cluster: Any,
             assert sorted(offsets) == list(range(len(offsets))), f"queue {queue_id}: gaps or duplicate offsets"
         assert Counter(received.msg_id for received in pulled) == Counter({result.msg_id: 1 for result in results})
         assert sorted(received.body for received in pulled) == sorted(f"p-{i}".encode() for i in range(count))
+
+    run(scenario())
+
+
+def test_a_send_whose_answer_never_comes_fails_with_the_clients_timeout_error(cluster: Any, names: Names) -> None:
+    """Goal: a send over an open connection (the pipelined path, which awaits its response without
+    `invoke`) turns a response that never comes into shoal.client's RemotingTimeoutError, not the
+    transport's, within its timeout; the producer sends again once the broker answers. Method:
+    send once (route and connection open), stop the broker (SIGSTOP), send with a 1 s timeout;
+    continue the broker and send again."""
+    topic = names.topic()
+
+    async def scenario() -> None:
+        await create_topic(cluster, topic)
+        async with producer_of(cluster, names.group("P")) as producer:
+            assert (await producer.send(message(topic, 0))).status is SendStatus.SEND_OK
+            assert cluster.broker is not None
+            cluster.broker.send_signal(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                with pytest.raises(RemotingTimeoutError):
+                    await producer.send(message(topic, 1), timeout_s=1.0)
+                assert time.monotonic() - started < 10, "the send's own timeout bounds it"
+            finally:
+                cluster.broker.send_signal(signal.SIGCONT)
+            assert (await producer.send(message(topic, 2), timeout_s=30.0)).status is SendStatus.SEND_OK
 
     run(scenario())
 

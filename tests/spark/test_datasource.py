@@ -175,3 +175,18 @@ def test_segment_deleted_after_planning_is_skipped_with_a_log_line(
     assert offsets
     assert not [offset for offset in offsets if base <= offset < base + 64 * 1024]
     assert any("deleted" in record.message and doomed.name in record.message for record in caplog.records)
+
+
+@pytest.mark.parametrize("source", ["shoal", "shoal_consume_queue", "shoal_index"])
+def test_a_path_that_is_no_directory_is_an_error_naming_it_not_an_empty_read(
+    spark: SparkSession, tmp_path: Path, source: str
+) -> None:
+    """Goal: a mistyped store path fails with the path in the message (a store with no segments
+    yet still reads as empty). Method: load a missing path through Spark; then an empty directory."""
+    missing = tmp_path / "no-such-store"
+    options = {"topic": "T"} if source == "shoal_consume_queue" else {}
+    with pytest.raises(Exception, match=r"no store directory at .*no-such-store"):
+        spark.read.format(source).options(**options).load(str(missing)).count()
+    empty = tmp_path / "empty-store"
+    empty.mkdir()
+    assert spark.read.format(source).options(**options).load(str(empty)).count() == 0
