@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #define MESSAGE_MAGIC_CODE ((int32_t)0xDAA320A7)
+#define MESSAGE_MAGIC_CODE_V2 ((int32_t)0xDAA320AB)
+#define BLANK_MAGIC_CODE ((int32_t)0xCBD43194)
 #define BORNHOST_V6_FLAG 0x10
 #define STOREHOSTADDRESS_V6_FLAG 0x20
 #define HEADER_WITHOUT_HOSTS_BYTES 72  /* TOTALSIZE .. BODYLENGTH without the two hosts */

@@ -32,6 +32,10 @@
  *     formats.dispatch_run.python_dispatch_run: the ConsumeQueue units of consecutive records of one
  *     queue, written into `units` from `units_position`; stops at the first record that is not the
  *     queue's next plain message (see the Python reference for the exact rule).
+ * walk_records(buffer, position, limit, stop_at, count_max, size_max) -> (positions: list[int], end, stop)
+ *     formats.record.python_walk_records: frame consecutive records by MAGICCODE and TOTALSIZE
+ *     alone; `stop` indexes record.WALK_STOPS. ValueError when [position, limit) is not inside the
+ *     buffer (the reference's struct.error).
  * index_put(buffer, hash_slots, index_count, key: str, physical_offset, time_diff) -> int
  *     formats.index_entry.python_index_put: entry `index_count` of an IndexFile for `key`, and its
  *     slot pointed at it; returns the bucket's previous newest entry (0: none). ValueError when the
@@ -577,6 +581,81 @@ find_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return values;
 }
 
+/* The order of formats.record.WALK_STOPS. */
+enum { WALK_COUNT = 0, WALK_STOP_AT = 1, WALK_LIMIT = 2, WALK_END_OF_FILE = 3, WALK_INVALID = 4 };
+#define TAIL_BYTES 8
+
+static PyObject *
+walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "walk_records takes 6 arguments");
+        return NULL;
+    }
+    long long position, limit, stop_at, count_max, size_max;
+    if (ranged(args[1], 0, INT64_MAX, "position", &position) < 0
+        || ranged(args[2], INT64_MIN, INT64_MAX, "limit", &limit) < 0
+        || ranged(args[3], INT64_MIN, INT64_MAX, "stop_at", &stop_at) < 0
+        || ranged(args[4], INT64_MIN, INT64_MAX, "count_max", &count_max) < 0
+        || ranged(args[5], 0, INT32_HIGH, "size_max", &size_max) < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    long long edge = limit - TAIL_BYTES + 1; /* one comparison per record for both bounds */
+    if (stop_at < edge) {
+        edge = stop_at;
+    }
+    /* The reference reads TAIL at every position below `edge`: it must be inside the buffer. */
+    if (position < edge && (limit > (long long)view.len)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk_records: limit is past the end of the buffer");
+        return NULL;
+    }
+    PyObject *positions = PyList_New(0);
+    if (positions == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    long long count = 0;
+    int stop = WALK_COUNT;
+    while (count < count_max) {
+        if (position >= edge) {
+            stop = position >= stop_at ? WALK_STOP_AT : WALK_LIMIT;
+            break;
+        }
+        int32_t total = get32(base + position);
+        int32_t magic = get32(base + position + 4);
+        if (magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) {
+            stop = magic == BLANK_MAGIC_CODE ? WALK_END_OF_FILE : WALK_INVALID;
+            break;
+        }
+        if (total < FIXED_LENGTH_V4_BYTES || total > size_max) {
+            stop = WALK_INVALID;
+            break;
+        }
+        if (total > limit - position) {
+            stop = WALK_LIMIT;
+            break;
+        }
+        PyObject *at = PyLong_FromLongLong(position);
+        if (at == NULL || PyList_Append(positions, at) < 0) {
+            Py_XDECREF(at);
+            Py_DECREF(positions);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        Py_DECREF(at);
+        position += total;
+        count++;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(NLi)", positions, position, stop);
+}
+
 static PyMethodDef methods[] = {
     {"java_string_hash", java_string_hash, METH_O, "Java's String.hashCode() of a str, signed."},
     {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
@@ -587,6 +666,8 @@ static PyMethodDef methods[] = {
      "The values of a few names in an encoded property string (None where absent)."},
     {"dispatch_run", (PyCFunction)(void (*)(void))dispatch_run, METH_FASTCALL,
      "Write the ConsumeQueue units of consecutive records of one queue; returns where it stopped."},
+    {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
+     "Frame consecutive records by MAGICCODE and TOTALSIZE: (positions, end, stop index)."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "Write one IndexFile entry for a key and point its slot at it; returns the previous entry number."},
     {NULL, NULL, 0, NULL},

@@ -52,3 +52,6 @@ def dispatch_run(
     arrivals_out: list[Any] | None,
     /,
 ) -> RunEnd: ...
+def walk_records(
+    buffer: bytes | bytearray | memoryview, position: int, limit: int, stop_at: int, count_max: int, size_max: int, /
+) -> tuple[list[int], int, int]: ...

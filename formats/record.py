@@ -516,13 +516,30 @@ class RecordWalk(NamedTuple):
     stop: WalkStop
 
 
+WALK_STOPS = (WalkStop.COUNT, WalkStop.STOP_AT, WalkStop.LIMIT, WalkStop.END_OF_FILE, WalkStop.INVALID)
+"""The compiled walk's stop codes, in order (`_record_speedups.c`)."""
+
+
 def walk_records(
     buffer: bytes | bytearray | memoryview, position: int, limit: int, stop_at: int, count_max: int
 ) -> RecordWalk:
     """Frame consecutive records from `position` by MAGICCODE and TOTALSIZE alone: the only
     per-record loop of a columnar reader, which then checks every other field in bulk (the
-    PHYSICALOFFSET, that the fields add up to TOTALSIZE, the CRC). Never reads at or past `limit`;
-    a record that starts at or after `stop_at` is left to the next walk."""
+    PHYSICALOFFSET, that the fields add up to TOTALSIZE, the CRC). Never reads at or past `limit`
+    (which is within the buffer); a record that starts at or after `stop_at` is left to the next
+    walk. Compiled when built (`python_walk_records` is the reference)."""
+    if _compiled is None:
+        return python_walk_records(buffer, position, limit, stop_at, count_max)
+    positions, end, stop = _compiled.walk_records(
+        buffer, position, limit, stop_at, count_max, limits.RECORD_SIZE_MAX_BYTES
+    )
+    return RecordWalk(positions, end, WALK_STOPS[stop])
+
+
+def python_walk_records(
+    buffer: bytes | bytearray | memoryview, position: int, limit: int, stop_at: int, count_max: int
+) -> RecordWalk:
+    """`walk_records` in Python: the reference the compiled walk is tested against."""
     positions: list[int] = []
     append = positions.append
     unpack_from = TAIL.unpack_from

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.formats import index_entry, java_hash, properties, record
+from shoal.formats import limits as record_module_limits
 from shoal.formats.compiled import pure_python
 from shoal.formats.index_entry import python_index_put
 from shoal.formats.properties import python_find_properties
@@ -22,7 +23,9 @@ from shoal.formats.record import (
     encode_host,
     python_dispatch_fields,
     python_encode_record_into,
+    python_walk_records,
     record_length,
+    walk_records,
 )
 from shoal.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
@@ -51,6 +54,7 @@ def test_the_compiled_module_is_built_and_chosen() -> None:
         assert java_hash.java_string_hash is COMPILED.java_string_hash
         assert index_entry.index_put is COMPILED.index_put
         assert properties.find_properties is COMPILED.find_properties
+        assert record._compiled is COMPILED, "walk_records calls the compiled walk"
     else:
         assert record.encode_record_into is python_encode_record_into
         assert record.dispatch_fields is python_dispatch_fields
@@ -282,3 +286,70 @@ def test_find_properties_matches_the_python_twin(data: bytes, names: tuple[bytes
     """Repeated names, empty values, a name without a value, invalid UTF-8, doubled separators."""
     assert COMPILED is not None
     assert COMPILED.find_properties(data, names) == python_find_properties(data, names)
+
+
+def _log_of_records(rng: random.Random) -> bytearray:
+    """A few encoded records back to back, then (maybe) a blank record, zeros or garbage."""
+    log = bytearray()
+    for _ in range(rng.randrange(0, 6)):
+        arguments = _arguments(rng, bytearray(), 0)
+        size = record_length(
+            len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
+        )
+        arguments[0] = encoded = bytearray(size)
+        python_encode_record_into(*arguments)
+        log += encoded
+    ending = rng.randrange(4)
+    if ending == 1:
+        log += struct.pack(">ii", 64, record.BLANK_MAGIC_CODE) + bytes(56)
+    elif ending == 2:
+        log += bytes(rng.randrange(0, 40))
+    elif ending == 3:
+        log += rng.randbytes(rng.randrange(0, 40))
+    return log
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=0, max_value=4000),
+    st.integers(min_value=0, max_value=4000),
+    st.integers(min_value=0, max_value=8),
+    st.binary(max_size=12),
+    st.integers(min_value=0, max_value=4000),
+)
+def test_walk_records_frames_what_the_python_walk_frames(
+    seed: int, cut: int, stop_at: int, count_max: int, damage: bytes, damage_at: int
+) -> None:
+    """Goal: the compiled walk stops where the reference stops, for the same reason, over logs of
+    records ending in a blank record, zeros or garbage, cut anywhere, with bytes overwritten
+    anywhere (a record's TOTALSIZE or MAGICCODE included), bounded by stop_at and count_max."""
+    assert COMPILED is not None
+    rng = random.Random(seed)
+    log = _log_of_records(rng)
+    if damage and log:
+        at = damage_at % len(log)
+        log[at : at + len(damage)] = damage[: len(log) - at]
+    limit = min(cut, len(log)) if rng.random() < 0.5 else len(log)
+    start = rng.choice([0, rng.randrange(0, len(log) + 1)])
+    size_max = rng.choice([record_module_limits.RECORD_SIZE_MAX_BYTES, 100, 600])
+    expected = python_walk_records(log, start, limit, stop_at, count_max)
+    # the reference's size bound is the module's; the compiled walk takes it as an argument
+    if size_max == record_module_limits.RECORD_SIZE_MAX_BYTES:
+        positions, end, stop = COMPILED.walk_records(bytes(log), start, limit, stop_at, count_max, size_max)
+        assert (positions, end, record.WALK_STOPS[stop]) == tuple(expected)
+        assert walk_records(log, start, limit, stop_at, count_max) == expected
+    else:
+        positions, end, stop = COMPILED.walk_records(log, start, limit, stop_at, count_max, size_max)
+        assert all(position >= start for position in positions) and end <= max(start, limit)
+
+
+def test_walk_records_refuses_a_limit_past_the_buffer() -> None:
+    """Goal: the compiled walk never reads outside the buffer: a limit past its end is a ValueError
+    (the reference would fail on struct.error at the first record it cannot read)."""
+    assert COMPILED is not None
+    log = _log_of_records(random.Random(7))
+    with pytest.raises(ValueError, match="past the end"):
+        COMPILED.walk_records(log, 0, len(log) + 100, len(log) + 100, 10, record_module_limits.RECORD_SIZE_MAX_BYTES)
+    with pytest.raises(ValueError, match="position"):
+        COMPILED.walk_records(log, -1, len(log), len(log), 10, record_module_limits.RECORD_SIZE_MAX_BYTES)

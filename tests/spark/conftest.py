@@ -28,16 +28,17 @@ from shoal.client import (
     BlockingPullConsumer,
     BlockingPushConsumer,
     ClientSettings,
+    ConsumeFromWhere,
     ConsumerSettings,
     ConsumeStatus,
     Message,
     MessageExt,
 )
-from shoal.client.push_consumer import ConsumeFromWhere
 from shoal.formats.record import PHYSICAL_OFFSET_OFFSET, TIMESTAMP, RecordHeader, RecordKind
 from shoal.spark.session import session
 from shoal.store.inspection import iter_commitlog, segment_paths
-from tests.conftest import Cluster, free_broker_port, free_port, wait_until
+from tests.conftest import Cluster, wait_until
+from tests.ports import free_broker_port, free_port
 
 SEGMENT_BYTES = 64 * 1024
 HASH_SLOTS = 64
