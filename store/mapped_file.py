@@ -104,17 +104,13 @@ class MappedFile:
         fd = durability.create_file(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         windowed = warm and warm_window_bytes > 0
         try:
-            if windowed:
-                os.posix_fallocate(fd, 0, file_size)
-            elif warm:
-                os.posix_fallocate(fd, 0, file_size)  # ENOSPC now, not half-way through the zeros
+            os.posix_fallocate(fd, 0, file_size)  # ENOSPC now, not half-way through any zeros
+            if warm and not windowed:
                 if page_grained:  # zeros written through a MADV_RANDOM mapping are cached page by page
                     with _map(fd, file_size, page_grained_from=0) as warming, memoryview(warming) as view:
                         _zero_fill(fd, 0, file_size, warm_rate_bytes_per_s, view)
                 else:
                     _zero_fill(fd, 0, file_size, warm_rate_bytes_per_s)
-            else:
-                os.posix_fallocate(fd, 0, file_size)
             durability.fdatasync(fd)
         except BaseException:
             os.close(fd)

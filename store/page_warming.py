@@ -2,8 +2,8 @@
 
 The first write to each page of a fresh segment costs a page fault that allocates and zeroes a
 page-cache page (and, on a VM whose memory the host has taken back, a host fault as well: 3.6 us per
-KiB appended here against 0.3 once the page is in; docs/performance.md, "Warming ahead"). On the
-event loop that cost is every connection's. `populate_write` takes it on another thread with
+KiB appended here against 0.3 once the page is in; docs/performance.md, "what made Shoal's runs
+vary"). On the event loop that cost is every connection's. `populate_write` takes it on another thread with
 `MADV_POPULATE_WRITE` (Linux 5.14): the pages are faulted in writable exactly as a write would
 fault them, and what they hold is left as it is, so a window may overlap bytes an append is writing
 at that moment. Zero-filling cannot do that safely, which is why warming used to cover a whole
@@ -46,32 +46,34 @@ def populate_write(fd: int, start: int, end: int) -> None:
     covers `end`. Leaves the bytes as they are. OSError when the kernel refuses (EINVAL: before
     Linux 5.14)."""
     assert start % mmap.ALLOCATIONGRANULARITY == 0 and end > start, (start, end)
-    libc = _libc()
-    if libc is None:
-        raise OSError(errno.ENOSYS, "madvise is not available here")
     with mmap.mmap(fd, end - start, flags=mmap.MAP_SHARED, offset=start) as window:
-        anchor = ctypes.c_char.from_buffer(window)
-        try:
-            result = libc.madvise(ctypes.addressof(anchor), end - start, MADV_POPULATE_WRITE)
-        finally:
-            del anchor  # the mapping cannot close while ctypes holds its buffer
-        if result != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, f"madvise(MADV_POPULATE_WRITE): {os.strerror(code)}")
+        _populate(window)
 
 
 @functools.cache
 def supported() -> bool:
     """Whether this kernel populates mappings (probed once, on an anonymous page)."""
+    try:
+        with mmap.mmap(-1, mmap.PAGESIZE) as page:
+            _populate(page)
+    except OSError:
+        return False
+    return True
+
+
+def _populate(mapping: mmap.mmap) -> None:
+    """MADV_POPULATE_WRITE over a whole mapping, the GIL released (a ctypes call)."""
     libc = _libc()
     if libc is None:
-        return False
-    with mmap.mmap(-1, mmap.PAGESIZE) as page:
-        anchor = ctypes.c_char.from_buffer(page)
-        try:
-            return bool(libc.madvise(ctypes.addressof(anchor), mmap.PAGESIZE, MADV_POPULATE_WRITE) == 0)
-        finally:
-            del anchor
+        raise OSError(errno.ENOSYS, "madvise is not available here")
+    anchor = ctypes.c_char.from_buffer(mapping)
+    try:
+        result = libc.madvise(ctypes.addressof(anchor), len(mapping), MADV_POPULATE_WRITE)
+    finally:
+        del anchor  # the mapping cannot close while ctypes holds its buffer
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"madvise(MADV_POPULATE_WRITE): {os.strerror(code)}")
 
 
 def next_window(wrote: int, warmed_to: int, file_size: int, ahead_bytes: int) -> tuple[int, int]:
