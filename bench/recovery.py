@@ -130,10 +130,29 @@ def _shim(checkout: Path, work: Path) -> Path:
     return shim
 
 
+def _copy_keeping_holes(source: str, target: str) -> None:
+    """Copy a file's data extents only, so the copy keeps the source's holes: a restart in place
+    finds the never-written part of the last segment as holes, and a plain copy would write it
+    out as zeros that recovery then has to read."""
+    from shoal.store.mapped_file import data_extents
+
+    size = os.path.getsize(source)
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        writer.truncate(size)
+        for begin, end in data_extents(reader.fileno(), 0, size):
+            at = begin
+            while at < end:
+                copied = os.copy_file_range(reader.fileno(), writer.fileno(), end - at, at, at)
+                if copied == 0:
+                    break
+                at += copied
+    shutil.copystat(source, target)
+
+
 def _run_trial(filled: Path, work: Path, python_path: Path | None, profile: bool) -> dict[str, Any]:
     copy = work / "trial"
     shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(filled, copy)
+    shutil.copytree(filled, copy, copy_function=_copy_keeping_holes)
     env = dict(os.environ)
     if python_path is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(python_path), env.get("PYTHONPATH", "")])

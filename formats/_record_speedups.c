@@ -40,6 +40,19 @@
  *     formats.index_entry.python_index_put: entry `index_count` of an IndexFile for `key`, and its
  *     slot pointed at it; returns the bucket's previous newest entry (0: none). ValueError when the
  *     entry or slot would fall outside the buffer (nothing written).
+ * frame_messages(buffer, position, limit, base_offset, crc32: Callable | None, topics_valid: set[bytes])
+ *         -> (position after the last, count)
+ *     formats.record.python_frame_messages: recovery's scan over consecutive well-formed V1 messages
+ *     at their expected PHYSICALOFFSET whose topic decodes as UTF-8 (`topics_valid` caches the
+ *     topics that do) and, when `crc32` (zlib.crc32) is given, whose body matches BODYCRC.
+ *     ValueError when [position, limit) is not inside the buffer.
+ * covered_run(buffer, position, limit, expected_offset, stop_at, indexed_end, queues: dict, count_max)
+ *         -> (consumed, count, missing (topic, queue_id) | None)
+ *     formats.covered_run.python_covered_run: consecutive records re-dispatch may skip, their
+ *     ConsumeQueue (`queues[(topic, queue_id)].max_physical_offset`) and the index past them.
+ * index_relink(buffer, hash_slots, index_count, begin_offset) -> (kept, used_slots, last_offset, last_time_diff)
+ *     formats.index_entry.python_index_relink: an IndexFile's slots rebuilt from its entries
+ *     1..index_count-1, up to the first entry that cannot follow the one before it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -157,8 +170,8 @@ done:
 typedef struct {
     int32_t total, queue_id, sysflag;
     int64_t queue_offset, physical, store_ts;
-    const unsigned char *topic, *props;
-    Py_ssize_t topic_len, props_len;
+    const unsigned char *body, *topic, *props;
+    Py_ssize_t body_len, topic_len, props_len;
 } RecordFields;
 
 static int
@@ -199,6 +212,8 @@ parse_dispatch(const unsigned char *p, Py_ssize_t room, long long expected, Reco
     f->queue_offset = get64(p + 20);
     f->physical = get64(p + 28);
     f->store_ts = get64(p + BORN_HOST_AT + born_len);
+    f->body = p + body_at;
+    f->body_len = body_len;
     f->topic = p + topic_at + 1;
     f->topic_len = topic_len;
     f->props = p + props_at + 2;
@@ -253,6 +268,7 @@ none:
 #define UNIT_BYTES 20
 #define TRANSACTION_TYPE_MASK 0xC
 #define TRANSACTION_COMMIT_TYPE 0x8
+#define TRANSACTION_ROLLBACK_TYPE 0xC
 #define REQUEST_FIELDS 8
 
 /* The last non-empty value of `name` in an encoded property string (as find_properties). */
@@ -656,6 +672,264 @@ walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(NLi)", positions, position, stop);
 }
 
+/* [position, limit) is inside the buffer (or empty); ValueError naming `who` otherwise. */
+static int
+inside(const Py_buffer *view, long long position, long long limit, const char *who)
+{
+    if (position < 0 || (position < limit && limit > (long long)view->len)) {
+        PyErr_Format(PyExc_ValueError, "%s: [position, limit) is not inside the buffer", who);
+        return 0;
+    }
+    return 1;
+}
+
+/* 1 when the topic decodes as UTF-8 (cached in `valid`, a set of bytes), 0 when not, -1 on error. */
+static int
+topic_is_utf8(const unsigned char *topic, Py_ssize_t length, PyObject *valid)
+{
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)topic, length);
+    if (raw == NULL) {
+        return -1;
+    }
+    int known = PySet_Contains(valid, raw);
+    if (known != 0) {
+        Py_DECREF(raw);
+        return known;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)topic, length, "strict");
+    if (text == NULL) {
+        Py_DECREF(raw);
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    Py_DECREF(text);
+    int added = PySet_Add(valid, raw);
+    Py_DECREF(raw);
+    return added < 0 ? -1 : 1;
+}
+
+/* 1 when zlib.crc32 (`crc32`) of the body, as Java's CRC32 masked to 31 bits, is `expected`; 0 when
+ * not; -1 on error. */
+static int
+body_crc_matches(PyObject *crc32, const unsigned char *body, Py_ssize_t length, int32_t expected)
+{
+    PyObject *slice = PyMemoryView_FromMemory((char *)body, length, PyBUF_READ);
+    if (slice == NULL) {
+        return -1;
+    }
+    PyObject *value = PyObject_CallOneArg(crc32, slice);
+    Py_DECREF(slice);
+    if (value == NULL) {
+        return -1;
+    }
+    unsigned long long crc = PyLong_AsUnsignedLongLongMask(value);
+    Py_DECREF(value);
+    if (crc == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return (int32_t)(crc & 0x7FFFFFFF) == expected;
+}
+
+static PyObject *
+frame_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "frame_messages takes 6 arguments");
+        return NULL;
+    }
+    long long position, limit, base_offset;
+    if (ranged(args[1], 0, INT64_MAX / 2, "position", &position) < 0
+        || ranged(args[2], INT64_MIN, INT64_MAX / 2, "limit", &limit) < 0
+        || ranged(args[3], 0, INT64_MAX / 2, "base_offset", &base_offset) < 0) {
+        return NULL;
+    }
+    PyObject *crc32 = args[4] == Py_None ? NULL : args[4];
+    PyObject *valid = args[5];
+    if (!PySet_Check(valid)) {
+        PyErr_SetString(PyExc_TypeError, "frame_messages' topics_valid is a set");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (!inside(&view, position, limit, "frame_messages")) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    /* The last topic found valid: consecutive records mostly share a few, so the set is seldom asked. */
+    unsigned char last_topic[TOPIC_LENGTH_MAX];
+    Py_ssize_t last_topic_len = -1;
+    long long count = 0;
+    int failed = 0;
+    RecordFields f;
+    while (limit - position >= FIXED_LENGTH_V4_BYTES
+           && parse_dispatch(base + position, (Py_ssize_t)(limit - position), base_offset + position, &f)) {
+        if (f.topic_len != last_topic_len || memcmp(f.topic, last_topic, (size_t)f.topic_len) != 0) {
+            int valid_topic = topic_is_utf8(f.topic, f.topic_len, valid);
+            if (valid_topic <= 0) {
+                failed = valid_topic < 0;
+                break;
+            }
+            memcpy(last_topic, f.topic, (size_t)f.topic_len);
+            last_topic_len = f.topic_len;
+        }
+        if (crc32 != NULL && f.body_len > 0) {
+            int matches = body_crc_matches(crc32, f.body, f.body_len, get32(base + position + 8));
+            if (matches <= 0) {
+                failed = matches < 0;
+                break;
+            }
+        }
+        position += f.total;
+        count++;
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(LL)", position, count);
+}
+
+static PyObject *
+covered_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "covered_run takes 8 arguments");
+        return NULL;
+    }
+    long long position, limit, expected, stop_at, indexed_end, count_max;
+    if (ranged(args[1], 0, INT64_MAX / 2, "position", &position) < 0
+        || ranged(args[2], INT64_MIN, INT64_MAX / 2, "limit", &limit) < 0
+        || ranged(args[3], 0, INT64_MAX / 2, "expected_offset", &expected) < 0
+        || ranged(args[4], INT64_MIN, INT64_MAX, "stop_at", &stop_at) < 0
+        || ranged(args[5], INT64_MIN, INT64_MAX, "indexed_end", &indexed_end) < 0
+        || ranged(args[7], INT64_MIN, INT64_MAX, "count_max", &count_max) < 0) {
+        return NULL;
+    }
+    PyObject *queues = args[6];
+    if (!PyDict_Check(queues)) {
+        PyErr_SetString(PyExc_TypeError, "covered_run's queues is a dict");
+        return NULL;
+    }
+    static PyObject *max_name = NULL;
+    if (max_name == NULL && (max_name = PyUnicode_InternFromString("max_physical_offset")) == NULL) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (!inside(&view, position, limit, "covered_run")) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    long long start = position;
+    long long count = 0;
+    PyObject *missing = NULL;
+    int failed = 0;
+    RecordFields f;
+    while (count < count_max && position < stop_at
+           && parse_dispatch(base + position, (Py_ssize_t)(limit - position), expected + position - start, &f)) {
+        int kind = f.sysflag & TRANSACTION_TYPE_MASK;
+        if (f.physical >= indexed_end && kind != TRANSACTION_ROLLBACK_TYPE) {
+            break;
+        }
+        if (kind == 0 || kind == TRANSACTION_COMMIT_TYPE) { /* the types with a ConsumeQueue unit */
+            PyObject *key = Py_BuildValue("(y#i)", (const char *)f.topic, f.topic_len, (int)f.queue_id);
+            if (key == NULL) {
+                failed = 1;
+                break;
+            }
+            PyObject *queue = PyDict_GetItemWithError(queues, key); /* borrowed */
+            if (queue == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(key);
+                    failed = 1;
+                } else {
+                    missing = key;
+                }
+                break;
+            }
+            Py_DECREF(key);
+            PyObject *max_value = PyObject_GetAttr(queue, max_name);
+            long long max_physical = max_value == NULL ? -1 : PyLong_AsLongLong(max_value);
+            Py_XDECREF(max_value);
+            if (max_physical == -1 && PyErr_Occurred()) {
+                failed = 1;
+                break;
+            }
+            if (f.physical + f.total > max_physical) {
+                break;
+            }
+        }
+        position += f.total;
+        count++;
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    if (missing == NULL) {
+        Py_INCREF(Py_None);
+        missing = Py_None;
+    }
+    return Py_BuildValue("(LLN)", position - start, count, missing);
+}
+
+static PyObject *
+index_relink(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "index_relink takes 4 arguments");
+        return NULL;
+    }
+    long long hash_slots, index_count, last_offset;
+    if (ranged(args[1], 1, INT32_HIGH, "hash_slots", &hash_slots) < 0
+        || ranged(args[2], 1, INT32_HIGH, "index_count", &index_count) < 0
+        || ranged(args[3], INT64_MIN, INT64_MAX, "begin_offset", &last_offset) < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    long long entries_at = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES;
+    if (entries_at + index_count * INDEX_ENTRY_BYTES > (long long)view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "index_relink: the entries are outside the buffer");
+        return NULL;
+    }
+    unsigned char *slots = (unsigned char *)view.buf + INDEX_HEADER_BYTES;
+    const unsigned char *entries = (const unsigned char *)view.buf + entries_at;
+    memset(slots, 0, (size_t)(hash_slots * INDEX_SLOT_BYTES));
+    long long used_slots = 0, kept = 1, last_time_diff = 0;
+    for (long long number = 1; number < index_count; number++) {
+        const unsigned char *entry = entries + number * INDEX_ENTRY_BYTES;
+        int32_t key_hash = get32(entry);
+        int64_t offset = get64(entry + 4);
+        int32_t time_diff = get32(entry + 12);
+        if (offset < last_offset || time_diff < 0 || key_hash < 0) {
+            break;
+        }
+        unsigned char *slot = slots + (key_hash % hash_slots) * INDEX_SLOT_BYTES;
+        if (get32(slot) == 0) {
+            used_slots++;
+        }
+        put32(slot, (uint32_t)number);
+        last_offset = offset;
+        last_time_diff = time_diff;
+        kept = number + 1;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LLLL)", kept, used_slots, last_offset, last_time_diff);
+}
+
 static PyMethodDef methods[] = {
     {"java_string_hash", java_string_hash, METH_O, "Java's String.hashCode() of a str, signed."},
     {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
@@ -670,6 +944,12 @@ static PyMethodDef methods[] = {
      "Frame consecutive records by MAGICCODE and TOTALSIZE: (positions, end, stop index)."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "Write one IndexFile entry for a key and point its slot at it; returns the previous entry number."},
+    {"frame_messages", (PyCFunction)(void (*)(void))frame_messages, METH_FASTCALL,
+     "Recovery's scan of consecutive intact V1 messages: (position after the last, count)."},
+    {"covered_run", (PyCFunction)(void (*)(void))covered_run, METH_FASTCALL,
+     "Consecutive records re-dispatch may skip: (consumed, count, missing queue key or None)."},
+    {"index_relink", (PyCFunction)(void (*)(void))index_relink, METH_FASTCALL,
+     "Rebuild an IndexFile's slots from its entries: (kept, used slots, last offset, last time diff)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -55,3 +55,26 @@ def dispatch_run(
 def walk_records(
     buffer: bytes | bytearray | memoryview, position: int, limit: int, stop_at: int, count_max: int, size_max: int, /
 ) -> tuple[list[int], int, int]: ...
+def frame_messages(
+    buffer: bytes | bytearray | memoryview,
+    position: int,
+    limit: int,
+    base_offset: int,
+    crc32: Callable[[memoryview], int] | None,
+    topics_valid: set[bytes],
+    /,
+) -> tuple[int, int]: ...
+def covered_run(
+    buffer: bytes | bytearray | memoryview,
+    position: int,
+    limit: int,
+    expected_offset: int,
+    stop_at: int,
+    indexed_end: int,
+    queues: dict[tuple[bytes, int], Any],
+    count_max: int,
+    /,
+) -> tuple[int, int, tuple[bytes, int] | None]: ...
+def index_relink(
+    buffer: bytearray | memoryview, hash_slots: int, index_count: int, begin_offset: int, /
+) -> tuple[int, int, int, int]: ...

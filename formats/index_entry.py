@@ -58,7 +58,42 @@ def python_index_put(
     return int(previous)
 
 
+def python_index_relink(
+    buffer: bytearray | memoryview, hash_slots: int, index_count: int, begin_offset: int
+) -> tuple[int, int, int, int]:
+    """Rebuild an IndexFile's slots from entries 1..index_count-1 (each slot pointing at the newest
+    entry of its bucket), up to the first entry that cannot follow the one before it: a CommitLog
+    offset going backwards (from `begin_offset`), a negative timeDiff or keyHash. Returns (entries
+    kept including the unused entry 0, slots used, last kept offset, last kept timeDiff). Entries
+    link only to earlier ones, so the kept entries are whole chains. The reference for the
+    compiled `index_relink` (`_record_speedups.c`)."""
+    slots_at = limits.INDEX_HEADER_SIZE_BYTES
+    entries_at = slots_at + hash_slots * SLOT.size
+    if hash_slots < 1 or index_count < 1 or entries_at + index_count * ENTRY.size > len(buffer):
+        raise ValueError("index_relink: the entries are outside the buffer")
+    buffer[slots_at:entries_at] = bytes(entries_at - slots_at)
+    used_slots = 0
+    last_offset, last_time_diff = begin_offset, 0
+    kept = 1
+    entries = memoryview(buffer)[entries_at + ENTRY.size : entries_at + index_count * ENTRY.size]
+    for number, (key_hash, offset, time_diff, _previous) in enumerate(ENTRY.iter_unpack(entries), start=1):
+        if offset < last_offset or time_diff < 0 or key_hash < 0:
+            break
+        slot_position = slots_at + (key_hash % hash_slots) * SLOT.size
+        if SLOT.unpack_from(buffer, slot_position)[0] == 0:
+            used_slots += 1
+        SLOT.pack_into(buffer, slot_position, number)
+        last_offset, last_time_diff = offset, time_diff
+        kept = number + 1
+    entries.release()
+    return kept, used_slots, last_offset, last_time_diff
+
+
 _compiled = compiled_module("shoal.formats._record_speedups")
+index_relink: Callable[[bytearray | memoryview, int, int, int], tuple[int, int, int, int]] = (
+    python_index_relink if _compiled is None else _compiled.index_relink
+)
+"""`python_index_relink`, compiled when built."""
 index_put: Callable[[bytearray | memoryview, int, int, str, int, int], int] = (
     python_index_put if _compiled is None else _compiled.index_put
 )

@@ -578,11 +578,35 @@ def frame_messages(
 ) -> tuple[int, int]:
     """Walk the consecutive V1 messages from `position` that `check_record` would classify as
     MESSAGE with `expected_physical_offset=base_offset + position` (CRC included when
-    `check_crc`): (position after the last, how many). Recovery's scan of a whole CommitLog: each
-    record costs a few `unpack_from`s and, with `check_crc`, a CRC over a zero-copy slice of the
-    body, never a RecordHeader. It stops before anything it is not sure of (a V2 record, a blank
-    record, damage), which the caller then classifies with `check_record`. `topics_valid` caches
-    the topic bytes already known to decode as UTF-8 (`decode_header`'s test)."""
+    `check_crc`): (position after the last, how many). Recovery's scan of a whole CommitLog, one
+    call per segment: it stops before anything it is not sure of (a V2 record, a blank record,
+    damage), which the caller then classifies with `check_record`. `topics_valid` caches the topic
+    bytes already known to decode as UTF-8 (`decode_header`'s test). Compiled when built
+    (`python_frame_messages` is the reference); ValueError when [position, limit) is not inside
+    the buffer."""
+    if _compiled is None:
+        return python_frame_messages(
+            buffer, position, limit, base_offset, check_crc=check_crc, topics_valid=topics_valid
+        )
+    end, count = _compiled.frame_messages(
+        buffer, position, limit, base_offset, zlib.crc32 if check_crc else None, topics_valid
+    )
+    return end, count
+
+
+def python_frame_messages(
+    buffer: memoryview,
+    position: int,
+    limit: int,
+    base_offset: int,
+    *,
+    check_crc: bool,
+    topics_valid: set[bytes],
+) -> tuple[int, int]:
+    """`frame_messages` in Python: the reference the compiled scan is tested against. Each record
+    costs a few `unpack_from`s and, with `check_crc`, a CRC over a zero-copy slice of the body."""
+    if position < 0 or (position < limit and limit > len(buffer)):
+        raise ValueError("frame_messages: [position, limit) is not inside the buffer")
     unpack_prefix = PREFIX.unpack_from
     unpack_int = INT.unpack_from
     unpack_short = SHORT.unpack_from

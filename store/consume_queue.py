@@ -99,11 +99,14 @@ class ConsumeQueue:
                 continue
             keep = 0
             max_end = -1
-            while keep < last.wrote_position:
-                offset, size, _tags = UNIT.unpack_from(last.view, keep)
-                if not (offset >= 0 and size > 0) or (offset >= physical_offset and not is_blank_unit(offset, size)):
+            # One copy of the written units, unpacked by one iterator: after a crash this walks
+            # every unit of every queue's last file (a million in a 1 GiB CommitLog).
+            written = last.view[: last.wrote_position + (-last.wrote_position % UNIT_SIZE)].tobytes()
+            for offset, size, _tags in UNIT.iter_unpack(written):
+                blank = size == BLANK_UNIT_SIZE_FIELD and offset == 0
+                if not (offset >= 0 and size > 0) or (offset >= physical_offset and not blank):
                     break
-                if not is_blank_unit(offset, size):
+                if not blank:
                     max_end = offset + size
                 keep += UNIT_SIZE
             dropped += (last.wrote_position - keep) // UNIT_SIZE

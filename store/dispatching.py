@@ -28,16 +28,10 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from shoal.formats.covered_run import covered_run
 from shoal.formats.java_hash import tags_code
 from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, find_properties
 from shoal.formats.record import (
-    BODY_OFFSET_OF_HOST_FLAGS,
-    FIXED_LENGTH_V4,
-    HOST_V6_FLAGS,
-    INT,
-    MESSAGE_MAGIC_CODE,
-    PREFIX,
-    SHORT,
     RecordCheck,
     RecordKind,
     check_record,
@@ -279,11 +273,22 @@ class Dispatcher:
                 position = resume - base
                 continue
             if base + position < covered_end:
-                indexed_end = index.last_indexed_offset if index is not None else covered_end
-                size = self._covered_size(view, position, limit, base + position, indexed_end, queues)
-                if size:
-                    position += size
-                    count += 1
+                # Records dispatched before a crash (replayed from the checkpoint): skipped in runs.
+                consumed, taken, missing = covered_run(
+                    view,
+                    position,
+                    limit,
+                    base + position,
+                    covered_end - base,
+                    index.last_indexed_offset if index is not None else covered_end,
+                    queues,
+                    1 if damaged else count_max - count,  # known damage is looked up per record
+                )
+                if taken:
+                    position += consumed
+                    count += taken
+                    continue
+                if missing is not None and self._find_queue(missing, queues):
                     continue
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:
@@ -367,48 +372,15 @@ class Dispatcher:
             for listener in self.listeners:
                 listener(arrivals)
 
-    def _covered_size(
-        self,
-        view: memoryview,
-        position: int,
-        limit: int,
-        expected_offset: int,
-        indexed_end: int,
-        queues: dict[tuple[bytes, int], ConsumeQueue],
-    ) -> int:
-        """The size of the well-formed V1 message at `position` when dispatching it would change
-        nothing: its ConsumeQueue already ends past it (`offset + size <= max_physical_offset`,
-        RocketMQ's duplicate test) and the index holds keys of a later message (or there is no
-        index); 0 otherwise, and the caller dispatches it in full."""
-        if limit - position < FIXED_LENGTH_V4:
-            return 0
-        total, magic, _crc, queue_id, _flag, _queue_offset, physical, sysflag = PREFIX.unpack_from(view, position)
-        if magic != MESSAGE_MAGIC_CODE or physical != expected_offset or total > limit - position:
-            return 0
-        if physical >= indexed_end and sysflag & TRANSACTION_TYPE_MASK != TransactionType.ROLLBACK_TYPE:
-            return 0
-        body_at = position + BODY_OFFSET_OF_HOST_FLAGS[sysflag & HOST_V6_FLAGS]
-        end = position + total
-        if body_at > end:
-            return 0
-        topic_at = body_at + INT.unpack_from(view, body_at - 4)[0]
-        if topic_at < body_at or topic_at + 3 > end:
-            return 0
-        properties_at = topic_at + 1 + view[topic_at]
-        if properties_at + 2 > end or SHORT.unpack_from(view, properties_at)[0] != end - properties_at - 2:
-            return 0
-        if sysflag & TRANSACTION_TYPE_MASK in _CONSUME_QUEUE_TYPES:
-            key = (view[topic_at + 1 : properties_at].tobytes(), queue_id)
-            queue = queues.get(key)
-            if queue is None:
-                topic = self._topic_names.get(key[0])
-                found = self.consume_queues.find(topic, queue_id) if topic is not None else None
-                if found is None:
-                    return 0
-                queue = queues[key] = found
-            if physical + total > queue.max_physical_offset:
-                return 0
-        return int(total)
+    def _find_queue(self, key: tuple[bytes, int], queues: dict[tuple[bytes, int], ConsumeQueue]) -> bool:
+        """Add the ConsumeQueue of (raw topic, queue id) to the pass's `queues`; False when there
+        is none (then its record is dispatched in full, which creates it)."""
+        topic = self._topic_names.get(key[0])
+        found = self.consume_queues.find(topic, key[1]) if topic is not None else None
+        if found is None:
+            return False
+        queues[key] = found
+        return True
 
     def _skip_damage_locked(self, view: memoryview, position: int, base: int, check: RecordCheck) -> int:
         """Where dispatch resumes after the damage at `position`: a CommitLog offset (maybe the

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from shoal.formats.index_entry import ENTRY, HEADER, SLOT, index_put
+from shoal.formats.index_entry import ENTRY, HEADER, SLOT, index_put, index_relink
 from shoal.formats.java_hash import index_key_hash
 from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
@@ -157,24 +157,10 @@ class IndexFile:
         have reached the disk, or only part of it) and the header. Both are recomputed from the
         kept entries. Entries are kept up to the first whose CommitLog offset goes backwards
         (damage). Later entries stay on disk unreachable until puts overwrite them."""
-        entries_at, hash_slots, view = self._entries_at, self.hash_slots, self.view
         index_count = max(1, min(index_count, self.entries))
-        slots_at = limits.INDEX_HEADER_SIZE_BYTES
-        view[slots_at:entries_at] = bytes(entries_at - slots_at)
-        used_slots = 0
-        last_offset, last_time_diff = self.begin_physical_offset, 0
-        kept = 1
-        for position, (key_hash, offset, time_diff, _previous) in enumerate(
-            ENTRY.iter_unpack(view[entries_at + ENTRY.size : entries_at + index_count * ENTRY.size]), start=1
-        ):
-            if offset < last_offset or time_diff < 0 or key_hash < 0:
-                break
-            slot_position = slots_at + (key_hash % hash_slots) * SLOT.size
-            if SLOT.unpack_from(view, slot_position)[0] == 0:
-                used_slots += 1
-            SLOT.pack_into(view, slot_position, position)
-            last_offset, last_time_diff = offset, time_diff
-            kept = position + 1
+        kept, used_slots, last_offset, last_time_diff = index_relink(
+            self.view, self.hash_slots, index_count, self.begin_physical_offset
+        )
         self.index_count = kept
         self.hash_slot_count = used_slots
         if kept > 1:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import zlib
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from shoal.formats import index_entry, java_hash, properties, record
 from shoal.formats import limits as record_module_limits
 from shoal.formats.compiled import pure_python
-from shoal.formats.index_entry import python_index_put
+from shoal.formats.index_entry import python_index_put, python_index_relink
 from shoal.formats.properties import python_find_properties
 from shoal.formats.record import (
     body_crc,
@@ -23,6 +24,7 @@ from shoal.formats.record import (
     encode_host,
     python_dispatch_fields,
     python_encode_record_into,
+    python_frame_messages,
     python_walk_records,
     record_length,
     walk_records,
@@ -54,7 +56,8 @@ def test_the_compiled_module_is_built_and_chosen() -> None:
         assert java_hash.java_string_hash is COMPILED.java_string_hash
         assert index_entry.index_put is COMPILED.index_put
         assert properties.find_properties is COMPILED.find_properties
-        assert record._compiled is COMPILED, "walk_records calls the compiled walk"
+        assert record._compiled is COMPILED, "walk_records and frame_messages call the compiled ones"
+        assert index_entry.index_relink is COMPILED.index_relink
     else:
         assert record.encode_record_into is python_encode_record_into
         assert record.dispatch_fields is python_dispatch_fields
@@ -353,3 +356,135 @@ def test_walk_records_refuses_a_limit_past_the_buffer() -> None:
         COMPILED.walk_records(log, 0, len(log) + 100, len(log) + 100, 10, record_module_limits.RECORD_SIZE_MAX_BYTES)
     with pytest.raises(ValueError, match="position"):
         COMPILED.walk_records(log, -1, len(log), len(log), 10, record_module_limits.RECORD_SIZE_MAX_BYTES)
+
+
+CHAIN_TOPICS = (b"orders", b"T%RETRY%g", "caf\u00e9".encode(), b"", b"bad\xff\xfe", b"x" * 127)
+"""Topics of a chained log: one that does not decode as UTF-8 among them."""
+
+
+def chained_log(rng: random.Random, base_offset: int, count: int) -> bytearray:
+    """`count` records back to back, each at its expected PHYSICALOFFSET (`base_offset` + its
+    position), of a few topics and queues, any transaction type, some with an empty body and a
+    few with a wrong BODYCRC; then maybe a blank record, zeros or garbage."""
+    log = bytearray()
+    for _ in range(count):
+        arguments = _arguments(rng, bytearray(), 0)
+        arguments[2] = b"" if rng.random() < 0.1 else arguments[2]
+        arguments[3] = rng.choice(CHAIN_TOPICS)
+        arguments[5] = rng.randrange(4)
+        arguments[8] = base_offset + len(log)
+        arguments[9] |= rng.choice([0, 0x4, 0x8, 0xC])
+        arguments[16] = body_crc(arguments[2]) if rng.random() < 0.95 else rng.randrange(0, 2**31)
+        size = record_length(
+            len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
+        )
+        arguments[0] = encoded = bytearray(size)
+        python_encode_record_into(*arguments)
+        log += encoded
+    ending = rng.randrange(4)
+    if ending == 1:
+        log += struct.pack(">ii", 64, record.BLANK_MAGIC_CODE) + bytes(56)
+    elif ending == 2:
+        log += bytes(rng.randrange(0, 100))
+    elif ending == 3:
+        log += rng.randbytes(rng.randrange(0, 100))
+    return log
+
+
+def damaged(log: bytearray, rng: random.Random, damage: bytes) -> bytearray:
+    """`log` with `damage` written over it somewhere (or unchanged)."""
+    if damage and log:
+        at = rng.randrange(len(log))
+        log[at : at + len(damage)] = damage[: len(log) - at]
+    return log
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=0, max_value=12),
+    st.binary(max_size=8),
+    st.booleans(),
+    st.sampled_from([0, 4096, 2**40]),
+)
+def test_frame_messages_stops_where_the_python_scan_stops(
+    seed: int, count: int, damage: bytes, check_crc: bool, base_offset: int
+) -> None:
+    """Goal: recovery's compiled scan frames exactly the records the reference frames (both stop
+    before a wrong BODYCRC when checking it, a topic that is not UTF-8, a transaction type it does
+    not know, damage anywhere, a cut, a blank record) and leaves the same topics cached."""
+    assert COMPILED is not None
+    rng = random.Random(seed)
+    log = damaged(chained_log(rng, base_offset, count), rng, damage)
+    start = rng.choice([0, rng.randrange(0, len(log) + 1)])
+    limit = rng.choice([len(log), rng.randrange(start, len(log) + 1)])
+    known = {b"orders"} if rng.random() < 0.5 else set()
+    python_known, compiled_known = set(known), set(known)
+    view = memoryview(log)
+    expected = python_frame_messages(view, start, limit, base_offset, check_crc=check_crc, topics_valid=python_known)
+    crc32 = zlib.crc32 if check_crc else None
+    assert COMPILED.frame_messages(view, start, limit, base_offset, crc32, compiled_known) == expected
+    assert compiled_known == python_known
+    end, framed = expected
+    for _ in range(framed):  # what it framed, the full check classifies as intact messages
+        check = check_record(view, start, limit, check_crc=check_crc, expected_physical_offset=base_offset + start)
+        assert check.kind is record.RecordKind.MESSAGE
+        start += check.size
+    assert start == end
+
+
+def test_frame_messages_refuses_a_limit_past_the_buffer() -> None:
+    """Goal: the compiled scan never reads outside the buffer: a limit past its end, or a negative
+    position, is a ValueError, as in the reference."""
+    assert COMPILED is not None
+    log = chained_log(random.Random(3), 0, 3)
+    for position, limit in ((0, len(log) + 1), (-1, len(log))):
+        with pytest.raises(ValueError, match=r"not inside the buffer|position does not fit"):
+            COMPILED.frame_messages(log, position, limit, 0, None, set())
+        with pytest.raises(ValueError, match="not inside the buffer"):
+            python_frame_messages(memoryview(log), position, limit, 0, check_crc=False, topics_valid=set())
+
+
+def _index_file(rng: random.Random, hash_slots: int, entries: int) -> bytearray:
+    """An IndexFile's bytes: garbage slots, `entries` entries of growing offsets, sometimes one
+    going backwards or negative, then garbage past them."""
+    buffer = bytearray(rng.randbytes(40 + hash_slots * 4))
+    offset = rng.randrange(0, 1000)
+    for _ in range(entries + 1):
+        offset += rng.choice([0, 1, 500, -3]) if rng.random() < 0.1 else rng.randrange(0, 2000)
+        key_hash = rng.randrange(-5, 2**31) if rng.random() < 0.05 else rng.randrange(0, 2**31)
+        time_diff = rng.randrange(-2, 10) if rng.random() < 0.05 else rng.randrange(0, 10**6)
+        buffer += index_entry.ENTRY.pack(key_hash, offset, time_diff, rng.randrange(-(2**31), 2**31))
+    return buffer + rng.randbytes(rng.randrange(0, 60))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=1, max_value=64),
+    st.integers(min_value=0, max_value=300),
+)
+def test_index_relink_rebuilds_the_slots_the_python_twin_rebuilds(seed: int, hash_slots: int, entries: int) -> None:
+    """Goal: an IndexFile's slots rebuilt after a crash are the same bytes both ways, and so are the
+    entries kept (up to the first offset going backwards, negative timeDiff or keyHash)."""
+    assert COMPILED is not None
+    rng = random.Random(seed)
+    compiled_buffer = _index_file(rng, hash_slots, entries)
+    python_buffer = bytearray(compiled_buffer)
+    index_count = rng.randrange(1, entries + 2)
+    begin_offset = rng.choice([0, 10**9, -1])
+    expected = python_index_relink(python_buffer, hash_slots, index_count, begin_offset)
+    assert COMPILED.index_relink(compiled_buffer, hash_slots, index_count, begin_offset) == expected
+    assert compiled_buffer == python_buffer
+    kept, used, _last_offset, _last_time_diff = expected
+    slots = [index_entry.SLOT.unpack_from(python_buffer, 40 + 4 * i)[0] for i in range(hash_slots)]
+    assert used == sum(1 for slot in slots if slot) and all(0 <= slot < kept for slot in slots)
+
+
+def test_index_relink_refuses_entries_outside_the_buffer() -> None:
+    assert COMPILED is not None
+    buffer = bytearray(40 + 4 * 4 + 2 * 20)
+    for relink in (COMPILED.index_relink, python_index_relink):
+        with pytest.raises(ValueError, match="outside"):
+            relink(buffer, 4, 3, 0)
+    assert buffer == bytes(len(buffer))
