@@ -1,12 +1,17 @@
 """Recovery benchmark: how long `MessageStore.open()` takes after a SIGKILL, phase by phase.
 
     python bench/recovery.py [--messages N] [--dir PATH] [--trials K] [--profile] [--baseline CHECKOUT]
+                             [--after-burst]
 
 1. A child process writes N messages of 1 KB through `shoal.store.MessageStore` (ASYNC_FLUSH,
    default 1 GiB segments, 4 topics x 4 queues, TAGS, KEYS and a 32-hex-digit UNIQ_KEY as a real
    producer sends), waits until the Dispatcher caught up (ConsumeQueues and index complete, as in
    a broker that ran a while), then SIGKILLs itself: the `abort` marker stays and nothing is shut
    down; the page cache keeps what the mmaps wrote, as after a broker's SIGKILL.
+   `--after-burst` is a broker killed seconds after a burst instead (what `vs_rocketmq.py`'s
+   recovery cell does): no KEYS (as the Java benchmark client sends), and the SIGKILL comes before
+   any checkpoint, so recovery deletes the index file it cannot trust and rebuilds it from the
+   unique keys while the ConsumeQueues survive.
 2. Each trial copies that store and times `MessageStore.open()` on the copy in a fresh process,
    with the phases it spends in: loading files, ConsumeQueue recovery, the CommitLog scan (with
    the body CRC), index truncation, re-dispatch. `--profile` prints cProfile's top functions.
@@ -46,7 +51,7 @@ DISPATCH_WAIT_S = 600.0
 # --- the child that fills a store and dies --------------------------------------------------------
 
 
-def fill_and_kill(root: Path, count: int) -> None:
+def fill_and_kill(root: Path, count: int, after_burst: bool) -> None:
     """Write `count` messages, wait for dispatch, SIGKILL ourselves (never returns)."""
     from shoal.formats.properties import encode_properties
     from shoal.store import FlushDiskType, FlushSettings, MessageStore, MessageToStore, StoreSettings
@@ -63,7 +68,7 @@ def fill_and_kill(root: Path, count: int) -> None:
                 "UNIQ_KEY": f"{client_prefix}{number:012X}",
                 "WAIT": "true",
                 "TAGS": f"Tag{number % 3}",
-                "KEYS": f"order-{number}",
+                **({} if after_burst else {"KEYS": f"order-{number}"}),
             }
         )
         topic = TOPICS[number % len(TOPICS)]
@@ -80,7 +85,8 @@ def fill_and_kill(root: Path, count: int) -> None:
         time.sleep(0.05)
     if store.dispatch_behind_bytes:
         raise SystemExit("dispatch did not catch up")
-    store.flush_consume_queues()  # what a broker that ran a while has: ConsumeQueues and checkpoint current
+    if not after_burst:
+        store.flush_consume_queues()  # what a broker that ran a while has: ConsumeQueues and checkpoint current
     print(f"  filled {count} messages, {store.max_offset} CommitLog bytes; SIGKILL", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -181,11 +187,16 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="recoveries timed per code version (default 3)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of one recovery")
     parser.add_argument("--baseline", type=Path, default=None, help="a checkout to alternate trials with")
+    parser.add_argument(
+        "--after-burst",
+        action="store_true",
+        help="messages without KEYS, killed before any checkpoint (the index is rebuilt, as after a burst)",
+    )
     parser.add_argument("--fill-only", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--recover-only", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fill_only is not None:
-        fill_and_kill(args.fill_only, args.messages)
+        fill_and_kill(args.fill_only, args.messages, args.after_burst)
         return
     if args.recover_only is not None:
         print(json.dumps(recover(args.recover_only, args.profile)))
@@ -197,7 +208,9 @@ def main() -> None:
         filled = work / "filled"
         print(f"writing {args.messages} messages of {BODY_BYTES} bytes, then SIGKILL", flush=True)
         code = subprocess.run(
-            [sys.executable, __file__, "--fill-only", str(filled), "--messages", str(args.messages)], check=False
+            [sys.executable, __file__, "--fill-only", str(filled), "--messages", str(args.messages)]
+            + (["--after-burst"] if args.after_burst else []),
+            check=False,
         ).returncode
         if code != -signal.SIGKILL:
             raise SystemExit(f"the filling process ended with {code}, not SIGKILL")

@@ -46,10 +46,12 @@
  *     at their expected PHYSICALOFFSET whose topic decodes as UTF-8 (`topics_valid` caches the
  *     topics that do) and, when `crc32` (zlib.crc32) is given, whose body matches BODYCRC.
  *     ValueError when [position, limit) is not inside the buffer.
- * covered_run(buffer, position, limit, expected_offset, stop_at, indexed_end, queues: dict, count_max)
+ * covered_run(buffer, position, limit, expected_offset, stop_at, indexed_end, queues: dict,
+ *             topic_names: dict, count_max, keys_out: list | None)
  *         -> (consumed, count, missing (topic, queue_id) | None)
  *     formats.covered_run.python_covered_run: consecutive records re-dispatch may skip, their
- *     ConsumeQueue (`queues[(topic, queue_id)].max_physical_offset`) and the index past them.
+ *     ConsumeQueue (`queues[(topic, queue_id)].max_physical_offset`) past them, and the index too
+ *     or their unique key appended to `keys_out`.
  * index_relink(buffer, hash_slots, index_count, begin_offset) -> (kept, used_slots, last_offset, last_time_diff)
  *     formats.index_entry.python_index_relink: an IndexFile's slots rebuilt from its entries
  *     1..index_count-1, up to the first entry that cannot follow the one before it.
@@ -795,11 +797,23 @@ frame_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(LL)", position, count);
 }
 
+/* The unique key entry (topic, UNIQ_KEY, offset, store time) of a covered record, as dispatch_run
+ * makes it: the key decoded with replacement where it is not UTF-8. */
+static PyObject *
+unique_key_entry(PyObject *topic, const unsigned char *uniq, Py_ssize_t uniq_len, const RecordFields *f)
+{
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)uniq, uniq_len, "replace");
+    if (text == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(ONLL)", topic, text, (long long)f->physical, (long long)f->store_ts);
+}
+
 static PyObject *
 covered_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "covered_run takes 8 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "covered_run takes 10 arguments");
         return NULL;
     }
     long long position, limit, expected, stop_at, indexed_end, count_max;
@@ -808,12 +822,12 @@ covered_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || ranged(args[3], 0, INT64_MAX / 2, "expected_offset", &expected) < 0
         || ranged(args[4], INT64_MIN, INT64_MAX, "stop_at", &stop_at) < 0
         || ranged(args[5], INT64_MIN, INT64_MAX, "indexed_end", &indexed_end) < 0
-        || ranged(args[7], INT64_MIN, INT64_MAX, "count_max", &count_max) < 0) {
+        || ranged(args[8], INT64_MIN, INT64_MAX, "count_max", &count_max) < 0) {
         return NULL;
     }
-    PyObject *queues = args[6];
-    if (!PyDict_Check(queues)) {
-        PyErr_SetString(PyExc_TypeError, "covered_run's queues is a dict");
+    PyObject *queues = args[6], *topic_names = args[7], *keys_out = args[9];
+    if (!PyDict_Check(queues) || !PyDict_Check(topic_names) || (keys_out != Py_None && !PyList_Check(keys_out))) {
+        PyErr_SetString(PyExc_TypeError, "covered_run: queues and topic_names are dicts, keys_out a list or None");
         return NULL;
     }
     static PyObject *max_name = NULL;
@@ -837,42 +851,77 @@ covered_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     while (count < count_max && position < stop_at
            && parse_dispatch(base + position, (Py_ssize_t)(limit - position), expected + position - start, &f)) {
         int kind = f.sysflag & TRANSACTION_TYPE_MASK;
-        if (f.physical >= indexed_end && kind != TRANSACTION_ROLLBACK_TYPE) {
-            break;
-        }
-        if (kind == 0 || kind == TRANSACTION_COMMIT_TYPE) { /* the types with a ConsumeQueue unit */
-            PyObject *key = Py_BuildValue("(y#i)", (const char *)f.topic, f.topic_len, (int)f.queue_id);
-            if (key == NULL) {
-                failed = 1;
+        int unindexed = f.physical >= indexed_end && kind != TRANSACTION_ROLLBACK_TYPE;
+        const unsigned char *uniq = NULL;
+        Py_ssize_t uniq_len = 0;
+        if (unindexed) {
+            if (keys_out == Py_None) {
                 break;
             }
+            const unsigned char *keys;
+            Py_ssize_t keys_len;
+            property_value(f.props, f.props_len, "KEYS", 4, &keys, &keys_len);
+            if (keys != NULL) {
+                break; /* messages with keys go the Python way (IndexService.build) */
+            }
+            property_value(f.props, f.props_len, "UNIQ_KEY", 8, &uniq, &uniq_len);
+        }
+        int has_unit = kind == 0 || kind == TRANSACTION_COMMIT_TYPE;
+        if (!has_unit && uniq == NULL) {
+            position += f.total;
+            count++;
+            continue;
+        }
+        PyObject *raw_topic = PyBytes_FromStringAndSize((const char *)f.topic, f.topic_len);
+        PyObject *key = raw_topic == NULL ? NULL : Py_BuildValue("(Oi)", raw_topic, (int)f.queue_id);
+        if (key == NULL) {
+            Py_XDECREF(raw_topic);
+            failed = 1;
+            break;
+        }
+        PyObject *topic = NULL;
+        int stop = 0;
+        if (has_unit) {
             PyObject *queue = PyDict_GetItemWithError(queues, key); /* borrowed */
-            if (queue == NULL) {
+            long long max_physical = -1;
+            if (queue != NULL) {
+                PyObject *max_value = PyObject_GetAttr(queue, max_name);
+                max_physical = max_value == NULL ? -1 : PyLong_AsLongLong(max_value);
+                Py_XDECREF(max_value);
+            }
+            if (PyErr_Occurred()) {
+                failed = 1;
+            } else if (queue == NULL) {
+                missing = key;
+                key = NULL;
+            } else if (f.physical + f.total > max_physical) {
+                stop = 1;
+            }
+        }
+        if (!failed && missing == NULL && !stop && uniq != NULL) {
+            topic = PyDict_GetItemWithError(topic_names, raw_topic); /* borrowed */
+            if (topic == NULL) {
                 if (PyErr_Occurred()) {
-                    Py_DECREF(key);
                     failed = 1;
                 } else {
                     missing = key;
+                    key = NULL;
                 }
-                break;
-            }
-            Py_DECREF(key);
-            PyObject *max_value = PyObject_GetAttr(queue, max_name);
-            long long max_physical = max_value == NULL ? -1 : PyLong_AsLongLong(max_value);
-            Py_XDECREF(max_value);
-            if (max_physical == -1 && PyErr_Occurred()) {
+            } else if (append_new(keys_out, unique_key_entry(topic, uniq, uniq_len, &f)) < 0) {
                 failed = 1;
-                break;
             }
-            if (f.physical + f.total > max_physical) {
-                break;
-            }
+        }
+        Py_XDECREF(key);
+        Py_DECREF(raw_topic);
+        if (failed || missing != NULL || stop) {
+            break;
         }
         position += f.total;
         count++;
     }
     PyBuffer_Release(&view);
     if (failed) {
+        Py_XDECREF(missing);
         return NULL;
     }
     if (missing == NULL) {

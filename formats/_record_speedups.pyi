@@ -72,7 +72,9 @@ def covered_run(
     stop_at: int,
     indexed_end: int,
     queues: dict[tuple[bytes, int], Any],
+    topic_names: dict[bytes, str],
     count_max: int,
+    keys_out: list[UniqueKeyEntry] | None,
     /,
 ) -> tuple[int, int, tuple[bytes, int] | None]: ...
 def index_relink(

@@ -274,6 +274,7 @@ class Dispatcher:
                 continue
             if base + position < covered_end:
                 # Records dispatched before a crash (replayed from the checkpoint): skipped in runs.
+                keys_before = len(unique_keys) if unique_keys is not None else 0
                 consumed, taken, missing = covered_run(
                     view,
                     position,
@@ -282,11 +283,15 @@ class Dispatcher:
                     covered_end - base,
                     index.last_indexed_offset if index is not None else covered_end,
                     queues,
+                    topics,
                     1 if damaged else count_max - count,  # known damage is looked up per record
+                    unique_keys,
                 )
                 if taken:
                     position += consumed
                     count += taken
+                    if unique_keys is not None:
+                        dispatch_pass.decoded += len(unique_keys) - keys_before
                     continue
                 if missing is not None and self._find_queue(missing, queues):
                     continue
@@ -373,14 +378,21 @@ class Dispatcher:
                 listener(arrivals)
 
     def _find_queue(self, key: tuple[bytes, int], queues: dict[tuple[bytes, int], ConsumeQueue]) -> bool:
-        """Add the ConsumeQueue of (raw topic, queue id) to the pass's `queues`; False when there
-        is none (then its record is dispatched in full, which creates it)."""
-        topic = self._topic_names.get(key[0])
-        found = self.consume_queues.find(topic, key[1]) if topic is not None else None
-        if found is None:
-            return False
-        queues[key] = found
-        return True
+        """Learn what a covered run missed of (raw topic, queue id): the topic's name (cached in
+        `_topic_names`) and its ConsumeQueue (added to the pass's `queues`). False when neither
+        could be added (then its record is dispatched in full, which creates what it needs)."""
+        raw_topic, queue_id = key
+        learned = False
+        if raw_topic not in self._topic_names:
+            _topic_name(raw_topic, self._topic_names)
+            learned = raw_topic in self._topic_names
+        topic = self._topic_names.get(raw_topic)
+        if key not in queues and topic is not None:
+            found = self.consume_queues.find(topic, queue_id)
+            if found is not None:
+                queues[key] = found
+                learned = True
+        return learned
 
     def _skip_damage_locked(self, view: memoryview, position: int, base: int, check: RecordCheck) -> int:
         """Where dispatch resumes after the damage at `position`: a CommitLog offset (maybe the

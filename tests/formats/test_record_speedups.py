@@ -360,6 +360,15 @@ def test_walk_records_refuses_a_limit_past_the_buffer() -> None:
 
 CHAIN_TOPICS = (b"orders", b"T%RETRY%g", "caf\u00e9".encode(), b"", b"bad\xff\xfe", b"x" * 127)
 """Topics of a chained log: one that does not decode as UTF-8 among them."""
+CHAIN_PROPERTIES = (
+    b"",
+    b"UNIQ_KEY\x017F0000010001",
+    b"TAGS\x01a\x02UNIQ_KEY\x01AC1100020002\x02",
+    b"KEYS\x01k1 k2\x02UNIQ_KEY\x01AC1100020003",
+    b"KEYS\x01\x02UNIQ_KEY\x01\xff\xfe",
+    b"UNIQ_KEY\x01\x02TAGS\x01b",
+)
+"""Properties of a chained log's records: unique keys, KEYS (one empty), a key not UTF-8."""
 
 
 def chained_log(rng: random.Random, base_offset: int, count: int) -> bytearray:
@@ -371,6 +380,7 @@ def chained_log(rng: random.Random, base_offset: int, count: int) -> bytearray:
         arguments = _arguments(rng, bytearray(), 0)
         arguments[2] = b"" if rng.random() < 0.1 else arguments[2]
         arguments[3] = rng.choice(CHAIN_TOPICS)
+        arguments[4] = rng.choice(CHAIN_PROPERTIES) if rng.random() < 0.8 else arguments[4]
         arguments[5] = rng.randrange(4)
         arguments[8] = base_offset + len(log)
         arguments[9] |= rng.choice([0, 0x4, 0x8, 0xC])
@@ -389,6 +399,17 @@ def chained_log(rng: random.Random, base_offset: int, count: int) -> bytearray:
     elif ending == 3:
         log += rng.randbytes(rng.randrange(0, 100))
     return log
+
+
+def chained_log_record(rng: random.Random, physical_offset: int, properties: bytes) -> bytes:
+    """One plain record of topic "orders" at PHYSICALOFFSET `physical_offset` with `properties`."""
+    arguments = _arguments(rng, bytearray(), 0)
+    arguments[3], arguments[4], arguments[8] = b"orders", properties, physical_offset
+    arguments[5] = rng.randrange(4)
+    size = record_length(len(arguments[2]), 6, len(properties), len(arguments[11]), len(arguments[13]))
+    arguments[0] = encoded = bytearray(size)
+    python_encode_record_into(*arguments)
+    return bytes(encoded)
 
 
 def damaged(log: bytearray, rng: random.Random, damage: bytes) -> bytearray:
