@@ -127,7 +127,7 @@ def test_records_the_index_lost_are_skipped_with_their_unique_keys_handed_back()
     assert COMPILED is not None
     log = bytearray()
     rng = random.Random(5)
-    offsets = []
+    offsets: list[int] = []
     while len(offsets) < 6:
         offsets.append(len(log))
         log += chained_log_record(rng, len(log), b"UNIQ_KEY\x01K%d" % len(offsets))
