@@ -52,6 +52,11 @@
  *     formats.covered_run.python_covered_run: consecutive records re-dispatch may skip, their
  *     ConsumeQueue (`queues[(topic, queue_id)].max_physical_offset`) past them, and the index too
  *     or their unique key appended to `keys_out`.
+ * index_put_unique_keys(buffer, hash_slots, entries_max, index_count, begin_physical_offset,
+ *                       begin_timestamp, entries: list, start)
+ *         -> (position, index_count, new_slots, begin_physical_offset, begin_timestamp)
+ *     formats.index_entry.python_index_put_unique_keys: index_put for "topic#key" of each entry from
+ *     `start` until the file holds `entries_max`, the header's fields handed back.
  * index_relink(buffer, hash_slots, index_count, begin_offset) -> (kept, used_slots, last_offset, last_time_diff)
  *     formats.index_entry.python_index_relink: an IndexFile's slots rebuilt from its entries
  *     1..index_count-1, up to the first entry that cannot follow the one before it.
@@ -473,14 +478,13 @@ dispatch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #define INDEX_SLOT_BYTES 4
 #define INDEX_ENTRY_BYTES 20
 
-/* h = 31*h + c over the UTF-16 code units of `text` (a str), 32-bit wrap. */
+/* h = 31*h + c over the UTF-16 code units of `text` (a str), 32-bit wrap, from `h`. */
 static uint32_t
-java_hash_of(PyObject *text)
+java_hash_extend(uint32_t h, PyObject *text)
 {
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    uint32_t h = 0;
     for (Py_ssize_t i = 0; i < length; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c > 0xFFFF) {
@@ -492,6 +496,20 @@ java_hash_of(PyObject *text)
         }
     }
     return h;
+}
+
+static uint32_t
+java_hash_of(PyObject *text)
+{
+    return java_hash_extend(0, text);
+}
+
+/* IndexFile's keyHash: Math.abs(hashCode), Integer.MIN_VALUE read as 0 (formats.java_hash). */
+static int32_t
+index_key_hash_of(uint32_t h)
+{
+    int32_t signed_hash = (int32_t)h;
+    return signed_hash == INT32_MIN ? 0 : (signed_hash < 0 ? -signed_hash : signed_hash);
 }
 
 static PyObject *
@@ -512,9 +530,7 @@ index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || ranged(args[5], INT32_LOW, INT32_HIGH, "time_diff", &time_diff) < 0) {
         return NULL;
     }
-    /* IndexFile's keyHash: Math.abs(hashCode), Integer.MIN_VALUE read as 0 (formats.java_hash). */
-    int32_t signed_hash = (int32_t)java_hash_of(args[3]);
-    int32_t key_hash = signed_hash == INT32_MIN ? 0 : (signed_hash < 0 ? -signed_hash : signed_hash);
+    int32_t key_hash = index_key_hash_of(java_hash_of(args[3]));
     long long slot_position = INDEX_HEADER_BYTES + (key_hash % hash_slots) * INDEX_SLOT_BYTES;
     long long entry_position = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES + index_count * INDEX_ENTRY_BYTES;
     Py_buffer view;
@@ -539,6 +555,93 @@ index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     put32(base + slot_position, (uint32_t)index_count);
     PyBuffer_Release(&view);
     return PyLong_FromLong(previous);
+}
+
+static PyObject *
+index_put_unique_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "index_put_unique_keys takes 8 arguments");
+        return NULL;
+    }
+    long long hash_slots, entries_max, index_count, begin_offset, begin_ts, start;
+    if (ranged(args[1], 1, INT32_HIGH, "hash_slots", &hash_slots) < 0
+        || ranged(args[2], 1, INT32_HIGH, "entries_max", &entries_max) < 0
+        || ranged(args[3], 0, INT32_HIGH, "index_count", &index_count) < 0
+        || ranged(args[4], INT64_MIN, INT64_MAX, "begin_physical_offset", &begin_offset) < 0
+        || ranged(args[5], INT64_MIN, INT64_MAX, "begin_timestamp", &begin_ts) < 0
+        || ranged(args[7], 0, PY_SSIZE_T_MAX, "start", &start) < 0) {
+        return NULL;
+    }
+    PyObject *entries = args[6];
+    if (!PyList_Check(entries)) {
+        PyErr_SetString(PyExc_TypeError, "index_put_unique_keys' entries is a list");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    long long entries_at = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES;
+    if (entries_at + entries_max * INDEX_ENTRY_BYTES > (long long)view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "index_put_unique_keys: the entries are outside the buffer");
+        return NULL;
+    }
+    unsigned char *base = (unsigned char *)view.buf;
+    long long position = start, new_slots = 0;
+    int failed = 0;
+    while (position < PyList_GET_SIZE(entries) && index_count < entries_max) {
+        PyObject *entry = PyList_GET_ITEM(entries, position);
+        long long physical, store_ts;
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 4 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 0))
+            || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 1))) {
+            PyErr_SetString(PyExc_TypeError, "index_put_unique_keys: an entry is (topic, key, offset, store time)");
+            failed = 1;
+            break;
+        }
+        if (ranged(PyTuple_GET_ITEM(entry, 2), INT64_MIN, INT64_MAX, "physical_offset", &physical) < 0
+            || ranged(PyTuple_GET_ITEM(entry, 3), INT64_MIN, INT64_MAX, "store_timestamp", &store_ts) < 0) {
+            failed = 1;
+            break;
+        }
+        long long time_diff = 0;
+        if (begin_ts > 0) {
+            long long diff = store_ts - begin_ts;
+            time_diff = diff < 0 ? 0 : diff / 1000;
+            if (time_diff > INT32_HIGH) {
+                time_diff = INT32_HIGH;
+            }
+        }
+        /* the key is "topic#key" */
+        uint32_t h = java_hash_extend(java_hash_extend(0, PyTuple_GET_ITEM(entry, 0)) * 31 + '#', PyTuple_GET_ITEM(entry, 1));
+        int32_t key_hash = index_key_hash_of(h);
+        unsigned char *slot = base + INDEX_HEADER_BYTES + (key_hash % hash_slots) * INDEX_SLOT_BYTES;
+        int32_t previous = get32(slot);
+        if (previous <= 0 || previous > index_count) {
+            previous = 0;
+        }
+        unsigned char *at = base + entries_at + index_count * INDEX_ENTRY_BYTES;
+        put32(at, (uint32_t)key_hash);
+        put64(at + 4, (uint64_t)physical);
+        put32(at + 12, (uint32_t)time_diff);
+        put32(at + 16, (uint32_t)previous);
+        put32(slot, (uint32_t)index_count);
+        if (previous == 0) {
+            new_slots++;
+        }
+        if (index_count <= 1) {
+            begin_offset = physical;
+            begin_ts = store_ts;
+        }
+        index_count++;
+        position++;
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(LLLLL)", position, index_count, new_slots, begin_offset, begin_ts);
 }
 
 static PyObject *
@@ -991,6 +1094,8 @@ static PyMethodDef methods[] = {
      "Write the ConsumeQueue units of consecutive records of one queue; returns where it stopped."},
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      "Frame consecutive records by MAGICCODE and TOTALSIZE: (positions, end, stop index)."},
+    {"index_put_unique_keys", (PyCFunction)(void (*)(void))index_put_unique_keys, METH_FASTCALL,
+     "Write the IndexFile entries of (topic, key, offset, store time) entries until the file is full."},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "Write one IndexFile entry for a key and point its slot at it; returns the previous entry number."},
     {"frame_messages", (PyCFunction)(void (*)(void))frame_messages, METH_FASTCALL,

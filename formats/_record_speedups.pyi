@@ -2,7 +2,8 @@
 from collections.abc import Callable
 from typing import Any
 
-from shoal.formats.dispatch_run import RunEnd, UniqueKeyEntry
+from shoal.formats.dispatch_run import RunEnd
+from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.record import DispatchFields
 
 def java_string_hash(text: str, /) -> int: ...

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from shoal.formats.compiled import compiled_module
-from shoal.formats.dispatch_run import UniqueKeyEntry
+from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.properties import KEYS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, python_find_properties
 from shoal.formats.record import python_dispatch_fields
 from shoal.formats.sysflag import TRANSACTION_TYPE_MASK, TransactionType

@@ -24,6 +24,7 @@ from typing import Any
 
 from shoal.formats.compiled import compiled_module
 from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
+from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.java_hash import python_java_string_hash
 from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, python_find_properties
 from shoal.formats.record import python_dispatch_fields
@@ -32,8 +33,6 @@ from shoal.formats.sysflag import TRANSACTION_TYPE_MASK, TransactionType
 RunEnd = tuple[int, int, int, int, int, int]
 """(bytes consumed, records, next queue offset, max physical offset, units position, last store timestamp)."""
 
-UniqueKeyEntry = tuple[str, str, int, int]
-"""(topic, UNIQ_KEY, CommitLog offset, store timestamp): what the index needs of a run's message."""
 
 _NAMES = (KEYS.encode(), TAGS.encode(), UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode())
 _UNIT_TYPES = (int(TransactionType.NOT_TYPE), int(TransactionType.COMMIT_TYPE))

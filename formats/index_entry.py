@@ -58,6 +58,53 @@ def python_index_put(
     return int(previous)
 
 
+UniqueKeyEntry = tuple[str, str, int, int]
+"""(topic, key, CommitLog offset, store timestamp): a message whose only key is its unique one."""
+
+_INT_MAX = 2**31 - 1
+
+
+def time_diff_of(store_timestamp: int, begin_timestamp: int) -> int:
+    """An entry's timeDiff: whole seconds since the file's first key (0 before it or without one),
+    capped to an int."""
+    if begin_timestamp <= 0:
+        return 0
+    return min(max((store_timestamp - begin_timestamp) // 1000, 0), _INT_MAX)
+
+
+def python_index_put_unique_keys(
+    buffer: bytearray | memoryview,
+    hash_slots: int,
+    entries_max: int,
+    index_count: int,
+    begin_physical_offset: int,
+    begin_timestamp: int,
+    entries: list[UniqueKeyEntry],
+    start: int,
+) -> tuple[int, int, int, int, int]:
+    """`python_index_put` of "topic#key" for each of `entries[start:]` in order, until the file
+    holds `entries_max` entries; the first entry of a file sets its begin offset and time, and
+    timeDiff counts whole seconds from that time (0 before it). Returns (position of the first
+    entry not written, index count, slots that were empty, begin offset, begin time). The
+    reference for the compiled `index_put_unique_keys` (`_record_speedups.c`)."""
+    if not isinstance(entries, list):
+        raise TypeError("index_put_unique_keys' entries is a list")
+    if limits.INDEX_HEADER_SIZE_BYTES + hash_slots * SLOT.size + entries_max * ENTRY.size > len(buffer):
+        raise ValueError("index_put_unique_keys: the entries are outside the buffer")
+    position = start
+    new_slots = 0
+    while position < len(entries) and index_count < entries_max:
+        topic, key, physical_offset, store_timestamp = entries[position]
+        time_diff = time_diff_of(store_timestamp, begin_timestamp)
+        if python_index_put(buffer, hash_slots, index_count, f"{topic}#{key}", physical_offset, time_diff) == 0:
+            new_slots += 1
+        if index_count <= 1:
+            begin_physical_offset, begin_timestamp = physical_offset, store_timestamp
+        index_count += 1
+        position += 1
+    return position, index_count, new_slots, begin_physical_offset, begin_timestamp
+
+
 def python_index_relink(
     buffer: bytearray | memoryview, hash_slots: int, index_count: int, begin_offset: int
 ) -> tuple[int, int, int, int]:
@@ -94,6 +141,10 @@ index_relink: Callable[[bytearray | memoryview, int, int, int], tuple[int, int, 
     python_index_relink if _compiled is None else _compiled.index_relink
 )
 """`python_index_relink`, compiled when built."""
+index_put_unique_keys: Callable[
+    [bytearray | memoryview, int, int, int, int, int, list[UniqueKeyEntry], int], tuple[int, int, int, int, int]
+] = python_index_put_unique_keys if _compiled is None else _compiled.index_put_unique_keys
+"""`python_index_put_unique_keys`, compiled when built."""
 index_put: Callable[[bytearray | memoryview, int, int, str, int, int], int] = (
     python_index_put if _compiled is None else _compiled.index_put
 )

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shoal.formats.consume_queue_unit import BLANK_UNIT, BLANK_UNIT_SIZE_FIELD, UNIT, UNIT_SIZE, Unit, is_blank_unit
-from shoal.formats.dispatch_run import UniqueKeyEntry, dispatch_run
+from shoal.formats.dispatch_run import dispatch_run
+from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.store import durability, limits
 from shoal.store.mapped_file import MappedFile, written_end
 from shoal.store.mapped_file_queue import MappedFileQueue

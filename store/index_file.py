@@ -10,18 +10,24 @@ import contextlib
 import errno
 import mmap
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
-from shoal.formats.index_entry import ENTRY, HEADER, SLOT, index_put, index_relink
+from shoal.formats.index_entry import (
+    ENTRY,
+    HEADER,
+    SLOT,
+    UniqueKeyEntry,
+    index_put,
+    index_put_unique_keys,
+    index_relink,
+    time_diff_of,
+)
 from shoal.formats.java_hash import index_key_hash
 from shoal.store import durability, limits
 from shoal.store.errors import StoreCorruptionError
 from shoal.store.mapped_file import TEMP_SUFFIX
 
-_INT_MAX = 2**31 - 1
-
-UniqueKey = tuple[str, str, int, int]
+UniqueKey = UniqueKeyEntry
 """(topic, key, CommitLog offset, store timestamp) of a message whose only key is its unique one."""
 _CHAIN_STEPS_MAX = 1_000_000  # a damaged chain must not loop forever
 
@@ -98,10 +104,7 @@ class IndexFile:
         """Insert one key (`putKey`); False when the file is full."""
         if self.is_full:
             return False
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
+        time_diff = time_diff_of(store_timestamp, self.begin_timestamp)
         slot_value = index_put(self.view, self.hash_slots, self.index_count, key, physical_offset, time_diff)
         if self.index_count <= 1:
             self.begin_physical_offset = physical_offset
@@ -114,31 +117,24 @@ class IndexFile:
         self._write_header()
         return True
 
-    def put_unique_keys(self, entries: Sequence[UniqueKey], start: int) -> int:
+    def put_unique_keys(self, entries: list[UniqueKey], start: int) -> int:
         """Insert `entries[start:]` in order, each a message's only key, until the file is full;
         returns the position of the first entry not inserted. As `put_key` one by one, with the
         header written once: the flush's durable mark is `index_count`, set after the entries."""
-        view, hash_slots, entries_max = self.view, self.hash_slots, self.entries
-        index_count, slot_count = self.index_count, self.hash_slot_count
-        begin_timestamp = self.begin_timestamp
-        position = start
-        end = len(entries)
-        while position < end and index_count < entries_max:
-            topic, key, physical_offset, store_timestamp = entries[position]
-            if begin_timestamp <= 0:
-                time_diff = 0
-            else:
-                time_diff = min(max((store_timestamp - begin_timestamp) // 1000, 0), _INT_MAX)
-            if index_put(view, hash_slots, index_count, f"{topic}#{key}", physical_offset, time_diff) == 0:
-                slot_count += 1
-            if index_count <= 1:
-                self.begin_physical_offset = physical_offset
-                self.begin_timestamp = begin_timestamp = store_timestamp
-            index_count += 1
-            position += 1
+        position, index_count, new_slots, begin_offset, begin_timestamp = index_put_unique_keys(
+            self.view,
+            self.hash_slots,
+            self.entries,
+            self.index_count,
+            self.begin_physical_offset,
+            self.begin_timestamp,
+            entries,
+            start,
+        )
         if position > start:
             _topic, _key, self.end_physical_offset, self.end_timestamp = entries[position - 1]
-            self.hash_slot_count = slot_count
+            self.begin_physical_offset, self.begin_timestamp = begin_offset, begin_timestamp
+            self.hash_slot_count += new_slots
             self.index_count = index_count
             self._write_header()
         return position

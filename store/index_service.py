@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from shoal.formats.index_entry import index_file_name
@@ -102,7 +102,7 @@ class IndexService:
         for key in full_keys:
             self._put(key, physical_offset, store_timestamp)
 
-    def build_unique_keys(self, entries: Sequence[UniqueKey]) -> None:
+    def build_unique_keys(self, entries: list[UniqueKey]) -> None:
         """Index messages, in CommitLog order, whose only key is their unique one: as `build` for
         each, a run of them at a time (dispatch's common case)."""
         indexed = self.last_indexed_offset

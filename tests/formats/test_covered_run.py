@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from shoal.formats import covered_run as covered_run_module
 from shoal.formats.compiled import pure_python
 from shoal.formats.covered_run import python_covered_run
-from shoal.formats.dispatch_run import UniqueKeyEntry
+from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.record import python_dispatch_fields
 from tests.formats.test_record_speedups import CHAIN_TOPICS, chained_log, chained_log_record, damaged
 

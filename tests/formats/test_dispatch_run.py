@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from shoal.formats import dispatch_run
 from shoal.formats.compiled import pure_python
 from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
-from shoal.formats.dispatch_run import RunEnd, UniqueKeyEntry, python_dispatch_run
+from shoal.formats.dispatch_run import RunEnd, python_dispatch_run
+from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.java_hash import tags_code
 from shoal.formats.record import body_crc, encode_host, python_encode_record_into, record_length
 from shoal.formats.sysflag import TransactionType

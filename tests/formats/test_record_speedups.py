@@ -509,3 +509,52 @@ def test_index_relink_refuses_entries_outside_the_buffer() -> None:
         with pytest.raises(ValueError, match="outside"):
             relink(buffer, 4, 3, 0)
     assert buffer == bytes(len(buffer))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["orders", "T%RETRY%g", "caf\u00e9", "\U0001f600x"]),
+            st.text(max_size=12),
+            st.integers(min_value=0, max_value=2**40),
+            st.integers(min_value=-(10**6), max_value=2**42),
+        ),
+        max_size=40,
+    ),
+    st.integers(min_value=1, max_value=16),
+    st.integers(min_value=1, max_value=50),
+    st.integers(min_value=0, max_value=3),
+    st.sampled_from([0, -5, 10**6, 2**41]),
+    st.integers(min_value=0, max_value=10),
+)
+def test_index_put_unique_keys_writes_what_the_python_twin_writes(
+    entries: list[tuple[str, str, int, int]],
+    hash_slots: int,
+    entries_max: int,
+    index_count: int,
+    begin_timestamp: int,
+    start: int,
+) -> None:
+    """Goal: indexing a run of unique keys in one call writes the same entries, slots and header
+    fields as the reference: keys hashing with surrogate pairs, store times before the file's
+    first, a file filling up mid-run, a run starting past its first entry."""
+    assert COMPILED is not None
+    compiled_buffer = bytearray(40 + hash_slots * 4 + entries_max * 20)
+    python_buffer = bytearray(compiled_buffer)
+    index_count = min(index_count, entries_max)
+    arguments = (hash_slots, entries_max, index_count, 77, begin_timestamp, entries, start)
+    expected = index_entry.python_index_put_unique_keys(python_buffer, *arguments)
+    assert COMPILED.index_put_unique_keys(compiled_buffer, *arguments) == expected
+    assert compiled_buffer == python_buffer
+    position, count, _new_slots, _begin_offset, _begin_timestamp = expected
+    assert count - index_count == max(0, position - start)
+
+
+def test_index_put_unique_keys_refuses_a_short_buffer_and_bad_entries() -> None:
+    assert COMPILED is not None
+    for put in (COMPILED.index_put_unique_keys, index_entry.python_index_put_unique_keys):
+        with pytest.raises(ValueError, match="outside"):
+            put(bytearray(40 + 4 * 4 + 2 * 20), 4, 3, 1, 0, 0, [("t", "k", 1, 1)], 0)
+    with pytest.raises(TypeError, match="entry"):
+        COMPILED.index_put_unique_keys(bytearray(40 + 16 + 60), 4, 3, 1, 0, 0, [("t", b"k", 1, 1)], 0)
