@@ -81,3 +81,14 @@ def covered_run(
 def index_relink(
     buffer: bytearray | memoryview, hash_slots: int, index_count: int, begin_offset: int, /
 ) -> tuple[int, int, int, int]: ...
+def index_put_unique_keys(
+    buffer: bytearray | memoryview,
+    hash_slots: int,
+    entries_max: int,
+    index_count: int,
+    begin_physical_offset: int,
+    begin_timestamp: int,
+    entries: list[UniqueKeyEntry],
+    start: int,
+    /,
+) -> tuple[int, int, int, int, int]: ...

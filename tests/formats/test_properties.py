@@ -43,7 +43,7 @@ def test_empty_map_encodes_to_empty_bytes() -> None:
 
 def test_none_values_are_skipped() -> None:
     """Java skips entries with a null value; encode a map holding None and compare."""
-    assert encode_properties({"A": "1", "B": None, "C": "3"}) == b"A\x011\x02C\x013"  # type: ignore[dict-item]
+    assert encode_properties({"A": "1", "B": None, "C": "3"}) == b"A\x011\x02C\x013"
 
 
 def test_encoding_is_utf8() -> None:

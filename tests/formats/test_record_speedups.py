@@ -557,4 +557,4 @@ def test_index_put_unique_keys_refuses_a_short_buffer_and_bad_entries() -> None:
         with pytest.raises(ValueError, match="outside"):
             put(bytearray(40 + 4 * 4 + 2 * 20), 4, 3, 1, 0, 0, [("t", "k", 1, 1)], 0)
     with pytest.raises(TypeError, match="entry"):
-        COMPILED.index_put_unique_keys(bytearray(40 + 16 + 60), 4, 3, 1, 0, 0, [("t", b"k", 1, 1)], 0)
+        COMPILED.index_put_unique_keys(bytearray(40 + 16 + 60), 4, 3, 1, 0, 0, [("t", b"k", 1, 1)], 0)  # type: ignore[list-item]
