@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from shoal.store.consume_queue import ConsumeQueue
+from shoal.store.thread_name import name_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,9 @@ class ConsumeQueueTable:
         self.units_per_file = units_per_file
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
-        self.allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate-cq")
+        self.allocator = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="shoal-allocate-cq", initializer=name_this_thread, initargs=("shoal-allocate-cq",)
+        )
         """Creates files for puts that must not wait for the disk (dispatch on the event loop);
         its thread starts with the first such file."""
 

@@ -22,6 +22,7 @@ from shoal.formats.store_layout import is_segment_name, offset_to_file_name
 from shoal.store import durability, limits, page_warming
 from shoal.store.errors import SegmentNotReadyError, StoreCorruptionError
 from shoal.store.mapped_file import TEMP_SUFFIX, MappedFile
+from shoal.store.thread_name import name_this_thread
 from shoal.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
@@ -302,7 +303,9 @@ class MappedFileQueue:
         if self._shared_allocator is not None:
             return self._shared_allocator
         if self._allocator is None:
-            self._allocator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-allocate")
+            self._allocator = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="shoal-allocate", initializer=name_this_thread, initargs=("shoal-allocate",)
+            )
         return self._allocator
 
     # --- commit and flush ---

@@ -10,6 +10,8 @@ import abc
 import logging
 import threading
 
+from shoal.store.thread_name import name_this_thread
+
 log = logging.getLogger(__name__)
 
 STOP_JOIN_TIMEOUT_S = 30.0
@@ -60,6 +62,7 @@ class ServiceThread(abc.ABC):
             self._wakeup.clear()
 
     def _main(self) -> None:
+        name_this_thread(self.name)
         try:
             while not self._stopped.is_set():
                 self.run_once()
