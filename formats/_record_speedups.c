@@ -557,6 +557,23 @@ index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(previous);
 }
 
+/* An IndexFile's writable buffer holding `count` entries after its `hash_slots` slots: where the
+ * entries start, or -1 with ValueError (naming `who`) or the buffer's error set. */
+static long long
+index_buffer(PyObject *buffer, Py_buffer *view, long long hash_slots, long long count, const char *who)
+{
+    if (PyObject_GetBuffer(buffer, view, PyBUF_WRITABLE) < 0) {
+        return -1;
+    }
+    long long entries_at = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES;
+    if (entries_at + count * INDEX_ENTRY_BYTES > (long long)view->len) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: the entries are outside the buffer", who);
+        return -1;
+    }
+    return entries_at;
+}
+
 static PyObject *
 index_put_unique_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -579,13 +596,8 @@ index_put_unique_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
-        return NULL;
-    }
-    long long entries_at = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES;
-    if (entries_at + entries_max * INDEX_ENTRY_BYTES > (long long)view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "index_put_unique_keys: the entries are outside the buffer");
+    long long entries_at = index_buffer(args[0], &view, hash_slots, entries_max, "index_put_unique_keys");
+    if (entries_at < 0) {
         return NULL;
     }
     unsigned char *base = (unsigned char *)view.buf;
@@ -1048,13 +1060,8 @@ index_relink(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
-        return NULL;
-    }
-    long long entries_at = INDEX_HEADER_BYTES + hash_slots * INDEX_SLOT_BYTES;
-    if (entries_at + index_count * INDEX_ENTRY_BYTES > (long long)view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "index_relink: the entries are outside the buffer");
+    long long entries_at = index_buffer(args[0], &view, hash_slots, index_count, "index_relink");
+    if (entries_at < 0) {
         return NULL;
     }
     unsigned char *slots = (unsigned char *)view.buf + INDEX_HEADER_BYTES;

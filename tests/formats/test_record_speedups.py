@@ -291,25 +291,34 @@ def test_find_properties_matches_the_python_twin(data: bytes, names: tuple[bytes
     assert COMPILED.find_properties(data, names) == python_find_properties(data, names)
 
 
+def _encoded_record(arguments: list[Any]) -> bytearray:
+    """The record `python_encode_record_into` writes for `arguments` (its buffer and position replaced)."""
+    size = record_length(
+        len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
+    )
+    arguments[0], arguments[1] = bytearray(size), 0
+    python_encode_record_into(*arguments)
+    return bytearray(arguments[0])
+
+
+def _log_ending(rng: random.Random, tail_max: int) -> bytes:
+    """What may follow a log's records: nothing, a blank record, zeros or garbage."""
+    ending = rng.randrange(4)
+    if ending == 1:
+        return struct.pack(">ii", 64, record.BLANK_MAGIC_CODE) + bytes(56)
+    if ending == 2:
+        return bytes(rng.randrange(0, tail_max))
+    if ending == 3:
+        return rng.randbytes(rng.randrange(0, tail_max))
+    return b""
+
+
 def _log_of_records(rng: random.Random) -> bytearray:
     """A few encoded records back to back, then (maybe) a blank record, zeros or garbage."""
     log = bytearray()
     for _ in range(rng.randrange(0, 6)):
-        arguments = _arguments(rng, bytearray(), 0)
-        size = record_length(
-            len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
-        )
-        arguments[0] = encoded = bytearray(size)
-        python_encode_record_into(*arguments)
-        log += encoded
-    ending = rng.randrange(4)
-    if ending == 1:
-        log += struct.pack(">ii", 64, record.BLANK_MAGIC_CODE) + bytes(56)
-    elif ending == 2:
-        log += bytes(rng.randrange(0, 40))
-    elif ending == 3:
-        log += rng.randbytes(rng.randrange(0, 40))
-    return log
+        log += _encoded_record(_arguments(rng, bytearray(), 0))
+    return log + _log_ending(rng, 40)
 
 
 @settings(max_examples=600, deadline=None)
@@ -385,20 +394,8 @@ def chained_log(rng: random.Random, base_offset: int, count: int) -> bytearray:
         arguments[8] = base_offset + len(log)
         arguments[9] |= rng.choice([0, 0x4, 0x8, 0xC])
         arguments[16] = body_crc(arguments[2]) if rng.random() < 0.95 else rng.randrange(0, 2**31)
-        size = record_length(
-            len(arguments[2]), len(arguments[3]), len(arguments[4]), len(arguments[11]), len(arguments[13])
-        )
-        arguments[0] = encoded = bytearray(size)
-        python_encode_record_into(*arguments)
-        log += encoded
-    ending = rng.randrange(4)
-    if ending == 1:
-        log += struct.pack(">ii", 64, record.BLANK_MAGIC_CODE) + bytes(56)
-    elif ending == 2:
-        log += bytes(rng.randrange(0, 100))
-    elif ending == 3:
-        log += rng.randbytes(rng.randrange(0, 100))
-    return log
+        log += _encoded_record(arguments)
+    return log + _log_ending(rng, 100)
 
 
 def chained_log_record(rng: random.Random, physical_offset: int, properties: bytes) -> bytes:
@@ -406,10 +403,7 @@ def chained_log_record(rng: random.Random, physical_offset: int, properties: byt
     arguments = _arguments(rng, bytearray(), 0)
     arguments[3], arguments[4], arguments[8] = b"orders", properties, physical_offset
     arguments[5] = rng.randrange(4)
-    size = record_length(len(arguments[2]), 6, len(properties), len(arguments[11]), len(arguments[13]))
-    arguments[0] = encoded = bytearray(size)
-    python_encode_record_into(*arguments)
-    return bytes(encoded)
+    return bytes(_encoded_record(arguments))
 
 
 def damaged(log: bytearray, rng: random.Random, damage: bytes) -> bytearray:
