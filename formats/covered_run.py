@@ -94,8 +94,6 @@ def python_covered_run(
 
 
 _compiled = compiled_module("shoal.formats._record_speedups")
-COMPILED = _compiled is not None
-"""Whether `covered_run` is the compiled one."""
 covered_run = python_covered_run
 """`python_covered_run`, compiled when built."""
 if _compiled is not None:
