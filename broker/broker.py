@@ -51,6 +51,7 @@ from shoal.protocol.headers import (
 from shoal.protocol.route_bodies import RegisterBrokerBody, register_body_crc32
 from shoal.remoting import RemotingClient, RemotingError
 from shoal.remoting import limits as remoting_limits
+from shoal.remoting.heap import COLLECTIONS
 from shoal.remoting.server import Processor, RemotingServer
 from shoal.remoting.tls_listener import ServerTls
 from shoal.store import disk_usage_ratio
@@ -166,6 +167,7 @@ class BrokerController:
             raise
         parts = self._parts
         loop = asyncio.get_running_loop()
+        COLLECTIONS.install()  # garbage-collection pauses for /metrics
         self._register_processors()
         self.server.on_close.extend(
             [self.consumers.connection_closed, self.producers.connection_closed, parts.pull.hold.connection_closed]

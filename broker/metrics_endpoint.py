@@ -12,6 +12,7 @@ server, on the broker's own event loop.
 
 from __future__ import annotations
 
+import gc
 import hmac
 import logging
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.metrics import BrokerMetrics
 from shoal.broker.schedule import ScheduleMessageService
 from shoal.broker.transactions.service import TransactionService
+from shoal.remoting.heap import COLLECTIONS, GENERATIONS
 from shoal.remoting.settings import ConfigError
 from shoal.store import MessageStore
 
@@ -197,6 +199,45 @@ class BrokerCollector(Collector):
         for (group, topic), value in self.consumer_lag().items():
             lag.add_metric([group, topic], float(value))
         yield lag
+        yield from _collector_families()
+
+
+def _collector_families() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    """CPython's cyclic collector: collections and their pauses by generation (remoting/heap.py),
+    and the objects frozen out of its walks at start."""
+    labels = [str(generation) for generation in range(GENERATIONS)]
+    for family, values in (
+        (
+            CounterMetricFamily(
+                "shoal_gc_collections", "Garbage collections by generation (2: full)", labels=["generation"]
+            ),
+            COLLECTIONS.counts,
+        ),
+        (
+            CounterMetricFamily(
+                "shoal_gc_pause_seconds",
+                "Time the process stood still in garbage collections, by generation",
+                labels=["generation"],
+            ),
+            COLLECTIONS.seconds,
+        ),
+        (
+            GaugeMetricFamily(
+                "shoal_gc_longest_pause_seconds",
+                "Longest garbage collection pause since start, by generation",
+                labels=["generation"],
+            ),
+            COLLECTIONS.longest_s,
+        ),
+    ):
+        for label, value in zip(labels, values, strict=True):
+            family.add_metric([label], float(value))
+        yield family
+    yield GaugeMetricFamily(
+        "shoal_gc_frozen_objects",
+        "Objects frozen out of garbage collections once the process served (0: not frozen)",
+        value=float(gc.get_freeze_count()),
+    )
 
 
 def _counter(

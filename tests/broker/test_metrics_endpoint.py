@@ -150,3 +150,20 @@ def test_the_alerting_series_follow_the_broker(cluster_factory: Callable[[dict[s
         return _sample(get(cluster.metrics_port, "/metrics")[1], registered) == 0.0
 
     wait_until(unregistered, UNREGISTERED_WITHIN_S, 0.5, what="shoal_namesrv_registered 0 after the NameServer stopped")
+
+
+def test_the_collector_series_show_the_startup_heap_frozen(cluster: Cluster) -> None:
+    """Goal: a broker run by `shoal broker` freezes what its start made out of garbage collections
+    (remoting/heap.py) and reports its collections and pauses by generation. Method: scrape a real
+    broker process's /metrics."""
+    status, text, _ = get(cluster.metrics_port, "/metrics")
+    assert status == 200
+    # The imports alone make about 40,000 objects; an unfrozen process reports 0.
+    assert _sample(text, "shoal_gc_frozen_objects") >= 10_000
+    # Freezing starts with a full collection, after the timing hook was installed.
+    assert _sample(text, 'shoal_gc_collections_total{generation="2"}') >= 1
+    for generation in range(3):
+        total = _sample(text, f'shoal_gc_pause_seconds_total{{generation="{generation}"}}')
+        longest = _sample(text, f'shoal_gc_longest_pause_seconds{{generation="{generation}"}}')
+        assert 0.0 <= longest <= total
+    assert _sample(text, 'shoal_gc_longest_pause_seconds{generation="2"}') > 0.0
