@@ -4,8 +4,9 @@ Above `shoal.protocol` (the sans-I/O codec), below `shoal.acl`, `shoal.broker`, 
 and `shoal.client`. `connection` holds what both ends of a connection do (frames in through one
 FrameDecoder, responses matched to requests by opaque, bounded waits); `client` opens connections
 by address (`RemotingClient`); `server` is the servers' side (`RemotingServer`, built on
-`Connection`) and `tls_listener` its TLS ports; `tls` the TLS settings and contexts; `heap` a serving process's garbage collection; `settings`
-the config machinery broker.conf and namesrv.conf share. Errors: `errors`.
+`Connection`) and `tls_listener` its TLS ports; `tls` the TLS settings and contexts; `heap` a
+serving process's garbage collection; `settings` the config machinery broker.conf and namesrv.conf
+share. Errors: `errors`.
 """
 
 from __future__ import annotations

@@ -615,10 +615,15 @@ class LoopDispatchDriver:
     dispatches before the loop reads its next requests (a client that sends, then pulls, sees its
     message), and a periodic tick catches anything appended without a schedule (recovery,
     replication). Dispatching in the loop's own thread avoids GIL hand-offs between a busy
-    dispatch thread and the network, which cost up to one switch interval per system call."""
+    dispatch thread and the network, which cost up to one switch interval per system call.
+
+    The tick backs off while it finds nothing to do (doubling up to IDLE_TICK_MAX_S) and is fast
+    again after any dispatch: an idle broker's loop woke 200 times a second for it, 3 % of a core
+    on the benchmark VM, and an append announced with `schedule` never waits for a tick."""
 
     BATCH_MAX_COUNT = limits.DISPATCH_BATCH_MAX_COUNT
     TICK_S = limits.DISPATCH_TICK_S
+    IDLE_TICK_MAX_S = limits.DISPATCH_IDLE_TICK_MAX_S
 
     def __init__(self, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
         self.dispatcher = dispatcher
@@ -626,9 +631,11 @@ class LoopDispatchDriver:
         self._scheduled = False
         self._stopped = False
         self._tick: asyncio.TimerHandle | None = None
+        self.tick_s = self.TICK_S
+        """The wait before the next tick after the one armed now."""
 
     def start(self) -> None:
-        self._tick = self.loop.call_later(self.TICK_S, self._on_tick)
+        self._tick = self.loop.call_later(self.tick_s, self._on_tick)
 
     def schedule(self) -> None:
         if not self._scheduled and not self._stopped:
@@ -637,6 +644,7 @@ class LoopDispatchDriver:
 
     def _run(self) -> None:
         self._scheduled = False
+        self.tick_s = self.TICK_S  # busy: the next ticks catch what this pass had to leave
         if self._stopped:
             return
         dispatched = self.dispatcher.dispatch_available(
@@ -650,7 +658,10 @@ class LoopDispatchDriver:
             return
         if self.dispatcher.behind_bytes:
             self.schedule()
-        self._tick = self.loop.call_later(self.TICK_S, self._on_tick)
+            self.tick_s = self.TICK_S
+        else:
+            self.tick_s = min(self.tick_s * 2, self.IDLE_TICK_MAX_S)
+        self._tick = self.loop.call_later(self.tick_s, self._on_tick)
 
     def halt(self) -> None:
         """From any thread: no run or tick dispatches from now on (one already running finishes)."""

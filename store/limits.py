@@ -83,6 +83,7 @@ dispatch is asynchronous too)."""
 DISPATCH_IDLE_POLL_S = 0.001  # RocketMQ's reput polls every 1 ms (the thread driver, when idle)
 DISPATCH_BATCH_MAX_COUNT = 4096  # records per call, so a large backlog never holds the loop (or a lock) for long
 DISPATCH_TICK_S = 0.005  # the loop driver looks for appends nobody announced (replication, recovery) this often
+DISPATCH_IDLE_TICK_MAX_S = 0.1  # ... and, finding none, twice as seldom each time, down to this (an idle loop sleeps)
 COUNT_UNBOUNDED = 1 << 62  # "as many as there are": a count bound that never binds
 TOPIC_NAMES_CACHED_MAX_COUNT = 100_000  # topic name <-> bytes entries kept by the CommitLog and the Dispatcher
 
@@ -98,4 +99,5 @@ WARM_AHEAD_BYTES = 64 * 1024 * 1024  # pages faulted in ahead of the CommitLog's
 WARM_STEP_BYTES = 16 * 1024 * 1024  # ... in windows this big: one call on the allocation thread per 16 MiB appended
 
 assert DISPATCH_BATCH_MAX_COUNT < COUNT_UNBOUNDED
+assert 0 < DISPATCH_TICK_S <= DISPATCH_IDLE_TICK_MAX_S
 assert 0 < WARM_STEP_BYTES < WARM_AHEAD_BYTES, "a window must leave pages warm ahead while the next one is faulted in"

@@ -3,11 +3,13 @@ through a real store on real files."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -229,3 +231,55 @@ def test_an_index_file_that_cannot_be_created_mid_pass_loses_no_key(
     finally:
         store.shutdown()
         reference.shutdown()
+
+
+def test_the_loop_driver_ticks_seldom_while_idle_and_still_catches_an_unannounced_append(
+    tmp_path: Path, small_settings: SettingsFactory
+) -> None:
+    """Goal: an idle broker's loop is not woken 200 times a second by the dispatch tick: while the
+    ticks find nothing, each waits twice as long, up to DISPATCH_IDLE_TICK_MAX_S; an append nobody
+    announced is still dispatched by a tick, and one announced with `dispatch_soon` is dispatched
+    on the next loop turn, whatever the tick. Method: a real store driven by a real asyncio loop."""
+    from shoal.store import limits
+
+    async def scenario() -> None:
+        store = MessageStore(small_settings(tmp_path / "store"))
+        store.open()
+        store.start(dispatch_loop=asyncio.get_running_loop())
+        driver = store._loop_dispatch
+        assert driver is not None
+        try:
+            # From 5 ms, doubling: 5+10+20+40+80 ms of ticks reach the 100 ms cap.
+            await wait_for(lambda: driver.tick_s == limits.DISPATCH_IDLE_TICK_MAX_S)
+            ticks: list[float] = []  # each tick's next wait, as it armed it
+            original = driver._on_tick
+
+            def counting_tick() -> None:
+                original()
+                ticks.append(driver.tick_s)
+
+            driver._on_tick = counting_tick  # type: ignore[method-assign]
+            await asyncio.sleep(1.0)
+            # The armed tick still calls the original: at most one more than a second's 100 ms ticks.
+            assert 1 <= len(ticks) <= 1.0 / limits.DISPATCH_IDLE_TICK_MAX_S + 1, ticks
+            seen = len(ticks)
+            assert store.append_message(MessageToStore("Quiet", 0, b"unannounced")).ok
+            await wait_for(lambda: store.max_offset_in_queue("Quiet", 0) == 1)
+            assert limits.DISPATCH_TICK_S in ticks[seen:]  # the tick that found work armed a fast one
+            await wait_for(lambda: driver.tick_s == limits.DISPATCH_IDLE_TICK_MAX_S)
+            assert store.append_message(MessageToStore("Quiet", 0, b"announced")).ok
+            store.dispatch_soon()
+            for _ in range(3):  # a few loop turns, far less than a tick of 100 ms
+                await asyncio.sleep(0)
+            assert store.max_offset_in_queue("Quiet", 0) == 2
+        finally:
+            await store.shutdown_from_loop()
+
+    asyncio.run(scenario())
+
+
+async def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
