@@ -457,8 +457,10 @@ class _VersionedTable(_MetadataFile[tuple[DataVersion, dict[str, _C]]]):
             return self._data_version
 
     def get(self, name: str) -> _C | None:
-        with self._lock:
-            return self._configs.get(name)
+        # No lock: one dict lookup is atomic under the GIL, and every change (put, delete, a
+        # load's update with str keys) is one C-level dict operation a reader sees whole. Sends
+        # read the topic table once each: the lock cost 1.6 % of the loop under load.
+        return self._configs.get(name)
 
     def put(self, config: _C) -> None:
         """Create or replace an entry and bump the data version."""
