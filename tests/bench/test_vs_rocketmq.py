@@ -22,7 +22,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "bench" / "vs_rocketmq.py"
-QUICK_TIMEOUT_S = 420.0
+QUICK_TIMEOUT_S = 1200.0
+"""A hang guard, not a speed bound: a quick run (four configurations, both brokers, recovery) is a
+183 s on a quiet machine (2026-11-30), and took more than 420 s on a fresh one while the Kubernetes binaries
+built beside it (2026-11-30: Shoal's ASYNC_FLUSH sync send at 328 msgs/s, a fifth of its rate)."""
 """About 190 s here with the 1-minute load average near 7 on 2 cores (16 JVM and broker starts)."""
 CONFIGS = ("ASYNC_FLUSH", "SYNC_FLUSH", "ASYNC_MASTER+slave", "SYNC_MASTER+slave")
 MODES = ("sync", "async", "batch")
