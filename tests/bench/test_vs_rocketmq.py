@@ -23,10 +23,10 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "bench" / "vs_rocketmq.py"
 QUICK_TIMEOUT_S = 1200.0
-"""A hang guard, not a speed bound: a quick run (four configurations, both brokers, recovery) is a
-183 s on a quiet machine (2026-11-30), and took more than 420 s on a fresh one while the Kubernetes binaries
-built beside it (2026-11-30: Shoal's ASYNC_FLUSH sync send at 328 msgs/s, a fifth of its rate)."""
-"""About 190 s here with the 1-minute load average near 7 on 2 cores (16 JVM and broker starts)."""
+"""A hang guard, not a speed bound. A quick run (four configurations, both brokers, recovery) took
+183 s on a quiet machine and about 190 s with the 1-minute load average near 7 (16 JVM and broker
+starts), but more than 420 s on a fresh machine while the Kubernetes binaries built beside it
+(2026-11-30: Shoal's ASYNC_FLUSH sync send at 328 msgs/s, a fifth of its rate)."""
 CONFIGS = ("ASYNC_FLUSH", "SYNC_FLUSH", "ASYNC_MASTER+slave", "SYNC_MASTER+slave")
 MODES = ("sync", "async", "batch")
 MODE_METRICS = 7
