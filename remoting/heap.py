@@ -2,13 +2,13 @@
 
 A full collection walks every object the process tracks, and most of a server's are what its
 imports and its start made (modules, classes, functions, the store's and the processors' wiring):
-about 70,000 in a broker, which one full collection took 40-58 ms to walk on the benchmark VM.
+about 70,000 in a broker, which one full collection took 35-63 ms to walk on the benchmark VM.
 Under load a broker ran one about every second (the objects of requests in flight are promoted
 by the young collections and count towards the next full one), and every connection waited for it.
 
 `freeze_startup_heap` moves what exists once a process serves into the permanent generation
 (`gc.freeze`), which collections skip: a full collection then walks only what was made since
-(0.2 ms in the same run). It is called once per process, by the commands that run one server for
+(0.2-0.4 ms in the same benchmark). It is called once per process, by the commands that run one server for
 the process's life (`shoal namesrv`, `broker`, `proxy`, `local`), never by a process that starts
 and stops many (a test run): cycles among frozen objects are freed only at exit, and a stopped
 server's would pile up. Frozen objects are still freed by reference counting.
