@@ -113,6 +113,8 @@ def _is_delay_table(text: str) -> bool:
 _NAME = re.compile(rf"[%|a-zA-Z0-9_-]{{1,{limits.NAME_LENGTH_MAX}}}")  # RocketMQ's topic name rule
 
 PORT_HA = between(-1, remoting_limits.PORT_MAX, note="-1: listenPort + 1, 0: any free port")
+METRICS_PORT_OFFSET = 100
+"""A broker's /metrics listens on listenPort + this unless metricsPort says otherwise."""
 PORT_METRICS = between(-1, remoting_limits.PORT_MAX, note="-1: no metrics, 0: listenPort + 100")
 PORT_FAST = between(-1, remoting_limits.PORT_MAX, note="-1: listenPort - 2, 0: no VIP channel")
 PORT_GRPC = between(-1, remoting_limits.PORT_MAX, note="-1: no gRPC port, 0: any free port")
@@ -367,7 +369,7 @@ class BrokerConfig:
         """metricsPort, else listenPort + 100; any free port when listenPort is 0 (not port 100)."""
         if self.metrics_port != 0:
             return self.metrics_port
-        return 0 if self.listen_port == 0 else self.listen_port + 100
+        return 0 if self.listen_port == 0 else self.listen_port + METRICS_PORT_OFFSET
 
 
 def _check_broker_relations(config: BrokerConfig) -> None:
@@ -381,7 +383,7 @@ def _check_broker_relations(config: BrokerConfig) -> None:
         raise ConfigError(f"haListenPort={ha} is not allowed: it equals listenPort; give the HA listener its own port")
     if ha == -1 and listen == remoting_limits.PORT_MAX:
         raise ConfigError(f"listenPort={listen} leaves no port for HA (listenPort + 1): set haListenPort")
-    if metrics == 0 and listen + 100 > remoting_limits.PORT_MAX:
+    if metrics == 0 and listen + METRICS_PORT_OFFSET > remoting_limits.PORT_MAX:
         raise ConfigError(
             f"listenPort={listen} leaves no port for metrics (listenPort + 100): set metricsPort, or -1 for none"
         )

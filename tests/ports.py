@@ -12,8 +12,10 @@ RocketMQ's HA port taken that way: `BindException: Address already in use`). Two
   server has bound it (and a bound port fails the bind probe) or never will. Taking one over holds
   an flock on the directory's lock file, so two takers of one stale claim cannot both win.
 
-A broker's three ports (listenPort - 2, listenPort, listenPort + 1) all lie in the range: its
-listenPort is drawn from [PICK_LOW_PORT + 2, ephemeral low - 1). Claims a pick does not keep are
+A broker's four ports (listenPort - 2, listenPort, listenPort + 1 and its /metrics on listenPort +
+METRICS_PORT_OFFSET) all lie in the range: its listenPort is drawn from [PICK_LOW_PORT + 2, ephemeral
+low - METRICS_PORT_OFFSET). CI once lost a run to a metrics port left unclaimed in the ephemeral range:
+an outgoing connection held it when the broker came to bind. Claims a pick does not keep are
 released at once, so a busy machine's failed probes do not fill the range.
 """
 
@@ -26,6 +28,8 @@ import socket
 import tempfile
 import time
 from pathlib import Path
+
+from shoal.broker.config import METRICS_PORT_OFFSET
 
 PICK_LOW_PORT = 20_000
 """Lowest port handed out; the range ends below the ephemeral range's first port."""
@@ -108,13 +112,14 @@ def free_port() -> int:
 
 
 def free_broker_port() -> int:
-    """A broker listenPort whose listenPort - 2 (the VIP channel) and listenPort + 1 (RocketMQ's HA
-    port) are claimed and free too; all three in [PICK_LOW_PORT, ephemeral low)."""
-    low, high = PICK_LOW_PORT + 2, _ephemeral_low() - 1
+    """A broker listenPort whose listenPort - 2 (the VIP channel), listenPort + 1 (RocketMQ's HA
+    port) and listenPort + METRICS_PORT_OFFSET (Shoal's /metrics) are claimed and free too; all four
+    in [PICK_LOW_PORT, ephemeral low)."""
+    low, high = PICK_LOW_PORT + 2, _ephemeral_low() - METRICS_PORT_OFFSET
     for _ in range(PICK_ATTEMPTS_MAX_COUNT):
         port = _free_port_in(low, high)
         kept = [port]
-        for neighbour in (port - 2, port + 1):
+        for neighbour in (port - 2, port + 1, port + METRICS_PORT_OFFSET):
             if not claim(neighbour):
                 break
             kept.append(neighbour)
