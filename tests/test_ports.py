@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from shoal.broker.config import METRICS_PORT_OFFSET
 from tests import ports
 
 PICKS_PER_PROCESS = 150
@@ -27,7 +28,7 @@ ports.CLAIMS_DIR = pathlib.Path(sys.argv[1])
 picks = []
 for _ in range({PICKS_PER_PROCESS}):
     port = ports.free_broker_port()
-    picks += [port - 2, port, port + 1, port + ports.METRICS_PORT_OFFSET]
+    picks += [port - 2, port, port + 1, port + {METRICS_PORT_OFFSET}]
 print(json.dumps(picks))
 """
 
@@ -62,13 +63,13 @@ def test_broker_port_fours_stay_inside_the_range_up_to_its_edges(
     12 ports, every port bindable; pick until the range is used up."""
     monkeypatch.setattr(ports, "CLAIMS_DIR", tmp_path)
     monkeypatch.setattr(ports, "bindable", lambda port: True)
-    high = ports.PICK_LOW_PORT + ports.METRICS_PORT_OFFSET + NARROW_RANGE_PORTS
+    high = ports.PICK_LOW_PORT + METRICS_PORT_OFFSET + NARROW_RANGE_PORTS
     monkeypatch.setattr(ports, "_ephemeral_low", lambda: high)
     picks: list[int] = []
     with pytest.raises(AssertionError, match="no free port"):
         while True:
             port = ports.free_broker_port()
-            picks += [port - 2, port, port + 1, port + ports.METRICS_PORT_OFFSET]
+            picks += [port - 2, port, port + 1, port + METRICS_PORT_OFFSET]
     assert picks and len(set(picks)) == len(picks)
     assert all(ports.PICK_LOW_PORT <= port < high for port in picks), picks
     assert {int(path.name) for path in tmp_path.iterdir() if path.name.isdigit()} == set(picks)
