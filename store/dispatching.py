@@ -298,7 +298,9 @@ class Dispatcher:
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:
                 size, queue_id, queue_offset, physical, sysflag, store_timestamp, raw_topic, raw_properties = fast
-                run = runs.get((raw_topic, queue_id)) if not damaged else None
+                run = None
+                if not damaged:
+                    run = runs.get((raw_topic, queue_id)) or self._open_run(dispatch_pass, raw_topic, queue_id)
                 if run is not None:
                     # The common case: this record and the next ones of its queue, written in one call.
                     consumed, taken, last_timestamp = run.units.extend(
@@ -518,6 +520,23 @@ class Dispatcher:
                     topic, queue_id, commitlog_offset, size, code, store_timestamp, queue_offset, raw_properties
                 )
             )
+
+    def _open_run(self, dispatch_pass: _Pass, raw_topic: bytes, queue_id: int) -> _QueueRun | None:
+        """A run for a queue this pass has not written yet, opened before its first record so that
+        record takes the fast path too (with few records per queue per pass, as under many
+        synchronous senders, the first of each was most of dispatch's cost). None where only
+        `_dispatch_one` can go: a topic or queue not known yet, a hooked topic, a full file."""
+        topic = self._topic_names.get(raw_topic)
+        if topic is None or self._hooked(topic):
+            return None
+        queue = self.consume_queues.find(topic, queue_id)
+        units = queue.open_run() if queue is not None else None
+        if units is None:
+            return None
+        run = dispatch_pass.runs[(raw_topic, queue_id)] = _QueueRun(
+            units, topic, dispatch_pass.arrived_at(topic, queue_id)
+        )
+        return run
 
     def _hooked(self, topic: str) -> bool:
         """True when the tagsCode hook may rewrite this topic's codes (its records take `_tags_code`)."""

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,11 +133,14 @@ def _dispatch_mix(store: MessageStore) -> None:
         assert store.put_message(message).status is PutStatus.PUT_OK
 
 
-def test_one_pass_writes_the_files_one_record_per_pass_writes(tmp_path: Path, small_settings: SettingsFactory) -> None:
+def test_one_pass_writes_the_files_one_record_per_pass_writes(
+    tmp_path: Path, small_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: a dispatch pass's fast path (units appended in runs, unique keys indexed in runs,
     listeners told once per pass) writes byte for byte what dispatching one record at a time
     writes, across ConsumeQueue and index file rolls, and tells the listeners the same messages.
-    Method: the same records in two stores; one dispatches all at once, the other one by one."""
+    Method: the same records in two stores; one dispatches all at once, the other one by one with
+    no run opened ahead of a record, so every record takes the one-record path (the reference)."""
     told: dict[str, list[list[tuple[tuple[str, int], list[DispatchRequest]]]]] = {"pass": [], "one": []}
     stores = {}
 
@@ -153,6 +157,7 @@ def test_one_pass_writes_the_files_one_record_per_pass_writes(tmp_path: Path, sm
         store.subscribe(listener(name))
         _dispatch_mix(store)
         stores[name] = store
+    monkeypatch.setattr(stores["one"]._dispatcher, "_open_run", lambda *_args: None)
     try:
         while stores["pass"].dispatch_now():
             pass
@@ -183,6 +188,48 @@ def test_one_pass_writes_the_files_one_record_per_pass_writes(tmp_path: Path, sm
     finally:
         for store in stores.values():
             store.shutdown()
+
+
+def test_the_first_record_of_each_queue_in_a_pass_takes_the_fast_path(
+    tmp_path: Path, small_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Goal: a pass that holds one record per queue (many synchronous senders spread over queues)
+    writes each through a run, not the one-record path, and the units and the index are right.
+    Method: a real store; one message to each of eight queues creates them; then one more to each,
+    dispatched in one pass while `_dispatch_one` is counted; then read back by offset and by key."""
+    store = MessageStore(small_settings(tmp_path), clock=_StoppedWallClock())
+    store.open()
+    store.start(background_dispatch=False)
+    try:
+        for round_ in range(2):
+            for queue_id in range(8):
+                properties = props(UNIQ_KEY=f"U{round_}-{queue_id}", TAGS="t")
+                assert store.put_message(MessageToStore("Spread", queue_id, b"x" * 100, properties)).status is (
+                    PutStatus.PUT_OK
+                )
+            if round_ == 0:
+                while store.dispatch_now():
+                    pass
+        dispatcher = store._dispatcher
+        one_record_calls: list[int] = []
+        dispatch_one = dispatcher._dispatch_one
+
+        def counted(*args: Any) -> None:
+            one_record_calls.append(1)
+            dispatch_one(*args)
+
+        monkeypatch.setattr(dispatcher, "_dispatch_one", counted)
+        assert store.dispatch_now() == 8
+        assert one_record_calls == []
+        for queue_id in range(8):
+            assert store.max_offset_in_queue("Spread", queue_id) == 2
+            got = store.get_messages("Spread", queue_id, 1, 4)
+            assert [body_of(view) for view in got.messages] == [b"x" * 100]
+            got.release()
+            found = store.query_by_key("Spread", f"U1-{queue_id}", 4)
+            assert [header.queue_offset for header, _view in found] == [1]
+    finally:
+        store.shutdown()
 
 
 def test_an_index_file_that_cannot_be_created_mid_pass_loses_no_key(
