@@ -32,7 +32,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * timestamp), warm messages are sent untimed, then count messages from threads threads, each send timed
  * (sync: one call; async: send to callback, inflight outstanding in all; batch: one call per batchSize
  * messages, every message of the batch gets the call's latency). After the live consumer has everything, a new
- * group drains the topic from its first offset (consume rate: messages / first to last receipt).
+ * group drains the topic from its first offset (consume rate: messages / first to last receipt; also reported:
+ * when the first receipt came, the longest gap between receipts and when it ended, and each queue's first
+ * receipt, all in ms after the drain consumer started: where a slow drain lost its time).
  * role=probe: prints "ready", then sends to topic every 20 ms until one is SEND_OK ("accepted" with t_ms).
  * role=fill: batch sends until count messages are stored (filling a CommitLog for the recovery figure).
  */
@@ -132,6 +134,12 @@ public final class Load {
         final AtomicInteger received = new AtomicInteger();
         final AtomicLong firstMs = new AtomicLong();
         final AtomicLong lastMs = new AtomicLong();
+        /** The longest wait between two receipts, and when it ended: a drain's stall, where the rate is lost. */
+        final AtomicLong longestGapMs = new AtomicLong();
+        final AtomicLong longestGapEndMs = new AtomicLong();
+        /** When each queue first delivered (ms after the consumer started), for a queue that started late. */
+        final Map<String, Long> queueFirstMs = new java.util.concurrent.ConcurrentHashMap<>();
+        final long startedMs = System.currentTimeMillis();
         final CountDownLatch done;
 
         Counter(String namesrv, String group, String topic, int expected, Samples e2e) throws Exception {
@@ -145,6 +153,13 @@ public final class Load {
             consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
                 long now = System.currentTimeMillis();
                 firstMs.compareAndSet(0, now);
+                long previous = lastMs.get();
+                if (previous != 0 && now - previous > longestGapMs.get()) {
+                    longestGapMs.set(now - previous);
+                    longestGapEndMs.set(now - startedMs);
+                }
+                queueFirstMs.putIfAbsent(context.getMessageQueue().getBrokerName() + "/"
+                    + context.getMessageQueue().getQueueId(), now - startedMs);
                 for (MessageExt msg : messages) {
                     if (e2e != null) {
                         e2e.add((now - msg.getStoreTimestamp()) * 1_000_000L);
@@ -310,7 +325,9 @@ public final class Load {
                     "sendP999Ms", latency.quantileMs(0.999), "e2eP50Ms", e2e.quantileMs(0.50),
                     "e2eP99Ms", e2e.quantileMs(0.99), "liveReceived", live.received.get(), "liveDone", liveDone,
                     "drainReceived", drain.received.get(), "drained", drained,
-                    "consumeRate", drain.received.get() / drainS);
+                    "consumeRate", drain.received.get() / drainS,
+                    "drainFirstMs", drain.firstMs.get() - drain.startedMs, "drainLongestGapMs", drain.longestGapMs.get(),
+                    "drainLongestGapEndMs", drain.longestGapEndMs.get(), "drainQueueFirstMs", drain.queueFirstMs);
             }
         } finally {
             producer.shutdown();
