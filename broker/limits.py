@@ -4,6 +4,10 @@ from __future__ import annotations
 
 PARKED_PULLS_MAX_COUNT = 100_000  # long-polling requests held at once, all connections together
 PULL_SUSPEND_MAX_MS = 60_000  # a client may ask to be held this long at most
+SUBSCRIPTION_CATCH_UP_WAIT_S = 0.3
+"""A pull whose subscription version is newer than the broker's waits this long for the heartbeat
+that brings it before it is answered SUBSCRIPTION_NOT_LATEST (the Java client then backs off 1 s)."""
+SUBSCRIPTION_CATCH_UP_POLL_S = 0.01  # how often such a pull looks again
 CONSUMER_GROUPS_MAX_COUNT = 100_000
 CLIENTS_PER_GROUP_MAX_COUNT = 10_000
 LOCK_MAX_LIVE_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime

@@ -6,6 +6,14 @@ tagsCode; a SQL92 one (`enablePropertyFilter`) by each message's properties, rea
 records the store returns (shoal.broker.filter.MessageFilter). A pull whose messages all fail the
 filter answers PULL_RETRY_IMMEDIATELY (NO_MATCHED_MESSAGE) with the offset after them, so the client
 moves past them at once.
+
+A pull can overtake the heartbeat that announces its subscription's version: a Java push consumer
+raises the version when a rebalance hands it queues, sends the pulls for those queues and, on
+another thread, the heartbeat. Answered SUBSCRIPTION_NOT_LATEST (FILTER_DATA_NOT_LATEST for SQL92)
+at once, as RocketMQ answers, each such queue waits 1 s (pullTimeDelayMillsWhenException) before
+its first message. So a pull that is only ahead of the heartbeat waits up to
+SUBSCRIPTION_CATCH_UP_WAIT_S for it, and is answered as usual once it is there; the code comes after
+that wait if the version never arrives.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from shoal.broker.filter import (
     parse_subscription,
 )
 from shoal.broker.filter.limits import SQL92_SCAN_UNITS_MAX_COUNT
+from shoal.broker.limits import SUBSCRIPTION_CATCH_UP_POLL_S, SUBSCRIPTION_CATCH_UP_WAIT_S
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.topic_manager import PERM_READ
 from shoal.formats.topics import SCHEDULE_TOPIC
@@ -72,6 +81,9 @@ _CORRECTED_STATUSES = frozenset(
 )
 """Statuses whose nextBeginOffset a master corrects (RocketMQ's nextOffsetCorrection) and a slave does not."""
 
+_NOT_LATEST_CODES = frozenset({ResponseCode.SUBSCRIPTION_NOT_LATEST, ResponseCode.FILTER_DATA_NOT_LATEST})
+"""Answers a heartbeat on its way may make wrong: held for SUBSCRIPTION_CATCH_UP_WAIT_S first."""
+
 
 class PullProcessor:
     """Given only what a pull touches: the broker's config and role, topics, groups, offsets, the
@@ -100,6 +112,7 @@ class PullProcessor:
         self.store = store
         self.metrics = metrics
         self.hold = PullRequestHoldService(loop, self.pull_again, store.max_offset_in_queue)
+        self._loop = loop
 
     def __call__(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(connection, request, allow_suspend=True)
@@ -110,9 +123,26 @@ class PullProcessor:
         if response is not None:
             connection.reply(response, request)
 
+    def _await_subscription(self, connection: ServerConnection, request: RemotingCommand, deadline_s: float) -> None:
+        """Run a pull held for its subscription's version again: answered as usual once the version
+        is there, or with the not-latest code it had at `deadline_s`."""
+        if not connection.is_open:
+            return
+        response = self.process(connection, request, allow_suspend=True, subscription_deadline_s=deadline_s)
+        if response is not None:
+            connection.reply(response, request)
+
     def process(
-        self, connection: ServerConnection, request: RemotingCommand, *, allow_suspend: bool
+        self,
+        connection: ServerConnection,
+        request: RemotingCommand,
+        *,
+        allow_suspend: bool,
+        subscription_deadline_s: float | None = None,
     ) -> RemotingCommand | None:
+        """Answer `request`, or return None when it is answered later (held, or sent with its body).
+        `subscription_deadline_s`: the loop time until which a not-latest subscription is waited for
+        (None: a first try, which sets it)."""
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         if not self.config.broker_permission & PERM_READ:
             return make_response(
@@ -149,6 +179,14 @@ class PullProcessor:
             )
         message_filter = self._message_filter(request, header, consume_broadcast=group.consume_broadcast_enable)
         if isinstance(message_filter, RemotingCommand):
+            if allow_suspend and message_filter.code in _NOT_LATEST_CODES:
+                now = self._loop.time()
+                deadline_s = subscription_deadline_s or now + SUBSCRIPTION_CATCH_UP_WAIT_S
+                if now < deadline_s:
+                    self._loop.call_later(
+                        SUBSCRIPTION_CATCH_UP_POLL_S, self._await_subscription, connection, request, deadline_s
+                    )
+                    return None
             return message_filter
         found = self._read(header, message_filter)
         code = self._code_of(found.status, header.queue_offset)

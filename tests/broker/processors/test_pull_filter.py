@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from shoal.broker.limits import SUBSCRIPTION_CATCH_UP_WAIT_S
 from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import decode_header
 from shoal.protocol import MessageModel, PullSysFlag, RemotingCommand, RequestCode, ResponseCode
@@ -78,7 +79,7 @@ def _sql(expression: str, version: int = 100, topic: str = TOPIC) -> Subscriptio
     return SubscriptionData(topic=topic, sub_string=expression, sub_version=version, expression_type="SQL92")
 
 
-def _records(body: bytes | None) -> list[dict[str, str]]:
+def _records(body: bytes | memoryview | None) -> list[dict[str, str]]:
     """The properties of each record in a pull response body."""
     found, position = [], 0
     data = body or b""
@@ -127,7 +128,9 @@ class Wire:
 
     async def pull_all(self, **options: Any) -> tuple[list[dict[str, str]], list[tuple[int, str | None]]]:
         """Follow nextBeginOffset from 0 to the end: the records delivered and each answer's (code, remark)."""
-        offset, delivered, answers = 0, [], []
+        offset = 0
+        delivered: list[dict[str, str]] = []
+        answers: list[tuple[int, str | None]] = []
         while True:
             answer = await self.pull(offset, **options)
             answers.append((answer.code, answer.remark))
@@ -256,6 +259,40 @@ def test_pull_refusals_match_rocketmq(cluster_factory) -> None:  # type: ignore[
     assert answers[2][0] == ResponseCode.FILTER_DATA_NOT_EXIST
     assert answers[3] == (ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest")
     assert answers[4] == (ResponseCode.SUCCESS, "FOUND")
+
+
+def test_a_pull_that_overtakes_its_heartbeat_waits_for_it(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Goal: a pull whose subVersion is newer than the broker's (a Java consumer's rebalance sends its
+    pulls, then on another thread the heartbeat with the new version) is answered FOUND once that
+    heartbeat comes, not SUBSCRIPTION_NOT_LATEST (which costs the consumer a second); the same for a
+    SQL92 filter's FILTER_DATA_NOT_LATEST; a version that never comes is still refused, after the
+    wait. Method: on one connection, each pull is written before its heartbeat (`invoke_soon`)."""
+    running = cluster_factory(ENABLED)
+
+    async def scenario(wire: Wire) -> dict[str, Any]:
+        await wire.send({"a": "1"})
+        await wire.heartbeat(SubscriptionData(topic=TOPIC, sub_string="*", sub_version=100))
+        answers: dict[str, Any] = {}
+        for name, subscription in (
+            ("tags", SubscriptionData(topic=TOPIC, sub_string="*", sub_version=101)),
+            ("sql92", _sql("a = 1", version=102)),
+        ):
+            pending = wire.client.invoke_soon(
+                wire.address, RequestCode.PULL_MESSAGE, _pull_fields(0, sub_version=subscription.sub_version)
+            )
+            assert pending is not None  # the connection is open: the pull is on the wire first
+            await wire.heartbeat(subscription)
+            answers[name] = await pending
+        started = time.monotonic()
+        answers["never"] = await wire.pull(0, sub_version=103)
+        answers["waited_s"] = time.monotonic() - started
+        return answers
+
+    answers = _run(running.broker_addr, scenario)
+    assert (answers["tags"].code, len(_records(answers["tags"].body))) == (ResponseCode.SUCCESS, 1)
+    assert (answers["sql92"].code, len(_records(answers["sql92"].body))) == (ResponseCode.SUCCESS, 1)
+    assert answers["never"].code == ResponseCode.SUBSCRIPTION_NOT_LATEST
+    assert answers["waited_s"] >= SUBSCRIPTION_CATCH_UP_WAIT_S
 
 
 def test_sql92_without_enable_property_filter_is_refused_on_pull(cluster) -> None:  # type: ignore[no-untyped-def]
