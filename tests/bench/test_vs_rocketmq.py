@@ -29,6 +29,8 @@ starts), but more than 420 s on a fresh machine while the Kubernetes binaries bu
 (2026-11-30: Shoal's ASYNC_FLUSH sync send at 328 msgs/s, a fifth of its rate)."""
 CONFIGS = ("ASYNC_FLUSH", "SYNC_FLUSH", "ASYNC_MASTER+slave", "SYNC_MASTER+slave")
 MODES = ("sync", "async", "batch")
+PEER_FAILED_SENDS_MAX_FRACTION = 0.25
+"""RocketMQ's sends the client may see fail in one mode: a loaded machine times some out, a broken run fails most."""
 MODE_METRICS = 7
 BROKER_METRICS = 3
 
@@ -81,10 +83,19 @@ def check_rows(
     metrics = {row["metric"] for row in rows}
     assert "cold start to first SEND_OK s" in metrics
     assert ("restart after SIGKILL to first SEND_OK s" in metrics) == recovery
-    # Every timed message reached the live consumer and the draining group, on both brokers.
+    # Shoal: every send acknowledged, every message at the live consumer and the draining group.
+    # RocketMQ is the peer, not the system under test: on a loaded CI machine its SYNC_MASTER once
+    # let 8 of 300 async sends time out at the client. The bench counts those in its table; every
+    # message RocketMQ acknowledged must still reach both consumers, and most sends must succeed.
+    warm = report["meta"]["args"]["warm"]
     for run in report["runs"]:
         for figures in run["result"]["modes"].values():
-            assert figures["failures"] == 0 and figures["liveDone"] and figures["drained"], (run["system"], figures)
+            if run["system"] == "shoal":
+                assert figures["failures"] == 0 and figures["liveDone"] and figures["drained"], figures
+            else:
+                acknowledged = figures["sent"] + warm - figures["failures"]
+                assert figures["failures"] <= figures["sent"] * PEER_FAILED_SENDS_MAX_FRACTION, figures
+                assert min(figures["liveReceived"], figures["drainReceived"]) >= acknowledged, figures
     # The printed markdown table has the same rows.
     table = [line for line in stdout.splitlines() if line.startswith("| ")]
     assert len(table) == expected + 1  # header
