@@ -140,10 +140,13 @@ public final class Load {
         /** When each queue first delivered (ms after the consumer started), for a queue that started late. */
         final Map<String, Long> queueFirstMs = new java.util.concurrent.ConcurrentHashMap<>();
         final long startedMs = System.currentTimeMillis();
+        /** Messages to wait for: lowered by the sends that failed, which no broker acknowledged. */
+        final AtomicInteger target = new AtomicInteger();
         final CountDownLatch done;
 
         Counter(String namesrv, String group, String topic, int expected, Samples e2e) throws Exception {
             done = new CountDownLatch(1);
+            target.set(expected);
             consumer = new DefaultMQPushConsumer(group);
             consumer.setNamesrvAddr(namesrv);
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -166,12 +169,19 @@ public final class Load {
                     }
                 }
                 lastMs.set(now);
-                if (received.addAndGet(messages.size()) >= expected) {
+                if (received.addAndGet(messages.size()) >= target.get()) {
                     done.countDown();
                 }
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
             consumer.start();
+        }
+
+        /** Wait for `failed` fewer messages (sends the client saw fail), not for the whole wait. */
+        void expectFewer(int failed) {
+            if (received.get() >= target.addAndGet(-failed)) {
+                done.countDown();
+            }
         }
 
         void awaitQueues(int queues) throws InterruptedException {
@@ -313,9 +323,11 @@ public final class Load {
                 int failures = send(producer, topic, mode, measured, threads, inflight, batchSize, pool, latency);
                 double produceS = (System.nanoTime() - started) / 1e9;
                 emit("phase", "mode", mode, "phase", "produced");
+                live.expectFewer(failures + warmFailures);
                 boolean liveDone = live.done.await(WAIT_MS, TimeUnit.MILLISECONDS);
                 live.consumer.shutdown();
-                Counter drain = new Counter(namesrv, topic + "_drain", topic, measured + warm, null);
+                Counter drain = new Counter(namesrv, topic + "_drain", topic,
+                    measured + warm - failures - warmFailures, null);
                 boolean drained = drain.done.await(WAIT_MS, TimeUnit.MILLISECONDS);
                 drain.consumer.shutdown();
                 double drainS = Math.max(1e-3, (drain.lastMs.get() - drain.firstMs.get()) / 1e3);
