@@ -740,11 +740,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(figures: dict[str, Any]) -> str:
-    return (
+    line = (
         f"produce {figures['produceRate']:9,.0f}/s consume {figures['consumeRate']:9,.0f}/s "
         f"send p50/p99/p999 {figures['sendP50Ms']:.2f}/{figures['sendP99Ms']:.2f}/{figures['sendP999Ms']:.2f} ms "
         f"e2e p50/p99 {figures['e2eP50Ms']:.0f}/{figures['e2eP99Ms']:.0f} ms"
     )
+    started = figures.get("drainQueueFirstMs")  # Load.java's: when each queue first delivered in the drain
+    if started:
+        # About 1,000 ms: some queues' first pulls were refused SUBSCRIPTION_NOT_LATEST and retried a second later.
+        line += f" drain queues started within {max(started.values()) - min(started.values())} ms"
+    return line
 
 
 def make_system(name: str, root: Path, lib: Path, profile_to: Path | None = None) -> System:
