@@ -385,7 +385,8 @@ def _check_broker_relations(config: BrokerConfig) -> None:
         raise ConfigError(f"listenPort={listen} leaves no port for HA (listenPort + 1): set haListenPort")
     if metrics == 0 and listen + METRICS_PORT_OFFSET > remoting_limits.PORT_MAX:
         raise ConfigError(
-            f"listenPort={listen} leaves no port for metrics (listenPort + 100): set metricsPort, or -1 for none"
+            f"listenPort={listen} leaves no port for metrics (listenPort + {METRICS_PORT_OFFSET}): "
+            "set metricsPort, or -1 for none"
         )
     if metrics > 0 and metrics in (listen, ha):
         other = "listenPort" if metrics == listen else "haListenPort"

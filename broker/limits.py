@@ -8,6 +8,9 @@ SUBSCRIPTION_CATCH_UP_WAIT_S = 0.3
 """A pull whose subscription version is newer than the broker's waits this long for the heartbeat
 that brings it before it is answered SUBSCRIPTION_NOT_LATEST (the Java client then backs off 1 s)."""
 SUBSCRIPTION_CATCH_UP_POLL_S = 0.01  # how often such a pull looks again
+SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT = 256
+"""Pulls held so at once: a rebalance's pulls are a few per queue; beyond this (a client making up
+versions) each is answered at once, as RocketMQ answers, so a hold never multiplies a flood's work."""
 CONSUMER_GROUPS_MAX_COUNT = 100_000
 CLIENTS_PER_GROUP_MAX_COUNT = 10_000
 LOCK_MAX_LIVE_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime

@@ -32,7 +32,11 @@ from shoal.broker.filter import (
     parse_subscription,
 )
 from shoal.broker.filter.limits import SQL92_SCAN_UNITS_MAX_COUNT
-from shoal.broker.limits import SUBSCRIPTION_CATCH_UP_POLL_S, SUBSCRIPTION_CATCH_UP_WAIT_S
+from shoal.broker.limits import (
+    SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT,
+    SUBSCRIPTION_CATCH_UP_POLL_S,
+    SUBSCRIPTION_CATCH_UP_WAIT_S,
+)
 from shoal.broker.long_polling import PullRequestHoldService
 from shoal.broker.topic_manager import PERM_READ
 from shoal.formats.topics import SCHEDULE_TOPIC
@@ -113,6 +117,8 @@ class PullProcessor:
         self.metrics = metrics
         self.hold = PullRequestHoldService(loop, self.pull_again, store.max_offset_in_queue)
         self._loop = loop
+        self._held_for_subscription = 0
+        """Pulls waiting for their subscription's version now (at most SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT)."""
 
     def __call__(self, connection: ServerConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(connection, request, allow_suspend=True)
@@ -126,6 +132,7 @@ class PullProcessor:
     def _await_subscription(self, connection: ServerConnection, request: RemotingCommand, deadline_s: float) -> None:
         """Run a pull held for its subscription's version again: answered as usual once the version
         is there, or with the not-latest code it had at `deadline_s`."""
+        self._held_for_subscription -= 1  # `process` counts it again if it holds it again
         if not connection.is_open:
             return
         response = self.process(connection, request, allow_suspend=True, subscription_deadline_s=deadline_s)
@@ -182,7 +189,8 @@ class PullProcessor:
             if allow_suspend and message_filter.code in _NOT_LATEST_CODES:
                 now = self._loop.time()
                 deadline_s = subscription_deadline_s or now + SUBSCRIPTION_CATCH_UP_WAIT_S
-                if now < deadline_s:
+                if now < deadline_s and self._held_for_subscription < SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT:
+                    self._held_for_subscription += 1
                     self._loop.call_later(
                         SUBSCRIPTION_CATCH_UP_POLL_S, self._await_subscription, connection, request, deadline_s
                     )

@@ -5,6 +5,7 @@ with RocketMQ 4.9.7's response codes and remarks."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from shoal.broker.limits import SUBSCRIPTION_CATCH_UP_WAIT_S
+from shoal.broker.limits import SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT, SUBSCRIPTION_CATCH_UP_WAIT_S
 from shoal.formats.properties import decode_properties, encode_properties
 from shoal.formats.record import decode_header
 from shoal.protocol import MessageModel, PullSysFlag, RemotingCommand, RequestCode, ResponseCode
@@ -293,6 +294,37 @@ def test_a_pull_that_overtakes_its_heartbeat_waits_for_it(cluster_factory) -> No
     assert (answers["sql92"].code, len(_records(answers["sql92"].body))) == (ResponseCode.SUCCESS, 1)
     assert answers["never"].code == ResponseCode.SUBSCRIPTION_NOT_LATEST
     assert answers["waited_s"] >= SUBSCRIPTION_CATCH_UP_WAIT_S
+
+
+def _note_done(order: list[int], index: int, _done: object) -> None:
+    order.append(index)
+
+
+def test_pulls_past_the_held_limit_are_refused_at_once(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Goal: a flood of pulls with made-up subscription versions holds at most
+    SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT of them; the rest are answered SUBSCRIPTION_NOT_LATEST at
+    once, and so are the held ones after the wait. Method: one connection writes the limit plus 40
+    such pulls back to back (none is ever caught up); the first 40 answers to come back are the 40
+    written last, and every answer is 25."""
+    extra = 40
+    total = SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT + extra
+
+    async def scenario(wire: Wire) -> tuple[list[int], set[int]]:
+        await wire.send({"a": "1"})
+        await wire.heartbeat(SubscriptionData(topic=TOPIC, sub_string="*", sub_version=100))
+        order: list[int] = []
+        pending = []
+        for index in range(total):
+            future = wire.client.invoke_soon(wire.address, RequestCode.PULL_MESSAGE, _pull_fields(0, sub_version=200))
+            assert future is not None
+            future.add_done_callback(functools.partial(_note_done, order, index))
+            pending.append(future)
+        answers = await asyncio.gather(*pending)
+        return order, {answer.code for answer in answers}
+
+    order, codes = _run(cluster.broker_addr, scenario)
+    assert codes == {ResponseCode.SUBSCRIPTION_NOT_LATEST}
+    assert sorted(order[:extra]) == list(range(SUBSCRIPTION_CATCH_UP_HELD_MAX_COUNT, total))
 
 
 def test_sql92_without_enable_property_filter_is_refused_on_pull(cluster) -> None:  # type: ignore[no-untyped-def]
