@@ -95,16 +95,25 @@ def watching(api: km.KubernetesEmulator, resource: str) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def running_operator(api: km.KubernetesEmulator) -> AsyncIterator[None]:
-    """kopf in this loop until the block ends; waits for its watches before yielding."""
+async def running_operator(
+    api: km.KubernetesEmulator, watched: tuple[str, ...] = (BROKERS, TOPICS)
+) -> AsyncIterator[None]:
+    """kopf in this loop until the block ends; waits for its watches of `watched` before yielding.
+
+    On exit it also waits for kopf's handler threads. Stopping kopf cancels the tasks that await
+    sync handlers, not their threads: a thread still calling KMock while KMock shuts down can
+    connect after the server closed its connections, and that connection is left to the garbage
+    collector, whose ResourceWarning then fails a later test (CI of stop 43)."""
     stop = asyncio.Event()
-    task = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
+    settings = kopf.OperatorSettings()
+    task = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop, settings=settings))
     try:
-        await wait_until(lambda: watching(api, BROKERS) and watching(api, TOPICS))
+        await wait_until(lambda: all(watching(api, resource) for resource in watched))
         yield
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=10)
+        await asyncio.wait_for(asyncio.to_thread(settings.execution.executor.shutdown, wait=True), timeout=10)
 
 
 async def post(api: km.KubernetesEmulator, path: str, body: dict[str, Any]) -> None:
@@ -332,7 +341,7 @@ def _used(api: km.KubernetesEmulator) -> Iterator[tuple[str, str, str]]:
         if request.resource is None or request.resource.plural is None or request.action not in VERBS:
             continue
         resource = request.resource
-        plural = resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        plural = str(resource.plural) + (f"/{request.subresource}" if request.subresource else "")
         verb = VERBS[request.action]
         if request.action == km.action.UPDATE and str(request.method).upper().endswith("PUT"):
             verb = "update"

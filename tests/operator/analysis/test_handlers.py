@@ -15,12 +15,11 @@ import copy
 import datetime
 import json
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import kmock as km
-import kopf
 import kubernetes
 import pytest
 
@@ -37,7 +36,9 @@ from tests.operator.test_handlers import (
     point_kubernetes_client_at,
     post,
     wait_until,
-    watching,
+)
+from tests.operator.test_handlers import (
+    running_operator as running_kopf,
 )
 
 NAMESPACE = "mq"
@@ -123,17 +124,9 @@ def analysis_body(**spec_changes: Any) -> dict[str, Any]:
     }
 
 
-@contextlib.asynccontextmanager
-async def running_operator(api: km.KubernetesEmulator) -> AsyncIterator[None]:
-    """kopf in this loop until the block ends; waits for the StoreAnalysis watch before yielding."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
-    try:
-        await wait_until(lambda: watching(api, ANALYSES))
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
+def running_operator(api: km.KubernetesEmulator) -> contextlib.AbstractAsyncContextManager[None]:
+    """kopf in this loop until the block ends, once it watches StoreAnalyses."""
+    return running_kopf(api, (ANALYSES,))
 
 
 def plain(value: Any) -> Any:
@@ -298,7 +291,7 @@ async def test_replace_stops_the_active_run_and_starts_the_new_one(
     assert run_jobs(api, RUN_0005) == []
     assert len(run_jobs(api, RUN_0010)) == 2
     deletes = list(api[km.action.DELETE, km.resource(JOBS)])
-    assert sorted(r.name for r in deletes) == [f"{RUN_0005}-g0-1", f"{RUN_0005}-g1-1"]
+    assert sorted(str(r.name) for r in deletes) == [f"{RUN_0005}-g0-1", f"{RUN_0005}-g1-1"]
 
 
 @pytest.mark.asyncio
@@ -347,7 +340,7 @@ async def test_operator_restart_does_not_create_a_run_twice(api: km.KubernetesEm
 @pytest.mark.asyncio
 async def test_launching_a_run_that_exists_is_done_not_an_error(api: km.KubernetesEmulator) -> None:
     """The second line of defence when a list missed the run: create_once meets AlreadyExists."""
-    kubernetes.config.load_kube_config()
+    kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{RUN_0005}-g0-1", "namespace": NAMESPACE}}
     job["spec"] = {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "a", "image": "i"}]}}}
     # The client is synchronous and KMock serves from this loop: call it from a thread.

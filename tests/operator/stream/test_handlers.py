@@ -10,16 +10,13 @@ what these tests cover, so the brokers resource is left out of discovery.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import warnings
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import kmock as km
-import kopf
 import pytest
 
 from shoal.operator import limits
@@ -36,7 +33,9 @@ from tests.operator.test_handlers import (
     point_kubernetes_client_at,
     post,
     wait_until,
-    watching,
+)
+from tests.operator.test_handlers import (
+    running_operator as running_kopf,
 )
 from tests.ports import free_port
 
@@ -77,16 +76,9 @@ def stream_body(**spec_changes: Any) -> dict[str, Any]:
     return body
 
 
-@contextlib.asynccontextmanager
-async def running_operator(api: km.KubernetesEmulator) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
-    try:
-        await wait_until(lambda: watching(api, STREAMS))
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=10)
+def running_operator(api: km.KubernetesEmulator) -> contextlib.AbstractAsyncContextManager[None]:
+    """kopf in this loop until the block ends, once it watches StreamAnalyses."""
+    return running_kopf(api, (STREAMS,))
 
 
 def status_of(api: km.KubernetesEmulator) -> dict[str, Any]:
@@ -94,7 +86,7 @@ def status_of(api: km.KubernetesEmulator) -> dict[str, Any]:
 
 
 def ready(api: km.KubernetesEmulator) -> tuple[str, str]:
-    found = next((c for c in status_of(api).get("conditions", []) if c["type"] == "Ready"), {})
+    found: dict[str, Any] = next((c for c in status_of(api).get("conditions", []) if c["type"] == "Ready"), {})
     return str(found.get("status")), str(found.get("reason"))
 
 
