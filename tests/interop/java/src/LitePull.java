@@ -3,9 +3,11 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.exception.RemotingTimeoutException;
 
 /**
  * DefaultLitePullConsumer. Arguments: namesrv, group, topic, mode (subscribe | assign), count (stop after this many
@@ -16,6 +18,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
 public final class LitePull {
     private LitePull() {
     }
+
+    private static final int SEEK_ATTEMPTS = 3;
 
     public static void main(String[] argv) throws Exception {
         Map<String, String> args = Out.args(argv);
@@ -36,20 +40,14 @@ public final class LitePull {
             consumer.start();
         } else {
             consumer.start();
-            Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
-            List<MessageQueue> sorted = new ArrayList<>(queues);
-            sorted.sort(null);
-            consumer.assign(sorted);
-            List<Integer> ids = new ArrayList<>();
-            for (MessageQueue mq : sorted) {
-                ids.add(mq.getQueueId());
-                if (args.containsKey("seek")) {
-                    consumer.seek(mq, Long.parseLong(args.get("seek")));
-                } else if (Boolean.parseBoolean(args.getOrDefault("seekToBegin", "false"))) {
-                    consumer.seekToBegin(mq);
-                }
+            try {
+                assign(consumer, topic, args);
+            } catch (Exception e) {  // as an event: the test shows why (a seek outside a queue's offsets, say)
+                Out.error("assign", e);
+                consumer.shutdown();
+                Out.emit("done", "count", 0);
+                return;
             }
-            Out.emit("queues", "queueIds", ids);
         }
         int received = 0;
         try {
@@ -70,5 +68,42 @@ public final class LitePull {
             consumer.shutdown();
         }
         Out.emit("done", "count", received);
+    }
+
+    /** assign(all queues of the topic, sorted), then seek or seekToBegin each if asked; emits "queues". */
+    private static void assign(DefaultLitePullConsumer consumer, String topic, Map<String, String> args)
+        throws MQClientException {
+        Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+        List<MessageQueue> sorted = new ArrayList<>(queues);
+        sorted.sort(null);
+        consumer.assign(sorted);
+        List<Integer> ids = new ArrayList<>();
+        for (MessageQueue mq : sorted) {
+            ids.add(mq.getQueueId());
+            if (args.containsKey("seek")) {
+                seek(consumer, mq, Long.parseLong(args.get("seek")));
+            } else if (Boolean.parseBoolean(args.getOrDefault("seekToBegin", "false"))) {
+                consumer.seekToBegin(mq);
+            }
+        }
+        Out.emit("queues", "queueIds", ids);
+    }
+
+    /**
+     * consumer.seek, tried again (at most SEEK_ATTEMPTS times) when its min/max offset request timed out: the
+     * client gives those 3 s, which a loaded CI machine can take from a JVM thread. Any other failure is thrown.
+     */
+    private static void seek(DefaultLitePullConsumer consumer, MessageQueue mq, long offset) throws MQClientException {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                consumer.seek(mq, offset);
+                return;
+            } catch (MQClientException e) {
+                if (attempt >= SEEK_ATTEMPTS || !(e.getCause() instanceof RemotingTimeoutException)) {
+                    throw e;
+                }
+                Out.emit("retried", "what", "seek", "queueId", mq.getQueueId(), "message", String.valueOf(e.getMessage()));
+            }
+        }
     }
 }
