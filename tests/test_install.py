@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_broker_port, free_port, wait_until
+from tests.conftest import wait_until
+from tests.ports import free_broker_port, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_DEPENDENCIES = (

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from shoal.protocol.acl_signature import Credentials
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
+from tests.ports import free_broker_port, free_port
 
 ADMIN = Credentials("shoalAdmin", "adminSecret1")
 USER = Credentials("shoalUser1", "userSecret1")

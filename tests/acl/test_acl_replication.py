@@ -12,7 +12,8 @@ from shoal.client import Admin, ClientSettings, Message, Producer
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient
 from tests.acl.conftest import ADMIN, USER
-from tests.conftest import Cluster, free_broker_port, free_port, wait_until
+from tests.conftest import Cluster, wait_until
+from tests.ports import free_broker_port, free_port
 
 BROKER_NAME = "acl-ha"
 HA_CONF = {

@@ -14,7 +14,8 @@ import pytest
 
 from shoal.broker.metrics_endpoint import bearer_matches, load_metrics_token
 from shoal.remoting.settings import ConfigError
-from tests.conftest import Cluster, free_broker_port, wait_until
+from tests.conftest import Cluster, wait_until
+from tests.ports import free_broker_port
 
 TOKEN = "s3cr3t-token_value"
 UNREGISTERED_WITHIN_S = 30.0  # rounds every second; a refused connect fails at once, a lost one at its timeout

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_broker_port, free_port, wait_until
+from tests.conftest import wait_until
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,8 @@ from shoal.cli.startup_errors import startup_error_message
 from shoal.remoting.settings import ConfigError
 from shoal.store.errors import StoreLockedError
 from tests.cli.conftest import write_segmented_store
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
+from tests.ports import free_broker_port, free_port
 
 COMMAND_TIMEOUT_S = 60.0
 

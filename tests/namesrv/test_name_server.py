@@ -18,7 +18,8 @@ from shoal.protocol.framing import FrameDecoder, encode_frame_bytes
 from shoal.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from shoal.protocol.route_bodies import RegisterBrokerBody, TopicRouteData
 from shoal.remoting import RemotingClient
-from tests.conftest import Cluster, free_port
+from tests.conftest import Cluster
+from tests.ports import free_port
 from tests.remoting.test_server import seconds_until_closed
 
 pytestmark = pytest.mark.slow

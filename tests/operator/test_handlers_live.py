@@ -22,7 +22,7 @@ import pytest
 from shoal.client import Admin, Message, Producer, SendStatus
 from shoal.operator import failover, handlers, limits
 from shoal.protocol import PermName, RequestCode, ResponseCode
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
 from tests.operator import test_handlers as harness
 from tests.operator.test_handlers import (
     BROKER_PATH,
@@ -39,6 +39,7 @@ from tests.operator.test_handlers import (
     wait_until,
 )
 from tests.operator.test_handlers import broker_body as example_broker_body
+from tests.ports import free_broker_port, free_port
 
 # The KMock API server and the handler registration are test_handlers.py's fixtures.
 kube_api = harness.kube_api

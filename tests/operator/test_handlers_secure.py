@@ -18,7 +18,7 @@ from shoal.client import Admin, ClientSettings, ClientTlsSettings, Credentials
 from shoal.operator import limits, manifests
 from shoal.operator.spec import broker_spec_from
 from shoal.protocol import ResponseCode
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
 from tests.operator import test_handlers as harness
 from tests.operator.conftest import ALLOWED_ROOTS
 from tests.operator.test_handlers import (
@@ -35,6 +35,7 @@ from tests.operator.test_handlers import (
     wait_until,
 )
 from tests.operator.test_handlers_live import LIVE_WAIT_S, TOPIC_PATH, Poker, topic_cr, topic_ready, topic_status
+from tests.ports import free_broker_port, free_port
 from tests.tls_certs import TlsFiles, make_tls_files
 
 kube_api = harness.kube_api

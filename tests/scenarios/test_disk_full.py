@@ -35,7 +35,8 @@ from shoal.store import (
     PutStatus,
     StoreSettings,
 )
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
+from tests.ports import free_broker_port, free_port
 from tests.scenarios.conftest import mounted_tmpfs
 
 WaitUntil = Callable[..., None]

@@ -49,7 +49,8 @@ from shoal.client.subscription import Subscription
 from shoal.protocol import PermName, RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingError
 from tests.blackhole_proxy import BlackholeProxy
-from tests.conftest import free_broker_port, free_port, wait_until
+from tests.conftest import wait_until
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -51,7 +51,8 @@ from shoal.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from shoal.remoting import RemotingClient, RemotingConnection
-from tests.conftest import Cluster, async_wait_until, free_broker_port, free_port
+from tests.conftest import Cluster, async_wait_until
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 

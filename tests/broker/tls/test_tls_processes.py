@@ -20,7 +20,8 @@ from shoal.client import ClientSettings, Message, NoRouteError, Producer, PullCo
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient, RemotingConnectError
 from shoal.remoting.tls import ClientTlsSettings
-from tests.conftest import Cluster, async_wait_until, free_broker_port, free_port, wait_until
+from tests.conftest import Cluster, async_wait_until, wait_until
+from tests.ports import free_broker_port, free_port
 from tests.tls_certs import TlsFiles, make_tls_files
 
 pytestmark = pytest.mark.slow

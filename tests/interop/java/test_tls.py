@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
+from tests.ports import free_broker_port, free_port
 from tests.tls_certs import TlsFiles, make_tls_files
 
 COUNT = 6

@@ -16,7 +16,8 @@ from shoal.client import BlockingAdmin, BlockingProducer, BlockingPullConsumer, 
 from shoal.spark.streaming.options import parse_read
 from shoal.spark.streaming.pull_reader import DataLossError
 from shoal.spark.streaming.source import TopicStreamReader
-from tests.conftest import RETENTION_EVERY_SEGMENT_CONF, Cluster, free_broker_port, free_port, wait_until
+from tests.conftest import RETENTION_EVERY_SEGMENT_CONF, Cluster, wait_until
+from tests.ports import free_broker_port, free_port
 from tests.scenarios.test_replication import BROKER_NAME, Group, group  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,8 @@ from shoal.client import (
     MessageExt,
 )
 from shoal.client.push_consumer import ConsumeFromWhere
-from tests.conftest import Cluster, free_broker_port, free_port, wait_until
+from tests.conftest import Cluster, wait_until
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,8 @@ from shoal.client import BlockingAdmin, BlockingProducer, ClientSettings, Messag
 from shoal.spark.schema import MESSAGE_SCHEMA
 from shoal.spark.streaming.options import parse_read
 from shoal.spark.streaming.source import TopicBatchReader, TopicStreamReader
-from tests.conftest import Cluster, free_broker_port, free_port
+from tests.conftest import Cluster
+from tests.ports import free_broker_port, free_port
 
 TOPIC = "Stream"
 QUEUES = 4

@@ -24,7 +24,8 @@ from shoal.client import BlockingAdmin, BlockingProducer, ClientSettings, Messag
 from shoal.spark.streaming.options import parse_read
 from shoal.spark.streaming.sink import ROW_PROPERTY
 from shoal.spark.streaming.source import TopicBatchReader
-from tests.conftest import Cluster, free_broker_port, free_port, wait_until
+from tests.conftest import Cluster, wait_until
+from tests.ports import free_broker_port, free_port
 
 pytestmark = pytest.mark.slow
 
