@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -153,7 +153,7 @@ def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-            return response.status == 200
+            return cast("bool", response.status == 200)
     except OSError:
         return False
 

@@ -166,7 +166,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         slow = _consumer(cluster, SLOW_GROUP, TOPIC, keep(SLOW_GROUP))
         slow.start()
         wait_until(lambda: len(seen[SLOW_GROUP]) >= TOTAL - LAGGING, WAIT_S, 0.1, what="the slow group's first batch")
-        admin_progress = lambda: sum(p.lag for p in admin.consumer_progress(SLOW_GROUP))  # noqa: E731
+
+        def admin_progress() -> int:
+            return sum(p.lag for p in admin.consumer_progress(SLOW_GROUP))
+
         wait_until(lambda: admin_progress() == 0, WAIT_S, 0.2, what="the slow group's committed offsets")
         slow.shutdown()
 

@@ -138,9 +138,9 @@ def kube() -> Kube:
 
     source = os.environ[E2E_ENV]
     if source == "in-cluster":
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
-        config.load_kube_config(config_file=source)
+        config.load_kube_config(config_file=source)  # type: ignore[no-untyped-call]
     target = Target(
         namespace=os.environ.get("SHOAL_E2E_NAMESPACE", "shoal-e2e"),
         broker=os.environ.get("SHOAL_E2E_BROKER", "e2e"),

@@ -14,7 +14,7 @@ import base64
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tests.kube.kube_api import KubeApi
 from tests.kube.pod_sandbox import field_value
@@ -150,7 +150,7 @@ def volume_directory(
     mode = DEFAULT_MODE
     if "emptyDir" in volume:
         own.mkdir(parents=True, exist_ok=True)
-        return own
+        return cast("Path", own)
     if "hostPath" in volume:
         return _host_path(node_root, volume["hostPath"])
     if "persistentVolumeClaim" in volume:
@@ -172,4 +172,4 @@ def volume_directory(
     own.mkdir(parents=True, exist_ok=True)
     _write_files(own, files, mode)
     os.chmod(own, 0o755)
-    return own
+    return cast("Path", own)

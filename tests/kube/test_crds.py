@@ -174,7 +174,7 @@ VIOLATIONS = (
 
 @pytest.fixture(scope="module")
 def api(shoal_crds: ControlPlane) -> Iterator[kubernetes.client.CustomObjectsApi]:
-    client = kubernetes.config.new_client_from_config(config_file=str(shoal_crds.kubeconfig))
+    client = kubernetes.config.new_client_from_config(config_file=str(shoal_crds.kubeconfig))  # type: ignore[no-untyped-call]
     shoal_crds.kubectl("create", "namespace", NAMESPACE)
     try:
         yield kubernetes.client.CustomObjectsApi(client)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -119,7 +119,7 @@ def _apply_example(plane: ControlPlane, example: str, name: str) -> dict[str, An
     body = yaml.safe_load((REPO_ROOT / "examples" / example).read_text())
     body["metadata"] = {"name": name, "namespace": BROKER_NAMESPACE}
     plane.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(body))
-    return body
+    return cast("dict[str, Any]", body)
 
 
 def test_broker_children_are_created_with_only_the_charts_grants(shoal_crds: ControlPlane, operator: Operator) -> None:

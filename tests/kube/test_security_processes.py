@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -53,7 +53,7 @@ def plain_acl(*extra: Credentials) -> str:
         },
     ]
     accounts += [{"accessKey": c.access_key, "secretKey": c.secret_key, "admin": False} for c in extra]
-    return yaml.safe_dump({"globalWhiteRemoteAddresses": [], "accounts": accounts})
+    return cast("str", yaml.safe_dump({"globalWhiteRemoteAddresses": [], "accounts": accounts}))
 
 
 @dataclass

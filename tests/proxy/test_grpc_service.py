@@ -43,7 +43,7 @@ def proxied(tmp_path) -> AsyncIterator[Cluster]:  # type: ignore[no-untyped-def]
     running.start_namesrv()
     running.start_broker()
     running.start_proxy(free_port())
-    yield running  # type: ignore[misc]
+    yield running
     running.stop_all()
 
 
@@ -54,7 +54,7 @@ def run(coroutine) -> object:  # type: ignore[no-untyped-def]
 def test_unknown_topics_and_foreign_receipts_get_their_v2_codes(proxied: Cluster) -> None:
     async def scenario() -> None:
         async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
-            stub = MessagingServiceStub(channel)
+            stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
             route = await stub.QueryRoute(
                 rpc.QueryRouteRequest(topic=v2.Resource(name="NoSuchTopic")), timeout=CALL_TIMEOUT_S
             )
@@ -79,7 +79,7 @@ def test_a_producer_is_told_its_body_limit_in_the_settings_reply(proxied: Cluste
 
     async def scenario() -> None:
         async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
-            stub = MessagingServiceStub(channel)
+            stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
             call = stub.Telemetry(metadata=(("x-mq-client-id", "test@1"),))
             settings = v2.Settings(client_type=v2.PRODUCER)
             settings.publishing.topics.add(name="T")
@@ -124,7 +124,7 @@ def test_a_send_must_match_its_topics_message_type(proxied: Cluster) -> None:
 
     async def scenario() -> None:
         async with grpc.aio.insecure_channel(proxied.proxy_addr) as channel:
-            stub = MessagingServiceStub(channel)
+            stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
             for topic, accepted in (("Fifo", [v2.FIFO]), ("Plain", [v2.NORMAL])):
                 route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name=topic)), timeout=30)
                 assert route.status.code == v2.OK, route.status
@@ -163,7 +163,7 @@ def test_the_type_check_can_be_turned_off(tmp_path: Path) -> None:
 
         async def scenario() -> None:
             async with grpc.aio.insecure_channel(running.proxy_addr) as channel:
-                stub = MessagingServiceStub(channel)
+                stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
                 request = rpc.SendMessageRequest(messages=[v2_message("Plain", v2.FIFO, b"f", "g")])
                 sent = await stub.SendMessage(request, timeout=30)
                 assert sent.status.code == v2.OK, sent.status
@@ -191,7 +191,7 @@ def test_malformed_bytes_get_a_grpc_status_and_the_proxy_serves_on(proxied: Clus
             with pytest.raises(grpc.aio.AioRpcError) as failed:
                 await raw(b"\xff\xff\xff\xff not protobuf", timeout=CALL_TIMEOUT_S)
             assert failed.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
-            stub = MessagingServiceStub(channel)
+            stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
             route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="Nope")), timeout=CALL_TIMEOUT_S)
             assert route.status.code == v2.TOPIC_NOT_FOUND
 
@@ -211,13 +211,13 @@ def test_ten_thousand_idle_telemetry_streams_do_not_exhaust_the_proxy(proxied: C
         try:
             settings = rpc.TelemetryCommand(settings=v2.Settings(client_type=v2.SIMPLE_CONSUMER))
             for index in range(IDLE_STREAMS):  # as a client starts: its settings, the server's reply
-                stub = MessagingServiceStub(channels[index % channels_needed])
+                stub = MessagingServiceStub(channels[index % channels_needed])  # type: ignore[no-untyped-call]
                 call = stub.Telemetry(metadata=(("x-mq-client-id", f"idle@{index}"),))
                 await call.write(settings)
                 reply = await asyncio.wait_for(call.read(), 60)
                 assert reply.status.code == v2.OK
                 calls.append(call)
-            stub = MessagingServiceStub(channels[0])
+            stub = MessagingServiceStub(channels[0])  # type: ignore[no-untyped-call]
             route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="Nope")), timeout=60)
             assert route.status.code == v2.TOPIC_NOT_FOUND
             rss_mib = resident_mib(proxied.processes["proxy"].pid)
@@ -246,7 +246,7 @@ def test_a_broker_serves_v5_clients_from_its_own_process(tmp_path) -> None:  # t
 
         async def scenario() -> None:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-                stub = MessagingServiceStub(channel)
+                stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
                 route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="TBW102")), timeout=30)
                 assert route.status.code == v2.OK, route.status
                 assert {queue.broker.name for queue in route.message_queues} == {"broker-a"}
@@ -286,7 +286,7 @@ def test_grpc_server_port_in_broker_conf_serves_tls_with_the_brokers_certificate
 
         async def scenario() -> None:
             async with grpc.aio.secure_channel(f"127.0.0.1:{grpc_port}", credentials) as channel:
-                stub = MessagingServiceStub(channel)
+                stub = MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
                 route = await stub.QueryRoute(rpc.QueryRouteRequest(topic=v2.Resource(name="TBW102")), timeout=30)
                 assert route.status.code == v2.OK, route.status
                 message = v2.Message(topic=v2.Resource(name="TBW102"), body=b"over tls")
@@ -297,7 +297,7 @@ def test_grpc_server_port_in_broker_conf_serves_tls_with_the_brokers_certificate
                 assert sent.status.code == v2.OK, sent.status
             async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as plain:
                 with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await MessagingServiceStub(plain).QueryRoute(
+                    await MessagingServiceStub(plain).QueryRoute(  # type: ignore[no-untyped-call]
                         rpc.QueryRouteRequest(topic=v2.Resource(name="TBW102")), timeout=5
                     )
                 assert refused.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -49,7 +49,7 @@ def echo(connection: ServerConnection, request: RemotingCommand) -> RemotingComm
 
 async def with_server(tls: ServerTls, body: Callable[[int], Awaitable[None]]) -> RemotingServer:
     server = RemotingServer("test", idle_timeout_s=30)
-    server.register(ECHO_CODE, echo)  # type: ignore[arg-type]
+    server.register(ECHO_CODE, echo)
     port = await server.start("127.0.0.1", 0, tls=tls)
     try:
         await body(port)
@@ -174,7 +174,7 @@ def test_garbage_handshake_and_silent_connections_are_closed_without_harm(
 
     async def run() -> None:
         server = RemotingServer("test", idle_timeout_s=1)
-        server.register(ECHO_CODE, echo)  # type: ignore[arg-type]
+        server.register(ECHO_CODE, echo)
         tls = ServerTls.from_settings(server_settings(tls_files, TlsMode.PERMISSIVE))
         port = await server.start("127.0.0.1", 0, tls=tls)
         try:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
 from shoal.protocol import RequestCode, ResponseCode
 from shoal.remoting import RemotingClient
 from tests.broker.request_fields import pull_fields, send_fields
+from tests.conftest import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +26,8 @@ pytestmark = pytest.mark.slow
     ],
 )
 def test_master_suggests_the_slave_when_the_consumer_reads_old_data(
-    cluster_factory, conf: dict[str, str], expected: str
-) -> None:  # type: ignore[no-untyped-def]
+    cluster_factory: Callable[[dict[str, str]], Cluster], conf: dict[str, str], expected: str
+) -> None:
     """Goal: suggestWhichBrokerId points a consumer reading data no longer in memory at the slave
     (whichBrokerWhenConsumeSlowly = 1). Method: send 5 messages, pull the oldest, read the header."""
     running = cluster_factory(conf)

@@ -8,7 +8,6 @@ import asyncio
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ def acl_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def shoal(acl_file: Path, shoal_with: Any) -> Iterator[Any]:
+def shoal(acl_file: Path, shoal_with: Any) -> Any:
     """One ASYNC_FLUSH cluster whose broker has aclEnable; two topics created by the admin."""
     cluster = shoal_with(
         {

@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -105,7 +105,7 @@ def pull(shoal: Any, group: str, topic: str) -> RemotingCommand:
 
 def group_file(shoal: Any) -> dict[str, Any]:
     document: dict[str, Any] = json.loads((shoal.store_dir / "config" / "subscriptionGroup.json").read_text())
-    return document["subscriptionGroupTable"]
+    return cast("dict[str, Any]", document["subscriptionGroupTable"])
 
 
 def produce(java: Any, shoal: Any, topic: str, count: int) -> list[dict[str, Any]]:
@@ -115,7 +115,7 @@ def produce(java: Any, shoal: Any, topic: str, count: int) -> list[dict[str, Any
     assert not result.of("error"), result.events
     sent = result.of("sent")
     assert len(sent) == count, (result.events, result.stderr[-2000:])
-    return sent
+    return cast("list[dict[str, Any]]", sent)
 
 
 def consume_all(java: Any, shoal: Any, group: str, topic: str, sent: list[dict[str, Any]], queues: int) -> Any:

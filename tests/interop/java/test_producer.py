@@ -7,7 +7,7 @@ checks what the broker stored: bodies by SHA-256, keys, tags, user properties, t
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 BODY_4MB_BYTES = 4_000_000
 """Under RocketMQ's maxMessageSize (4 MiB) with room for the record's header and properties."""
@@ -32,7 +32,7 @@ def read_back(java: Any, shoal: Any, topic: str, count: int, timeout_ms: int = 3
         },
     )
     assert not result.of("error"), result.events
-    return result.of("received")
+    return cast("list[dict[str, Any]]", result.of("received"))
 
 
 def test_sync_send_returns_send_ok_with_ids_and_offsets(java: Any, shoal: Any, unique: Any) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, cast
 
 REBALANCE_TIMEOUT_S = 60.0
 """The Java client rebalances on NOTIFY_CONSUMER_IDS_CHANGED, and every 20 s regardless."""
@@ -193,7 +193,7 @@ def test_reconsume_later_retries_through_retry_topic_then_lands_in_dlq(java: Any
             },
         )
         assert not result.of("error"), result.events
-        return result.of("received")
+        return cast("list[dict[str, Any]]", result.of("received"))
 
     consumer.wait_for(lambda _: bool(in_dlq()), CONSUME_TIMEOUT_S, f"the message in {dlq}")
     (dead,) = in_dlq()

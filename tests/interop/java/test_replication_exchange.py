@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -301,7 +301,7 @@ def test_a_rocketmq_slave_follows_a_shoal_sync_master(java: Any, pair: Pair) -> 
         master.stop("broker")
 
     def slave_seen() -> bool:
-        return master.log("broker").count("asks for data from offset") >= slave.starts
+        return cast("bool", master.log("broker").count("asks for data from offset") >= slave.starts)
 
     run_pairing(
         java,
@@ -339,7 +339,7 @@ def test_a_shoal_slave_follows_a_rocketmq_sync_master(java: Any, pair: Pair) -> 
         master.stop()
 
     def slave_seen() -> bool:
-        return master.rocketmq_log.read_text(errors="replace").count("request offset") >= starts
+        return cast("bool", master.rocketmq_log.read_text(errors="replace").count("request offset") >= starts)
 
     run_pairing(
         java,

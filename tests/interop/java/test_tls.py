@@ -50,7 +50,7 @@ def enforcing(tmp_path_factory: pytest.TempPathFactory, tls_files: TlsFiles) -> 
     running.stop_all()
 
 
-def produce_and_read_back(java: Any, cluster: Cluster, topic: str, properties: dict[str, str]) -> list[dict[str, Any]]:
+def produce_and_read_back(java: Any, cluster: Cluster, topic: str, properties: dict[str, str]) -> list[str]:
     """COUNT sync sends, then a lite pull consumer reads the topic from its first offsets; both
     programs run with `properties` as JVM system properties. The bodies read back."""
     sent = java.run(

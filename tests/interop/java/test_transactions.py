@@ -5,7 +5,7 @@ The broker here checks half messages after 1 s, every 1 s (transactionTimeOut, t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 CHECK_TIMEOUT_MS = 60_000
 
@@ -23,7 +23,7 @@ def read_back(java: Any, shoal: Any, topic: str, count: int, timeout_ms: int) ->
         },
     )
     assert not result.of("error"), result.events
-    return result.of("received")
+    return cast("list[dict[str, Any]]", result.of("received"))
 
 
 def test_commit_makes_visible_and_rollback_discards(java: Any, shoal: Any, unique: Any) -> None:

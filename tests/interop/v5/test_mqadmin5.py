@@ -81,7 +81,7 @@ def topic_attributes(cluster: Cluster, topic: str) -> dict[str, object]:
 def accepted_types(cluster: Cluster, topic: str) -> set[tuple[int, ...]]:
     async def route() -> set[tuple[int, ...]]:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{cluster.proxy_port}") as channel:
-            answer = await MessagingServiceStub(channel).QueryRoute(
+            answer = await MessagingServiceStub(channel).QueryRoute(  # type: ignore[no-untyped-call]
                 rpc.QueryRouteRequest(topic=v2.Resource(name=topic)), timeout=30
             )
             assert answer.status.code == v2.OK, answer.status

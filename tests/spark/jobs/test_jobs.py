@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
@@ -30,11 +30,11 @@ pytestmark = pytest.mark.slow  # a local Spark session and a real broker
 def _summary(output: Path) -> dict[str, Any]:
     text = (output / "summary.json").read_text()
     assert len(text.encode()) <= SUMMARY_BYTES_MAX
-    return json.loads(text)
+    return cast("dict[str, Any]", json.loads(text))
 
 
 def _details(output: Path) -> dict[str, Any]:
-    return json.loads((output / "details.json").read_text())
+    return cast("dict[str, Any]", json.loads((output / "details.json").read_text()))
 
 
 def _percentile(values: list[int], fraction: float) -> float:
