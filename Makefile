@@ -40,6 +40,7 @@ lint: $(VENV)/.installed-dev
 
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy -p shoal.formats -p shoal.store -p shoal.protocol -p shoal.remoting -p shoal.acl -p shoal.namesrv -p shoal.client -p shoal.broker -p shoal.proxy -p shoal.cli -p shoal.operator -p shoal.spark -p shoal.dashboard
+	$(VENV)/bin/mypy tests
 
 # tools/lint_imports.py: the contracts hold the same with a plain `pip install -e .` (README, Developing).
 imports: $(VENV)/.installed-dev

@@ -52,7 +52,7 @@ def test_wheel_contains_every_module(tmp_path: Path) -> None:
     )
     (wheel,) = tmp_path.glob("shoal-*.whl")
     members = set(zipfile.ZipFile(wheel).namelist())
-    expected = set()
+    expected: set[str] = set()
     for package, directory in _package_dirs().items():
         prefix = package.replace(".", "/")
         expected.update(f"{prefix}/{path.name}" for path in directory.glob("*.py"))

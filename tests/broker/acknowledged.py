@@ -68,7 +68,7 @@ async def assert_consumable(address: str, acknowledged: Acknowledged, timeout_s:
             while offset <= max(expected):
                 response = await _pull(client, address, topic, queue_id, offset)
                 if response.code == ResponseCode.SUCCESS:
-                    found.update(_offset_message_ids(response.body or b""))
+                    found.update(_offset_message_ids(bytes(response.body or b"")))
                     offset = int(response.ext_fields["nextBeginOffset"])
                     continue
                 assert time.monotonic() < deadline, (

@@ -81,7 +81,7 @@ def test_new_groups_are_written_after_the_heartbeat_is_answered(
     for manager, name in ((topics, "topics"), (groups, "groups")):
         table = manager.table
         persist = table.persist
-        monkeypatch.setattr(table, "persist", lambda persist=persist, name=name: (writes.append(name), persist()))
+        monkeypatch.setattr(table, "persist", lambda persist=persist, name=name: (writes.append(name), persist()))  # type: ignore[func-returns-value]
 
     async def run() -> tuple[float, int]:
         started = time.monotonic()

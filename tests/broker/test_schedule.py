@@ -15,7 +15,6 @@ import pytest
 
 from shoal.broker.config import DEFAULT_MESSAGE_DELAY_LEVEL, load_broker_settings, parse_delay_levels
 from shoal.broker.schedule import (
-    TIMER_DELIVER_MS,
     ScheduleMessageService,
     Timing,
     may_be_timed,
@@ -26,8 +25,8 @@ from shoal.broker.schedule import (
     unpark,
 )
 from shoal.broker.timer import TimerIndex, TimerProgress, load_timer_progress
-from shoal.formats.properties import decode_properties, encode_properties
-from shoal.formats.record import decode_header, encode_host
+from shoal.formats.properties import TIMER_DELIVER_MS, decode_properties, encode_properties
+from shoal.formats.record import RecordHeader, decode_header, encode_host
 from shoal.formats.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from shoal.store import MessageStore, MessageToStore, StoreSettings
 from tests.conftest import async_wait_until
@@ -157,9 +156,7 @@ def test_unpark_restores_the_real_topic_without_delay() -> None:
     assert unpark(header, b"", {"DELAY": "1"}) is None
 
 
-def _header_of(message: MessageToStore) -> object:
-    from shoal.formats.record import RecordHeader
-
+def _header_of(message: MessageToStore) -> RecordHeader:
     return RecordHeader(
         0, 0, 0, message.queue_id, message.flag, 0, 42, 0, message.born_timestamp_ms, message.born_host,
         0, message.born_host, message.reconsume_times, 0, 0, 0, message.topic, 0, 0,
@@ -396,13 +393,14 @@ def test_a_stopped_service_starts_again_from_its_files(tmp_path: Path, small_set
     """Goal: stop() then start() on the same store (a master demoted, then promoted again) loses
     and repeats nothing. Method: park timers and levels, stop before they are due, start again."""
     settings = small_settings(tmp_path / "s")
+    due_after_ms = 3_000  # far enough that a busy machine still stops the service before they are due
 
     async def scenario() -> None:
-        async with running_service(settings, (300,)) as (store, service):
+        async with running_service(settings, (due_after_ms,)) as (store, service):
             now_ms = store.clock.now_ms()
             for index in range(10):
                 put_parked(store, service, f"L{index}", Timing(level=1))
-                put_parked(store, service, f"T{index}", Timing(deliver_ms=now_ms + 300))
+                put_parked(store, service, f"T{index}", Timing(deliver_ms=now_ms + due_after_ms))
             await async_wait_until(lambda: len(service.timer) == 10, WAIT_S)
             await service.stop()
             assert not service.running and delivered(store) == []

@@ -311,7 +311,7 @@ class Broker:
             self.offsets,
             self.producers,
             self.config,
-            on_append=self.store.dispatch_now,
+            on_append=self.store.dispatch_now,  # type: ignore[arg-type]  # its int result is not needed
             next_opaque=iter(range(1, 1 << 30)).__next__,
             clock=lambda: self.now_ms[0],
         )

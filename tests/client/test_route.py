@@ -227,7 +227,7 @@ def test_a_route_without_a_master_is_fetched_again_throttled_and_raises_a_retria
     from shoal.client import route as route_module
 
     now = [100.0]
-    monkeypatch.setattr(route_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(route_module.time, "monotonic", lambda: now[0])  # type: ignore[attr-defined]
     queue_data = QueueData("a", read_queue_nums=2, write_queue_nums=2, perm=6)
 
     async def run() -> None:

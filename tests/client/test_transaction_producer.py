@@ -111,7 +111,7 @@ def answers_to(build_record: Callable[..., bytes], listener: Recorder) -> list[t
         async def record(address: str, code: int, ext_fields: dict[str, str], body: bytes | None = None) -> None:
             sent.append((address, code, ext_fields))
 
-        producer._instance.remoting.invoke_oneway = record  # type: ignore[method-assign]
+        producer._instance.remoting.invoke_oneway = record  # type: ignore[method-assign, assignment]
         handler = producer._instance.on_check_transaction_state
         assert handler is not None
         await handler("10.0.0.1:10911", check_request(build_record))

@@ -215,7 +215,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
         ticker = threading.Thread(target=tick, name="dashboard-ticker", daemon=True)
         ticker.start()
-        stoppers.append(lambda: (stop_ticker.set(), ticker.join(30)))
+        stoppers.append(lambda: (stop_ticker.set(), ticker.join(30)))  # type: ignore[func-returns-value]
         port = free_port()
         log_path = root / "dashboard.log"
         dashboard = _start_dashboard(cluster, acl_file, port, log_path)

@@ -221,7 +221,7 @@ def test_resending_all_dead_letters_shows_its_progress_and_resends_each(
     page.screenshot(path=str(screenshots / "resend-job.png"), full_page=True)
     for n in range(1, POISONED + 1):
         wait_until(
-            lambda n=n: bool(live.admin.query_message(retry_topic(POISON_GROUP), f"poison-{n}")),
+            lambda n=n: bool(live.admin.query_message(retry_topic(POISON_GROUP), f"poison-{n}")),  # type: ignore[misc]
             WAIT_S,
             0.5,
             what=f"poison-{n} in the retry topic",

@@ -110,7 +110,7 @@ class Kube:
         assert groups, "Broker status has no groups"
         return dict(groups[0])
 
-    def pod(self, name: str) -> Any | None:
+    def pod(self, name: str) -> Any:  # a V1Pod, or None when there is none
         from kubernetes.client.exceptions import ApiException
 
         try:

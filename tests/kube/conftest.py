@@ -46,7 +46,8 @@ def _root_conftest() -> ModuleType:
     """tests/conftest.py as pytest loaded it (free_port keeps its handed-out set there)."""
     path = (REPO_ROOT / "tests" / "conftest.py").resolve()
     for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == path:
             return module
     raise AssertionError(f"{path} is not loaded")
 

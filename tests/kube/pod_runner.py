@@ -578,14 +578,14 @@ class PodRunner:
         self._hosts = ""
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._network = list(ipaddress.ip_network(RUNNER_POD_CIDR).subnets(new_prefix=24))[block]
+        self._network = list(ipaddress.IPv4Network(RUNNER_POD_CIDR).subnets(new_prefix=24))[block]
         self._started_s = time.monotonic()
         self._log = (work_dir / "runner.log").open("a", buffering=1)
 
     @staticmethod
     def _claim_block(upstream: str) -> tuple[ServiceProxy, int]:
         """A free /24 block: the one whose kube-proxy address this runner could bind."""
-        services = list(ipaddress.ip_network(API_SERVICE_NET).subnets(new_prefix=24))
+        services = list(ipaddress.IPv4Network(API_SERVICE_NET).subnets(new_prefix=24))
         for block in random.sample(range(1, len(services)), BLOCK_ATTEMPTS_MAX):
             try:
                 return ServiceProxy(str(services[block][1]), 443, upstream), block

@@ -274,7 +274,7 @@ def test_cel_rule_rejects_its_violation(api: kubernetes.client.CustomObjectsApi,
         else:
             _create(api, violation.crd_file, body, dry_run="All")
     assert caught.value.status == 422, caught.value.body
-    causes = json.loads(caught.value.body)["details"]["causes"]
+    causes = json.loads(caught.value.body or "")["details"]["causes"]
     assert {"field": violation.field, "message": violation.message} in [
         {"field": c.get("field"), "message": c["message"].rsplit(": ", 1)[-1]} for c in causes
     ], causes

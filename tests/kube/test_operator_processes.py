@@ -394,7 +394,7 @@ def test_scale_down_drains_a_group_before_its_pods_go(
     plane.kubectl("patch", "broker", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", '{"spec":{"groups":2}}')
     for ordinal in (0, 1):
         wait_until(
-            lambda o=ordinal: plane.pod_ready(NAMESPACE, f"{group}-{o}"),
+            lambda o=ordinal: plane.pod_ready(NAMESPACE, f"{group}-{o}"),  # type: ignore[misc]
             READY_TIMEOUT_S,
             what=f"{group}-{ordinal} Ready",
         )

@@ -366,7 +366,7 @@ def topic_status(api: km.KubernetesEmulator, name: str = "orders-created") -> di
 
 def topic_ready(api: km.KubernetesEmulator) -> tuple[str, str]:
     """(status, reason) of the Topic's Ready condition; ("", "") before the first status."""
-    ready = next((c for c in topic_status(api).get("conditions") or [] if c["type"] == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in topic_status(api).get("conditions") or [] if c["type"] == "Ready"), {})
     return str(ready.get("status", "")), str(ready.get("reason", ""))
 
 

@@ -51,11 +51,11 @@ def test_an_outdated_pod_that_is_not_ready_is_replaced_first(spec: BrokerSpec) -
 def test_roll_follows_the_current_master_after_a_promotion(spec: BrokerSpec) -> None:
     """Ordinal 1 is master: ordinals 0 and 2 are slaves and go first, 1 goes last."""
     pods = (pod(0, revision=OLD), pod(1, revision=OLD), pod(2, revision=OLD))
-    pods = tuple(dataclasses.replace(p, ha_lag_bytes=None if p.ordinal == 1 else 0) for p in pods)
-    first = rollout.plan_roll(spec, facts(*pods, masters={0: 1}), 0)
+    promoted = tuple(dataclasses.replace(p, ha_lag_bytes=None if p.ordinal == 1 else 0) for p in pods)
+    first = rollout.plan_roll(spec, facts(*promoted, masters={0: 1}), 0)
     assert first.pod == "orders-g0-0"
     slave_zero = dataclasses.replace(pod(0), ha_lag_bytes=0)
-    last = rollout.plan_roll(spec, facts(slave_zero, pods[1], pod(2), masters={0: 1}), 0)
+    last = rollout.plan_roll(spec, facts(slave_zero, promoted[1], pod(2), masters={0: 1}), 0)
     assert (last.action, last.pod) == (steps.DELETE_POD, "orders-g0-1")
 
 

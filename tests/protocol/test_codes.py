@@ -42,7 +42,7 @@ def test_response_codes_are_exactly_the_spec_table() -> None:
     """Goal: §8.7 complete and exact, plus the 5.x codes POP uses. Method: compare value -> name
     for every member."""
     assert {code.value: code.name for code in ResponseCode} == {**SPEC_RESPONSE_CODES, **ROCKETMQ_5_RESPONSE_CODES}
-    assert ResponseCode.POLLING_TIMEOUT == 210
+    assert ResponseCode.POLLING_TIMEOUT.value == 210
 
 
 def test_request_codes_match_the_spec_table() -> None:

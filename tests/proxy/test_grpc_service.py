@@ -7,16 +7,17 @@ import asyncio
 import resource
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
-from shoal.broker.config import ConfigError, load_broker_settings
+from shoal.broker.config import load_broker_settings
 from shoal.protocol.v2 import definition_pb2 as v2
 from shoal.protocol.v2 import service_pb2 as rpc
 from shoal.protocol.v2.service_pb2_grpc import MessagingServiceStub
+from shoal.remoting.settings import ConfigError
 from tests.conftest import Cluster, wait_until
 from tests.ports import free_broker_port, free_port
 from tests.tls_certs import make_tls_files
@@ -38,7 +39,7 @@ def resident_mib(pid: int) -> float:
 
 
 @pytest.fixture
-def proxied(tmp_path) -> AsyncIterator[Cluster]:  # type: ignore[no-untyped-def]
+def proxied(tmp_path: Path) -> Iterator[Cluster]:
     running = Cluster(tmp_path, free_port(), free_broker_port(), free_port())
     running.start_namesrv()
     running.start_broker()

@@ -61,7 +61,7 @@ def test_bulk_decode_equals_check_record_and_drops_bad_rows_in_drop_mode(tmp_pat
         assert header is not None
         assert row["queue_offset"] == header.queue_offset and row["body"] == record.body
         properties = decode_properties(
-            data[header.properties_position : header.properties_position + header.properties_length]
+            bytes(data[header.properties_position : header.properties_position + header.properties_length])
         )
         assert dict(row["properties"]) == properties and row["body_crc_ok"]
     data[written[7].offset + 28] ^= 0x01  # PHYSICALOFFSET no longer matches the position

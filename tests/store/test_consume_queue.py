@@ -11,15 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from shoal.formats.consume_queue_unit import BLANK_UNIT, BLANK_UNIT_SIZE_FIELD, UNIT_SIZE, Unit, is_blank_unit
 from shoal.formats.store_layout import offset_to_file_name
-from shoal.store.consume_queue import (
-    BLANK_UNIT,
-    BLANK_UNIT_SIZE_FIELD,
-    UNIT_SIZE,
-    ConsumeQueue,
-    Unit,
-    is_blank_unit,
-)
+from shoal.store.consume_queue import ConsumeQueue
 from shoal.store.consume_queue_table import ConsumeQueueTable
 
 UNITS_PER_FILE = 8

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -57,8 +57,11 @@ def _load_simulator() -> ModuleType:
 
 
 power_loss = _load_simulator()
-CrashPoint = power_loss.CrashPoint
-DiskRecorder = power_loss.DiskRecorder
+if TYPE_CHECKING:  # the same file, as mypy can follow it
+    from tests.store.power_loss import CrashPoint, DiskRecorder
+else:
+    CrashPoint = power_loss.CrashPoint
+    DiskRecorder = power_loss.DiskRecorder
 
 PUTS = int(os.environ.get("SHOAL_POWER_LOSS_PUTS", "160"))
 RANDOM_IMAGES = int(os.environ.get("SHOAL_POWER_LOSS_RANDOM", "2"))

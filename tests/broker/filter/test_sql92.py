@@ -289,7 +289,7 @@ def test_check_subscription_answers_as_check_client_config() -> None:
     assert refused.code == ResponseCode.SYSTEM_ERROR
     assert refused.remark == "The broker does not support consumer to filter message by SQL92"
     bad = check_subscription("SQL92", "a >", property_filter_enabled=True)
-    assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED == 23
+    assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and ResponseCode.SUBSCRIPTION_PARSE_FAILED.value == 23
     assert bad.remark is not None and "Invalid MessageSelector" in bad.remark
     assert check_subscription("SQL92", "", property_filter_enabled=True).code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     assert (

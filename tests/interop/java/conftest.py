@@ -50,7 +50,8 @@ def _root_conftest() -> ModuleType:
     """tests/conftest.py as pytest loaded it (Cluster, free_port): importlib mode gives it no fixed name."""
     path = (REPO_ROOT / "tests" / "conftest.py").resolve()
     for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == path:
             return module
     raise AssertionError(f"{path} is not loaded")
 
@@ -231,7 +232,7 @@ class JavaRunner:
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired as expired:
-            raise AssertionError(f"{main} {args} did not finish within {timeout_s} s:\n{expired.stdout}") from None
+            raise AssertionError(f"{main} {args} did not finish within {timeout_s} s:\n{expired.stdout!s}") from None
         events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         return JavaResult(result.returncode, events, result.stderr)
 
@@ -254,7 +255,7 @@ class JavaRunner:
                 cwd=self.log_dir,
             )
         except subprocess.TimeoutExpired as expired:
-            raise AssertionError(f"mqadmin {args} did not finish within {timeout_s} s:\n{expired.stdout}") from None
+            raise AssertionError(f"mqadmin {args} did not finish within {timeout_s} s:\n{expired.stdout!s}") from None
         return result.stdout + result.stderr
 
     def spawn(self, main: str, args: dict[str, object], *, properties: dict[str, str] | None = None) -> JavaProcess:

@@ -69,7 +69,8 @@ def _root_conftest() -> ModuleType:
     """tests/conftest.py as pytest loaded it (Cluster, free_port): importlib mode gives it no fixed name."""
     path = (Path(__file__).resolve().parents[2] / "conftest.py").resolve()
     for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == path:
             return module
     raise AssertionError(f"{path} is not loaded")
 

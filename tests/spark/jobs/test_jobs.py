@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 
 from shoal.cli.main import cli
 from shoal.formats.message_id import offset_msg_id
-from shoal.spark.jobs import consumer_lag, dlq_report, export, store_audit, topic_stats
-from shoal.spark.jobs.runner import SUMMARY_BYTES_MAX, TERMINATION_MESSAGE_ENV, write_summary
+from shoal.spark.jobs import TERMINATION_MESSAGE_ENV, consumer_lag, dlq_report, export, store_audit, topic_stats
+from shoal.spark.jobs.runner import SUMMARY_BYTES_MAX, write_summary
 from shoal.store.inspection import consume_queue_dirs, iter_commitlog, iter_consume_queue, verify_store
 from shoal.store.metadata import ConsumerOffsetTable
 from tests.spark.conftest import HASH_SLOTS, SEGMENT_BYTES, BrokerStore, ReferenceRecord, reference_records

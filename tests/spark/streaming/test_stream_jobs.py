@@ -22,7 +22,7 @@ from shoal.client import (
     Message,
     MessageExt,
 )
-from shoal.client.push_consumer import ConsumeFromWhere
+from shoal.protocol import ConsumeFromWhere
 from tests.conftest import Cluster, wait_until
 from tests.ports import free_broker_port, free_port
 

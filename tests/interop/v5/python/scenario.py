@@ -144,7 +144,7 @@ def push(endpoint: str, topic: str, group: str, count: int) -> None:
     succeeded: set[str] = set()
     lock = threading.Lock()
 
-    class Listener(MessageListener):
+    class Listener(MessageListener):  # type: ignore[misc]  # the v5 client ships no type hints
         def consume(self, message: Message) -> ConsumeResult:
             body = message.body.decode()
             emit("consumed", **describe(message))
@@ -185,7 +185,7 @@ def hold(endpoint: str, topic: str, group: str, count: int) -> None:
 def transaction(endpoint: str, topic: str) -> None:
     checked = threading.Event()
 
-    class Checker(TransactionChecker):
+    class Checker(TransactionChecker):  # type: ignore[misc]  # the v5 client ships no type hints
         def check(self, message: Message) -> TransactionResolution:
             emit("checked", body=message.body.decode(), topic=message.topic, message_id=message.message_id)
             checked.set()
@@ -233,7 +233,7 @@ def fifo(endpoint: str, topic: str, group: str) -> None:
     failed_once = False
     lock = threading.Lock()
 
-    class Listener(MessageListener):
+    class Listener(MessageListener):  # type: ignore[misc]  # the v5 client ships no type hints
         def consume(self, message: Message) -> ConsumeResult:
             nonlocal failed_once
             body = message.body.decode()
