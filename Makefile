@@ -68,8 +68,8 @@ $(VENV)/.k8s-binaries: tools/get_k8s.py tools/k8s/go.mod tools/k8s/go.sum tools/
 # The tests that drive Apache RocketMQ's JVMs (tests/interop/java, the side-by-side benchmark run in
 # tests/bench/test_vs_rocketmq.py, and the ACL bench's tests with its Java-client case) and the Go and
 # Node.js clients' (tests/interop/go, tests/interop/node) and the RocketMQ 5 clients' (tests/interop/v5)
-# mostly wait on clients and brokers, so they run in a second pytest process beside the rest (2026-12-01, 2 cores: 69
-# min for this stream with the pure-Python suite, 67 for the rest, both cores busy throughout). Their report is
+# mostly wait on clients and brokers, so they run in a second pytest process beside the rest (2026-12-01, 2 cores: 62
+# min for this stream with the pure-Python suite, 56 for the rest, both cores busy throughout). Their report is
 # printed after the rest's (and kept in $(JAVA_LOG)).
 # `make unit PYTEST_ARGS=...` runs one pytest.
 JAVA_SUITE := tests/interop/java tests/interop/go tests/interop/node tests/interop/v5 tests/bench/test_vs_rocketmq.py tests/bench/test_acl.py
