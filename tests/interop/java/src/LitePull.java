@@ -91,7 +91,8 @@ public final class LitePull {
 
     /**
      * consumer.seek, tried again (at most SEEK_ATTEMPTS times) when its min/max offset request timed out: the
-     * client gives those 3 s, which a loaded CI machine can take from a JVM thread. Any other failure is thrown.
+     * client's admin timeout is a few seconds, which a loaded CI machine can take from a JVM thread. Any other
+     * failure is thrown.
      */
     private static void seek(DefaultLitePullConsumer consumer, MessageQueue mq, long offset) throws MQClientException {
         for (int attempt = 1; ; attempt++) {
