@@ -185,3 +185,62 @@ def test_the_compiled_path_takes_over_only_what_it_computes_exactly(implementati
             COMPILED_MODULE.keyed_states(b"k" * 65)
         with pytest.raises(TypeError, match="keyed_states"):
             COMPILED_MODULE.signature(b"short", (), {}, None)
+
+
+_ASCII_KEYS = st.text(st.characters(min_codepoint=0, max_codepoint=127), min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fields=st.dictionaries(_ASCII_KEYS, st.text(max_size=40), max_size=20),
+    body=st.one_of(st.none(), st.binary(max_size=3000)),
+    key=st.text(max_size=80),
+    unique=st.one_of(st.none(), st.text(max_size=20)),
+    signed_in=st.booleans(),
+)
+def test_verify_accepts_exactly_javas_signature_with_or_without_the_unique_key_query(
+    implementation: str, fields: dict[str, str], body: bytes | None, key: str, unique: str | None, signed_in: bool
+) -> None:
+    """ASCII keys (the compiled verify's own case: it sorts them itself): a signature made by
+    Java's rule verifies, over the fields with `_UNIQUE_KEY_QUERY` signed in or left out; a changed
+    body, a changed value or another key's signature does not."""
+    fields.pop(SIGNATURE, None)
+    fields.pop(UNIQUE_KEY_QUERY, None)
+    if unique is not None:
+        fields[UNIQUE_KEY_QUERY] = unique
+    signed_fields = (
+        dict(fields) if signed_in or unique is None else {k: v for k, v in fields.items() if k != UNIQUE_KEY_QUERY}
+    )
+    assert signature_of(fields, body, key) == _reference(fields, body, key)
+    request = {**fields, SIGNATURE: _reference(signed_fields, body, key)}
+    assert verify(request, body, key)
+    assert not verify(request, (body or b"") + b"!", key)
+    assert not verify(request, body, key + "x")
+    for name in [name for name in signed_fields if name != UNIQUE_KEY_QUERY][:1]:  # a left-out key may change
+        assert not verify({**request, name: fields[name] + "x"}, body, key)
+
+
+def test_the_compiled_verify_leaves_to_python_what_it_does_not_compute(implementation: str) -> None:
+    """Non-ASCII keys, more keys than it sorts, a non-str value, a missing or non-ASCII
+    Signature: the compiled functions answer None and `verify` still decides as Java's rule does;
+    a claimed signature shorter or longer than 28 characters never verifies."""
+    many = {f"k{i:03}": str(i) for i in range(70)}
+    for fields in ({"ä": "1", "a": "2"}, many, {"a": "1"}):
+        signed = {**fields, SIGNATURE: _reference(fields, b"b", "sk")}
+        assert verify(signed, b"b", "sk")
+        good = signed[SIGNATURE]
+        for claimed in (good[:-1], good + "=", "", "\u00e4" * 28):
+            assert not verify({**signed, SIGNATURE: claimed}, b"b", "sk")
+    if implementation == "compiled":
+        assert COMPILED_MODULE is not None
+        states = COMPILED_MODULE.keyed_states(b"sk")
+        assert COMPILED_MODULE.verify(states, {"\u00e4": "1", SIGNATURE: "x"}, None) is None
+        assert COMPILED_MODULE.verify(states, {**many, SIGNATURE: "x"}, None) is None
+        assert COMPILED_MODULE.verify(states, {"a": "1"}, None) is None
+        assert COMPILED_MODULE.verify(states, {"a": 1, SIGNATURE: "x"}, None) is None  # type: ignore[dict-item]
+        assert COMPILED_MODULE.sign(states, {"a": "x\ud800"}, None) is None
+        assert COMPILED_MODULE.sign(states, {"b": "2", "a": "1", SIGNATURE: "old"}, b"z") == _reference(
+            {"a": "1", "b": "2"}, b"z", "sk"
+        )
+        with pytest.raises(TypeError, match="keyed_states"):
+            COMPILED_MODULE.verify(b"short", {}, None)
