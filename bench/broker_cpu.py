@@ -8,15 +8,21 @@ raw-socket client whose frames are encoded before the clock starts (so the clien
 limits the rate, and each server is measured on the bytes a real client sends: for Shoal, the
 SEND_MESSAGE_V2 frame with the JSON header the Java client writes).
 
-CPU is read from /proc/<pid>/stat (utime + stime, every thread of the server process) before and
-after the timed phase, and per thread for Shoal (the event-loop thread and the rest). A warm-up
+CPU is read from /proc/<pid>/task/*/schedstat (nanoseconds on a CPU, every thread of the server
+process) before and after each timed phase, and per thread for Shoal (the event-loop thread and the rest). A warm-up
 of WARM sends runs first on both, and each server is left to go idle before the clock starts
 (its warm-up's bytes flushed). The CPU is read FLUSHED_WAIT_S after the last answer, so each
 server pays for flushing the timed phase's bytes to disk (its ASYNC_FLUSH thread's fdatasync),
 not only for writing them to the page cache: read at the last answer, a 0.4 s ceiling run left
 most of its bytes for a flush the clock never saw, while Shoal's longer run paid for most of its own.
 
-  .venv/bin/python bench/broker_cpu.py                     # 60,000 sends, ASYNC_FLUSH, 2 runs
+In a run both servers are up at once and each takes ROUNDS timed phases of n/ROUNDS sends, the two
+servers' phases alternating (which goes first flips every round). The run's ratio is Shoal's CPU over
+the ceiling's, each summed over its phases; the ratio of each pair of phases is printed too. Phases
+seconds apart see the same machine: with one phase per server, started a minute apart, the
+ceiling's own figure moved 4.7-10.7 us per send between runs on this VM, and the ratio with it.
+
+  .venv/bin/python bench/broker_cpu.py                     # 60,000 sends, 6 rounds, ASYNC_FLUSH, 2 runs
   .venv/bin/python bench/broker_cpu.py --n 100000 --runs 1 --flush SYNC_FLUSH
 """
 
@@ -24,14 +30,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -62,6 +71,19 @@ def cpu_s(pid: int, tid: int | None = None) -> float:
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     fields = Path(path).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def run_time_s(pid: int) -> float:
+    """CPU time of every live thread of `pid`, from the scheduler's nanosecond counts
+    (/proc/<pid>/task/*/schedstat). /proc/<pid>/stat counts in 10 ms ticks, which is 10-15 % of a
+    ceiling phase of 10,000 sends; the servers' threads live as long as they do."""
+    total_ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total_ns += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total_ns / 1e9
 
 
 def thread_cpu_s(pid: int) -> dict[str, float]:
@@ -140,7 +162,46 @@ class Measurement:
         return self.cpu_s / self.sends * 1e6
 
 
-def run_ceiling(n: int, warm: int, window: int, work: Path) -> Measurement:
+class Server:
+    """One server under the benchmark's load: its process, a connected socket, how it answers."""
+
+    def __init__(self, name: str, pid: int, sock: socket.socket, response_size: int | None) -> None:
+        self.name = name
+        self.pid = pid
+        self.sock = sock
+        self.response_size = response_size
+
+    def phase(self, frames: list[bytes], window: int, *, per_thread: bool = False) -> Measurement:
+        """One timed phase of `frames`, after the server has gone idle; CPU read FLUSHED_WAIT_S after
+        the last answer (so the phase's flush is paid inside it)."""
+        settle(self.pid)
+        threads_before = thread_cpu_s(self.pid) if per_thread else {}
+        before, started = run_time_s(self.pid), time.perf_counter()
+        try:
+            answered = pump(self.sock, frames, window, self.response_size)
+        except OSError as error:  # python_ceiling.py's server exits 600 s after it started
+            raise SystemExit(f"the {self.name} server closed the connection ({error}): see its output above") from None
+        wall = time.perf_counter() - started
+        time.sleep(FLUSHED_WAIT_S)
+        after = run_time_s(self.pid)
+        threads_after = thread_cpu_s(self.pid) if threads_before else {}
+        threads = {
+            name: threads_after[name] - threads_before.get(name, 0.0)
+            for name in threads_after
+            if threads_after[name] - threads_before.get(name, 0.0) > 0
+        }
+        return Measurement(answered, wall, after - before, threads)
+
+
+def ceiling_frames(count: int) -> list[bytes]:
+    payload = os.urandom(SIZE)
+    frame = CEILING_FRAME.pack(CEILING_FRAME.size - 4 + 4 + SIZE, 1, 1) + struct.pack("<I", SIZE) + payload
+    return [frame] * count
+
+
+@contextlib.contextmanager
+def ceiling_server(n: int, warm: int, window: int, work: Path) -> Iterator[Server]:
+    """python_ceiling.py's server, warmed by `warm` sends, with room for `n` more."""
     port_file = work / "port"
     store_bytes = (n + warm) * (SIZE + 200) + (64 << 20)
     server = subprocess.Popen(
@@ -152,18 +213,10 @@ def run_ceiling(n: int, warm: int, window: int, work: Path) -> Measurement:
         while not port_file.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         port = int(port_file.read_text())
-        payload = os.urandom(SIZE)
-        frame = CEILING_FRAME.pack(CEILING_FRAME.size - 4 + 4 + SIZE, 1, 1) + struct.pack("<I", SIZE) + payload
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            pump(sock, [frame] * warm, window, CEILING_ACK_BYTES)
-            settle(server.pid)
-            before, started = cpu_s(server.pid), time.perf_counter()
-            answered = pump(sock, [frame] * n, window, CEILING_ACK_BYTES)
-            wall = time.perf_counter() - started
-            time.sleep(FLUSHED_WAIT_S)
-            after = cpu_s(server.pid)
-        return Measurement(answered, wall, after - before, {})
+            pump(sock, ceiling_frames(warm), window, CEILING_ACK_BYTES)
+            yield Server("ceiling", server.pid, sock, CEILING_ACK_BYTES)
     finally:
         stop(server)
 
@@ -286,40 +339,76 @@ def start_brokers(
     return processes, ports, f"127.0.0.1:{namesrv_port}"
 
 
-def run_shoal(
-    n: int, warm: int, window: int, flush: str, work: Path, extra_conf: str, profile: str = ""
-) -> Measurement:
+@contextlib.contextmanager
+def shoal_server(warm: int, window: int, flush: str, work: Path, extra_conf: str) -> Iterator[Server]:
+    """A NameServer and a Shoal broker with the bench topic, warmed by `warm` sends."""
     with (work / "servers.log").open("ab") as log:
         processes, (broker_port,), namesrv = start_brokers(1, flush, work, extra_conf, log)
-        broker = processes[1]
         try:
             asyncio.run(create_topic(namesrv))
-            warm_frames = send_frames(warm, 1)
-            frames = send_frames(n, warm + 1)
             with socket.create_connection(("127.0.0.1", broker_port)) as sock:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                pump(sock, warm_frames, window, None)
-                settle(broker.pid)
-                profiler = start_profiler(broker.pid, profile)
-                threads_before = thread_cpu_s(broker.pid)
-                before, started = cpu_s(broker.pid), time.perf_counter()
-                answered = pump(sock, frames, window, None)
-                wall = time.perf_counter() - started
-                time.sleep(FLUSHED_WAIT_S)
-                after = cpu_s(broker.pid)
-                threads_after = thread_cpu_s(broker.pid)
-                if profiler is not None:
-                    profiler.send_signal(2)
-                    profiler.wait(60)
+                pump(sock, send_frames(warm, 1), window, None)
+                yield Server("shoal", processes[1].pid, sock, None)
         finally:
             for process in reversed(processes):
                 stop(process)
-    threads = {
-        name: threads_after[name] - threads_before.get(name, 0.0)
-        for name in threads_after
-        if threads_after[name] - threads_before.get(name, 0.0) > 0
-    }
-    return Measurement(answered, wall, after - before, threads)
+
+
+@dataclass
+class Run:
+    """One run: `rounds` pairs of phases, the two servers' in alternating order."""
+
+    ceiling: list[Measurement]
+    shoal: list[Measurement]
+
+    @staticmethod
+    def total(phases: list[Measurement]) -> Measurement:
+        threads: dict[str, float] = {}
+        for phase in phases:
+            for name, seconds in phase.threads.items():
+                threads[name] = threads.get(name, 0.0) + seconds
+        return Measurement(
+            sum(p.sends for p in phases), sum(p.wall_s for p in phases), sum(p.cpu_s for p in phases), threads
+        )
+
+    def round_ratios(self) -> list[float]:
+        return [s.us_per_send / c.us_per_send for c, s in zip(self.ceiling, self.shoal, strict=True)]
+
+
+def measure_run(args: argparse.Namespace, work: Path) -> Run:
+    """Both servers up at once; `args.rounds` rounds of n/rounds sends each, alternating which goes
+    first. Paired phases seconds apart see the same machine: on this VM the ceiling's own figure
+    moved 4.7-10.7 us per send between runs minutes apart, and so did the ratio of two runs."""
+    per_round = max(1, args.n // args.rounds)
+    shoal_frames = send_frames(per_round * args.rounds, args.warm + 1)
+    ceiling_phase_frames = ceiling_frames(per_round)
+    run = Run([], [])
+    (work / "ceiling").mkdir()
+    (work / "shoal").mkdir()
+    with contextlib.ExitStack() as stack:
+        if not args.shoal_only:
+            ceiling = stack.enter_context(
+                ceiling_server(per_round * args.rounds, args.warm, args.window, work / "ceiling")
+            )
+        shoal = stack.enter_context(shoal_server(args.warm, args.window, args.flush, work / "shoal", args.conf))
+        profiler = start_profiler(shoal.pid, args.profile)
+        try:
+            for index in range(args.rounds):
+                frames = shoal_frames[index * per_round : (index + 1) * per_round]
+                order = ("ceiling", "shoal") if index % 2 == 0 else ("shoal", "ceiling")
+                for name in order:
+                    if name == "shoal":
+                        run.shoal.append(shoal.phase(frames, args.window, per_thread=True))
+                    elif not args.shoal_only:
+                        run.ceiling.append(ceiling.phase(ceiling_phase_frames, args.window))
+                    else:
+                        run.ceiling.append(Measurement(1, 1.0, 1e-6, {}))
+        finally:
+            if profiler is not None:
+                profiler.send_signal(2)
+                profiler.wait(60)
+    return run
 
 
 def drive(port: int, n: int, warm: int, window: int) -> None:
@@ -396,6 +485,12 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=5_000, help="untimed sends first (default 5,000)")
     parser.add_argument("--window", type=int, default=256, help="requests in flight (default 256)")
     parser.add_argument("--runs", type=int, default=2, help="runs, each measuring both servers (default 2)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=6,
+        help="phases per server in a run, the two servers' alternating, n/rounds sends each (default 6)",
+    )
     parser.add_argument("--flush", default="ASYNC_FLUSH", help="Shoal's flushDiskType (default ASYNC_FLUSH)")
     parser.add_argument("--conf", default="", help="extra broker.conf lines for Shoal, ';'-separated")
     parser.add_argument("--profile", default="", help="py-spy collapsed stacks of Shoal's timed phase to this file")
@@ -423,24 +518,34 @@ def main() -> None:
                 flush=True,
             )
         return
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     if not args.shoal_only and not CEILING.exists():
         raise SystemExit(f"no {CEILING}: set SHOAL_CEILING to python_ceiling.py, or pass --shoal-only")
     for run in range(1, args.runs + 1):
         load = os.getloadavg()[0]
-        if args.shoal_only:
-            ceiling = Measurement(1, 1.0, 1e-6, {})
-        else:
-            with tempfile.TemporaryDirectory(prefix="shoal-cpu-") as tmp:
-                ceiling = run_ceiling(args.n, args.warm, args.window, Path(tmp))
         with tempfile.TemporaryDirectory(prefix="shoal-cpu-") as tmp:
-            shoal = run_shoal(args.n, args.warm, args.window, args.flush, Path(tmp), args.conf, args.profile)
+            measured = measure_run(args, Path(tmp))
+        ceiling, shoal = Run.total(measured.ceiling), Run.total(measured.shoal)
         ratio = shoal.us_per_send / ceiling.us_per_send
         print(
-            f"RUN {run} load={load:.2f} window={args.window} n={args.n} | ceiling {ceiling.us_per_send:.1f} us/send "
-            f"({ceiling.sends / ceiling.wall_s:,.0f}/s) | shoal {args.flush} {shoal.us_per_send:.1f} us/send "
-            f"({shoal.sends / shoal.wall_s:,.0f}/s) | ratio {ratio:.2f}x (target <= 3.00x)",
+            f"RUN {run} load={load:.2f} window={args.window} n={shoal.sends} rounds={args.rounds} | ceiling "
+            f"{ceiling.us_per_send:.1f} us/send ({ceiling.sends / ceiling.wall_s:,.0f}/s) | shoal {args.flush} "
+            f"{shoal.us_per_send:.1f} us/send ({shoal.sends / shoal.wall_s:,.0f}/s) | ratio {ratio:.2f}x "
+            f"(target <= 3.00x)",
             flush=True,
         )
+        if not args.shoal_only:
+            ratios = measured.round_ratios()
+            print(
+                "  rounds (ceiling / shoal us per send, ratio): "
+                + ", ".join(
+                    f"{c.us_per_send:.1f} / {s.us_per_send:.1f} {r:.2f}x"
+                    for c, s, r in zip(measured.ceiling, measured.shoal, ratios, strict=True)
+                )
+                + f" | median ratio {statistics.median(ratios):.2f}x",
+                flush=True,
+            )
         busiest = sorted(shoal.threads.items(), key=lambda item: -item[1])[:4]
         print(
             "  shoal threads: "

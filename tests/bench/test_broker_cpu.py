@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "broker_cpu.py"
-QUICK = ["--n", "3000", "--warm", "300", "--runs", "1", "--conf", "mappedFileSizeCommitLog=67108864"]
+QUICK = ["--n", "3000", "--warm", "300", "--runs", "1", "--rounds", "2", "--conf", "mappedFileSizeCommitLog=67108864"]
 RUN_TIMEOUT_S = 300
 
 
