@@ -102,17 +102,32 @@ kind create cluster --name "$CLUSTER" --config "$WORK/kind-config.yaml" --kubeco
 
 # ---------------------------------------------------------------- 3. images
 log "images"
-"$ENGINE" build -f "$REPO_ROOT/broker_image/Dockerfile" -t shoal:e2e "$REPO_ROOT"
+# build TAG ARGS...: the image a rebuild moves TAG off is removed once nothing else names it, so
+# each run does not leave 2-3 GB of untagged images behind (`rmi` of an image ID refuses while a
+# tag or a container still uses it, and the build cache stays).
+build() {
+    local tag="$1" old
+    shift
+    old="$("$ENGINE" image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)"
+    "$ENGINE" build -t "$tag" "$@"
+    if [ -n "$old" ] && [ "$old" != "$("$ENGINE" image inspect --format '{{.Id}}' "$tag")" ]; then
+        "$ENGINE" rmi "$old" >/dev/null 2>&1 || true
+    fi
+}
+for stale in shoal:e2e-roll shoal:0.1.0; do  # retagged below from the new shoal:e2e
+    "$ENGINE" rmi "$stale" >/dev/null 2>&1 || true
+done
+build shoal:e2e -f "$REPO_ROOT/broker_image/Dockerfile" "$REPO_ROOT"
 "$ENGINE" tag shoal:e2e shoal:e2e-roll
 "$ENGINE" tag shoal:e2e shoal:0.1.0  # the tag examples/ name (test_kind_outside.py applies them)
 IMAGES=(shoal:e2e shoal:e2e-roll shoal:0.1.0)
 SPARK_IMAGE=""
 if [ -f "$REPO_ROOT/broker_image/Dockerfile.spark" ]; then
     SPARK_IMAGE=shoal-spark:e2e
-    "$ENGINE" build -f "$REPO_ROOT/broker_image/Dockerfile.spark" -t "$SPARK_IMAGE" "$REPO_ROOT"
+    build "$SPARK_IMAGE" -f "$REPO_ROOT/broker_image/Dockerfile.spark" "$REPO_ROOT"
     IMAGES+=("$SPARK_IMAGE")
 fi
-"$ENGINE" build -f "$E2E_DIR/Dockerfile" --build-arg BASE_IMAGE=shoal:e2e -t shoal-e2e-tests:e2e "$REPO_ROOT"
+build shoal-e2e-tests:e2e -f "$E2E_DIR/Dockerfile" --build-arg BASE_IMAGE=shoal:e2e "$REPO_ROOT"
 IMAGES+=(shoal-e2e-tests:e2e)
 # An image archive works for docker and podman alike (`kind load docker-image` needs docker).
 "$ENGINE" save -o "$WORK/images.tar" "${IMAGES[@]}"
