@@ -32,6 +32,11 @@
  *     formats.dispatch_run.python_dispatch_run: the ConsumeQueue units of consecutive records of one
  *     queue, written into `units` from `units_position`; stops at the first record that is not the
  *     queue's next plain message (see the Python reference for the exact rule).
+ * dispatch_runs(buffer, position, limit, expected_offset, count_max, runs: dict, request_type,
+ *               keys_out: list | None, listening) -> (consumed, count, last_store_timestamp)
+ *     formats.dispatch_run.python_dispatch_runs: dispatch_run over consecutive records of several
+ *     queues (senders that spread their messages over the queues interleave them), each through
+ *     the open run `runs[(raw topic, queue id)]`, whose state it reads and writes back.
  * walk_records(buffer, position, limit, stop_at, count_max, size_max) -> (positions: list[int], end, stop)
  *     formats.record.python_walk_records: frame consecutive records by MAGICCODE and TOTALSIZE
  *     alone; `stop` indexes record.WALK_STOPS. ValueError when [position, limit) is not inside the
@@ -339,6 +344,87 @@ append_new(PyObject *list, PyObject *item)
     return failed;
 }
 
+/* One queue's run state while units are written: where its next unit goes and what it checks. */
+typedef struct {
+    unsigned char *units;
+    long long units_position, units_end, next_offset, max_physical;
+    PyObject *topic;        /* str, borrowed */
+    PyObject *arrivals_out; /* list or Py_None, borrowed */
+} RunState;
+
+/* The unit of record `f` written for the run `s` when the record is the run's next plain message:
+ * 1 (taken, `s` advanced), 0 (the run stops before it), -1 (an exception is set). */
+static int
+run_record(const RecordFields *f, const unsigned char *want_topic, Py_ssize_t want_topic_len, long long queue_id,
+           RunState *s, PyTypeObject *type, PyObject *keys_out)
+{
+    int transaction = f->sysflag & TRANSACTION_TYPE_MASK;
+    if (s->units_position + UNIT_BYTES > s->units_end || f->queue_id != queue_id || f->queue_offset != s->next_offset
+        || f->topic_len != want_topic_len || memcmp(f->topic, want_topic, (size_t)want_topic_len) != 0
+        || (transaction != 0 && transaction != TRANSACTION_COMMIT_TYPE) || f->physical + f->total <= s->max_physical) {
+        return 0;
+    }
+    const unsigned char *keys, *tags, *uniq;
+    Py_ssize_t keys_len, tags_len, uniq_len;
+    property_value(f->props, f->props_len, "KEYS", 4, &keys, &keys_len);
+    if (keys != NULL) {
+        return 0; /* messages with keys go the Python way (IndexService.build) */
+    }
+    property_value(f->props, f->props_len, "TAGS", 4, &tags, &tags_len);
+    property_value(f->props, f->props_len, "UNIQ_KEY", 8, &uniq, &uniq_len);
+    long long code;
+    if (tags_code_of(tags, tags_len, &code) < 0) {
+        return -1;
+    }
+    if (uniq != NULL && keys_out != Py_None) {
+        PyObject *key = Py_BuildValue("(Os#LL)", s->topic, (const char *)uniq, uniq_len, (long long)f->physical,
+                                      (long long)f->store_ts);
+        if (key == NULL) {
+            /* s# is strict UTF-8: decode with replacement as find_properties does */
+            PyErr_Clear();
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)uniq, uniq_len, "replace");
+            key = text == NULL ? NULL
+                               : Py_BuildValue("(ONLL)", s->topic, text, (long long)f->physical, (long long)f->store_ts);
+        }
+        if (append_new(keys_out, key) < 0) {
+            return -1;
+        }
+    }
+    if (s->arrivals_out != Py_None) {
+        PyObject *request = type->tp_alloc(type, REQUEST_FIELDS);
+        if (request == NULL) {
+            return -1;
+        }
+        Py_INCREF(s->topic);
+        PyTuple_SET_ITEM(request, 0, s->topic);
+        PyTuple_SET_ITEM(request, 1, PyLong_FromLong(f->queue_id));
+        PyTuple_SET_ITEM(request, 2, PyLong_FromLongLong(f->physical));
+        PyTuple_SET_ITEM(request, 3, PyLong_FromLong(f->total));
+        PyTuple_SET_ITEM(request, 4, PyLong_FromLongLong(code));
+        PyTuple_SET_ITEM(request, 5, PyLong_FromLongLong(f->store_ts));
+        PyTuple_SET_ITEM(request, 6, PyLong_FromLongLong(f->queue_offset));
+        PyTuple_SET_ITEM(request, 7, PyBytes_FromStringAndSize((const char *)f->props, f->props_len));
+        for (int i = 1; i < REQUEST_FIELDS; i++) {
+            if (PyTuple_GET_ITEM(request, i) == NULL) {
+                Py_DECREF(request);
+                request = NULL;
+                break;
+            }
+        }
+        if (append_new(s->arrivals_out, request) < 0) {
+            return -1;
+        }
+    }
+    unsigned char *unit = s->units + s->units_position;
+    put64(unit, (uint64_t)f->physical);
+    put32(unit + 8, (uint32_t)f->total);
+    put64(unit + 12, (uint64_t)code);
+    s->units_position += UNIT_BYTES;
+    s->next_offset += 1;
+    s->max_physical = f->physical + f->total;
+    return 1;
+}
+
 static PyObject *
 dispatch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -382,86 +468,21 @@ dispatch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         units_end = units.len;
     }
     const unsigned char *base = (const unsigned char *)view.buf;
-    unsigned char *unit_base = (unsigned char *)units.buf;
-    const char *want_topic = PyBytes_AS_STRING(raw_topic);
+    RunState state = {(unsigned char *)units.buf, units_position, units_end, next_offset, max_physical, topic, arrivals_out};
+    const unsigned char *want_topic = (const unsigned char *)PyBytes_AS_STRING(raw_topic);
     Py_ssize_t want_topic_len = PyBytes_GET_SIZE(raw_topic);
     long long start = position, count = 0, last_ts = 0;
-    PyTypeObject *type = (PyTypeObject *)request_type;
     int failed = 0;
-    while (count < count_max && position <= limit && units_position + UNIT_BYTES <= units_end) {
+    while (count < count_max && position <= limit) {
         RecordFields f;
         if (!parse_dispatch(base + position, limit - position, expected + (position - start), &f)) {
             break;
         }
-        int transaction = f.sysflag & TRANSACTION_TYPE_MASK;
-        if (f.queue_id != queue_id || f.queue_offset != next_offset || f.topic_len != want_topic_len
-            || memcmp(f.topic, want_topic, (size_t)want_topic_len) != 0
-            || (transaction != 0 && transaction != TRANSACTION_COMMIT_TYPE)
-            || f.physical + f.total <= max_physical) {
+        int taken = run_record(&f, want_topic, want_topic_len, queue_id, &state, (PyTypeObject *)request_type, keys_out);
+        if (taken <= 0) {
+            failed = taken < 0;
             break;
         }
-        const unsigned char *keys, *tags, *uniq;
-        Py_ssize_t keys_len, tags_len, uniq_len;
-        property_value(f.props, f.props_len, "KEYS", 4, &keys, &keys_len);
-        if (keys != NULL) {
-            break; /* messages with keys go the Python way (IndexService.build) */
-        }
-        property_value(f.props, f.props_len, "TAGS", 4, &tags, &tags_len);
-        property_value(f.props, f.props_len, "UNIQ_KEY", 8, &uniq, &uniq_len);
-        long long code;
-        if (tags_code_of(tags, tags_len, &code) < 0) {
-            failed = 1;
-            break;
-        }
-        if (uniq != NULL && keys_out != Py_None) {
-            PyObject *key = Py_BuildValue("(Os#LL)", topic, (const char *)uniq, uniq_len, (long long)f.physical,
-                                          (long long)f.store_ts);
-            if (key == NULL) {
-                /* s# is strict UTF-8: decode with replacement as find_properties does */
-                PyErr_Clear();
-                PyObject *text = PyUnicode_DecodeUTF8((const char *)uniq, uniq_len, "replace");
-                key = text == NULL ? NULL
-                                   : Py_BuildValue("(ONLL)", topic, text, (long long)f.physical, (long long)f.store_ts);
-            }
-            if (append_new(keys_out, key) < 0) {
-                failed = 1;
-                break;
-            }
-        }
-        if (arrivals_out != Py_None) {
-            PyObject *request = type->tp_alloc(type, REQUEST_FIELDS);
-            if (request == NULL) {
-                failed = 1;
-                break;
-            }
-            Py_INCREF(topic);
-            PyTuple_SET_ITEM(request, 0, topic);
-            PyTuple_SET_ITEM(request, 1, PyLong_FromLong(f.queue_id));
-            PyTuple_SET_ITEM(request, 2, PyLong_FromLongLong(f.physical));
-            PyTuple_SET_ITEM(request, 3, PyLong_FromLong(f.total));
-            PyTuple_SET_ITEM(request, 4, PyLong_FromLongLong(code));
-            PyTuple_SET_ITEM(request, 5, PyLong_FromLongLong(f.store_ts));
-            PyTuple_SET_ITEM(request, 6, PyLong_FromLongLong(f.queue_offset));
-            PyTuple_SET_ITEM(request, 7, PyBytes_FromStringAndSize((const char *)f.props, f.props_len));
-            for (int i = 1; i < REQUEST_FIELDS; i++) {
-                if (PyTuple_GET_ITEM(request, i) == NULL) {
-                    Py_DECREF(request);
-                    request = NULL;
-                    break;
-                }
-            }
-            if (append_new(arrivals_out, request) < 0) {
-                failed = 1;
-                break;
-            }
-        }
-        unsigned char *unit = unit_base + units_position;
-        put64(unit, (uint64_t)f.physical);
-        put32(unit + 8, (uint32_t)f.total);
-        put64(unit + 12, (uint64_t)code);
-        units_position += UNIT_BYTES;
-        next_offset += 1;
-        max_physical = f.physical + f.total;
         last_ts = f.store_ts;
         position += f.total;
         count += 1;
@@ -471,7 +492,247 @@ dispatch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (failed) {
         return NULL;
     }
-    return Py_BuildValue("(LLLLLL)", position - start, count, next_offset, max_physical, units_position, last_ts);
+    return Py_BuildValue("(LLLLLL)", position - start, count, state.next_offset, state.max_physical,
+                         state.units_position, last_ts);
+}
+
+/* dispatch_runs: the open runs one call has met, their state read once and written back at the end. */
+#define RUNS_CACHED_MAX 64
+
+typedef struct {
+    PyObject *queue_run;  /* the runs dict's value, borrowed (the dict holds it) */
+    PyObject *units_obj;  /* its `units` (a new reference) */
+    PyObject *key;        /* (raw topic bytes, queue id), a new reference */
+    PyObject *raw_topic;  /* its bytes, borrowed from it */
+    long long queue_id;
+    Py_buffer units;
+    RunState state;
+    PyObject *topic_ref, *arrived_ref; /* new references behind state.topic and state.arrivals_out */
+} CachedRun;
+
+static PyObject *attr_units, *attr_view, *attr_position, *attr_end, *attr_next_offset, *attr_max_physical,
+    *attr_topic, *attr_arrived;
+
+static int
+intern_run_attributes(void)
+{
+    if (attr_units != NULL) {
+        return 0;
+    }
+    attr_units = PyUnicode_InternFromString("units");
+    attr_view = PyUnicode_InternFromString("view");
+    attr_position = PyUnicode_InternFromString("position");
+    attr_end = PyUnicode_InternFromString("end");
+    attr_next_offset = PyUnicode_InternFromString("next_offset");
+    attr_max_physical = PyUnicode_InternFromString("max_physical_offset");
+    attr_topic = PyUnicode_InternFromString("topic");
+    attr_arrived = PyUnicode_InternFromString("arrived");
+    return attr_units && attr_view && attr_position && attr_end && attr_next_offset && attr_max_physical && attr_topic
+               && attr_arrived
+           ? 0
+           : -1;
+}
+
+static int
+long_attr(PyObject *owner, PyObject *name, long long low, long long high, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL) {
+        return -1;
+    }
+    int failed = ranged(value, low, high, PyUnicode_AsUTF8(name), out);
+    Py_DECREF(value);
+    return failed;
+}
+
+/* Load the state of `queue_run` (a runs dict value) into `c`, which takes the reference to `key`;
+ * -1 with an exception set (store_run(c, 0) then releases what was taken). */
+static int
+load_run(CachedRun *c, PyObject *queue_run, PyObject *key, long long queue_id, int listening)
+{
+    memset(c, 0, sizeof(*c));
+    c->queue_run = queue_run;
+    c->key = key;
+    c->raw_topic = PyTuple_GET_ITEM(key, 0);
+    c->queue_id = queue_id;
+    c->units_obj = PyObject_GetAttr(queue_run, attr_units);
+    if (c->units_obj == NULL) {
+        return -1;
+    }
+    c->topic_ref = PyObject_GetAttr(queue_run, attr_topic);
+    if (c->topic_ref == NULL || !PyUnicode_Check(c->topic_ref)) {
+        if (c->topic_ref != NULL) {
+            PyErr_SetString(PyExc_TypeError, "dispatch_runs: a run's topic must be a str");
+        }
+        return -1;
+    }
+    if (listening) {
+        c->arrived_ref = PyObject_GetAttr(queue_run, attr_arrived);
+        if (c->arrived_ref == NULL || !PyList_Check(c->arrived_ref)) {
+            if (c->arrived_ref != NULL) {
+                PyErr_SetString(PyExc_TypeError, "dispatch_runs: a run's arrived must be a list");
+            }
+            return -1;
+        }
+    } else {
+        c->arrived_ref = Py_NewRef(Py_None);
+    }
+    PyObject *view = PyObject_GetAttr(c->units_obj, attr_view);
+    if (view == NULL) {
+        return -1;
+    }
+    int failed = PyObject_GetBuffer(view, &c->units, PyBUF_WRITABLE);
+    Py_DECREF(view);
+    if (failed < 0) {
+        return -1;
+    }
+    RunState *s = &c->state;
+    if (long_attr(c->units_obj, attr_position, 0, PY_SSIZE_T_MAX, &s->units_position) < 0
+        || long_attr(c->units_obj, attr_end, 0, PY_SSIZE_T_MAX, &s->units_end) < 0
+        || long_attr(c->units_obj, attr_next_offset, INT64_MIN, INT64_MAX, &s->next_offset) < 0
+        || long_attr(c->units_obj, attr_max_physical, INT64_MIN, INT64_MAX, &s->max_physical) < 0) {
+        return -1;
+    }
+    if (s->units_end > c->units.len) {
+        s->units_end = c->units.len;
+    }
+    s->units = (unsigned char *)c->units.buf;
+    s->topic = c->topic_ref;
+    s->arrivals_out = c->arrived_ref;
+    return 0;
+}
+
+/* Write a run's state back to its `units` and release what load_run took; -1 when a write failed. */
+static int
+store_run(CachedRun *c, int loaded)
+{
+    int failed = 0;
+    if (loaded) {
+        PyObject *position = PyLong_FromLongLong(c->state.units_position);
+        PyObject *next_offset = PyLong_FromLongLong(c->state.next_offset);
+        PyObject *max_physical = PyLong_FromLongLong(c->state.max_physical);
+        failed = position == NULL || next_offset == NULL || max_physical == NULL
+                 || PyObject_SetAttr(c->units_obj, attr_position, position) < 0
+                 || PyObject_SetAttr(c->units_obj, attr_next_offset, next_offset) < 0
+                 || PyObject_SetAttr(c->units_obj, attr_max_physical, max_physical) < 0;
+        Py_XDECREF(position);
+        Py_XDECREF(next_offset);
+        Py_XDECREF(max_physical);
+    }
+    if (c->units.obj != NULL) {
+        PyBuffer_Release(&c->units);
+    }
+    Py_XDECREF(c->units_obj);
+    Py_XDECREF(c->key);
+    Py_XDECREF(c->topic_ref);
+    Py_XDECREF(c->arrived_ref);
+    return failed ? -1 : 0;
+}
+
+static PyObject *
+dispatch_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_runs takes 9 arguments");
+        return NULL;
+    }
+    long long position, limit, expected, count_max;
+    if (ranged(args[1], 0, PY_SSIZE_T_MAX, "position", &position) < 0
+        || ranged(args[2], 0, PY_SSIZE_T_MAX, "limit", &limit) < 0
+        || ranged(args[3], INT64_MIN, INT64_MAX, "expected_offset", &expected) < 0
+        || ranged(args[4], 0, INT64_MAX, "count_max", &count_max) < 0) {
+        return NULL;
+    }
+    PyObject *runs = args[5], *request_type = args[6], *keys_out = args[7];
+    int listening = PyObject_IsTrue(args[8]);
+    if (listening < 0) {
+        return NULL;
+    }
+    if (!PyDict_Check(runs) || !PyType_Check(request_type) || !PyType_IsSubtype((PyTypeObject *)request_type, &PyTuple_Type)
+        || (keys_out != Py_None && !PyList_Check(keys_out))) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_runs: runs is a dict, request_type a tuple type, keys_out a list or None");
+        return NULL;
+    }
+    if (intern_run_attributes() < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (limit > view.len) {
+        limit = view.len;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    CachedRun cached[RUNS_CACHED_MAX];
+    int cached_count = 0, failed = 0;
+    long long start = position, count = 0, last_ts = 0;
+    while (count < count_max && position <= limit) {
+        RecordFields f;
+        if (!parse_dispatch(base + position, limit - position, expected + (position - start), &f)) {
+            break;
+        }
+        CachedRun *run = NULL;
+        for (int i = 0; i < cached_count; i++) {
+            CachedRun *c = &cached[i];
+            if (c->queue_id == f.queue_id && PyBytes_GET_SIZE(c->raw_topic) == f.topic_len
+                && memcmp(PyBytes_AS_STRING(c->raw_topic), f.topic, (size_t)f.topic_len) == 0) {
+                run = c;
+                break;
+            }
+        }
+        if (run == NULL) {
+            if (cached_count == RUNS_CACHED_MAX) {
+                break; /* the caller calls again: this call's runs are written back first */
+            }
+            PyObject *key = Py_BuildValue("(y#i)", (const char *)f.topic, f.topic_len, f.queue_id);
+            if (key == NULL) {
+                failed = 1;
+                break;
+            }
+            PyObject *queue_run = PyDict_GetItemWithError(runs, key); /* borrowed: the dict keeps it */
+            if (queue_run == NULL) {
+                Py_DECREF(key);
+                failed = PyErr_Occurred() != NULL;
+                break; /* a queue with no open run: the caller opens one or dispatches the record */
+            }
+            run = &cached[cached_count];
+            if (load_run(run, queue_run, key, f.queue_id, listening) < 0) { /* takes `key` */
+                store_run(run, 0);
+                failed = 1;
+                break;
+            }
+            cached_count++;
+        }
+        int taken = run_record(&f, (const unsigned char *)PyBytes_AS_STRING(run->raw_topic),
+                               PyBytes_GET_SIZE(run->raw_topic), run->queue_id, &run->state,
+                               (PyTypeObject *)request_type, keys_out);
+        if (taken <= 0) {
+            failed = taken < 0;
+            break;
+        }
+        last_ts = f.store_ts;
+        position += f.total;
+        count += 1;
+    }
+    PyObject *error_type = NULL, *error_value = NULL, *error_traceback = NULL;
+    if (failed) {
+        PyErr_Fetch(&error_type, &error_value, &error_traceback);
+    }
+    for (int i = 0; i < cached_count; i++) { /* what was written stays written, failure or not */
+        if (store_run(&cached[i], 1) < 0 && !failed) {
+            failed = 1;
+            PyErr_Fetch(&error_type, &error_value, &error_traceback);
+        } else if (PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        PyErr_Restore(error_type, error_value, error_traceback);
+        return NULL;
+    }
+    return Py_BuildValue("(LLL)", position - start, count, last_ts);
 }
 
 #define INDEX_HEADER_BYTES 40
@@ -1099,6 +1360,8 @@ static PyMethodDef methods[] = {
      "The values of a few names in an encoded property string (None where absent)."},
     {"dispatch_run", (PyCFunction)(void (*)(void))dispatch_run, METH_FASTCALL,
      "Write the ConsumeQueue units of consecutive records of one queue; returns where it stopped."},
+    {"dispatch_runs", (PyCFunction)(void (*)(void))dispatch_runs, METH_FASTCALL,
+     "dispatch_run over records of several queues' open runs, interleaved; returns where it stopped."},
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      "Frame consecutive records by MAGICCODE and TOTALSIZE: (positions, end, stop index)."},
     {"index_put_unique_keys", (PyCFunction)(void (*)(void))index_put_unique_keys, METH_FASTCALL,

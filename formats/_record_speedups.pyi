@@ -1,8 +1,8 @@
 # The compiled record helpers (_record_speedups.c); used through shoal.formats.record and java_hash.
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from shoal.formats.dispatch_run import RunEnd
+from shoal.formats.dispatch_run import OpenRun, RunEnd, RunsEnd
 from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.record import DispatchFields
 
@@ -53,6 +53,18 @@ def dispatch_run(
     arrivals_out: list[Any] | None,
     /,
 ) -> RunEnd: ...
+def dispatch_runs(
+    view: bytes | bytearray | memoryview,
+    position: int,
+    limit: int,
+    expected_offset: int,
+    count_max: int,
+    runs: Mapping[tuple[bytes, int], OpenRun],
+    request_type: Callable[..., Any],
+    keys_out: list[UniqueKeyEntry] | None,
+    listening: bool,
+    /,
+) -> RunsEnd: ...
 def walk_records(
     buffer: bytes | bytearray | memoryview, position: int, limit: int, stop_at: int, count_max: int, size_max: int, /
 ) -> tuple[list[int], int, int]: ...

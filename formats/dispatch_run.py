@@ -19,8 +19,8 @@ The run stops before a record when any of these holds (the Python reference belo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from shoal.formats.compiled import compiled_module
 from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
@@ -98,10 +98,93 @@ def python_dispatch_run(
     return position - start, count, next_queue_offset, max_physical_offset, units_position, last_timestamp
 
 
+class RunUnits(Protocol):
+    """A queue's open run of units (the store's `UnitRun`): where its next unit goes."""
+
+    view: Any
+    position: int
+    end: int
+    next_offset: int
+    max_physical_offset: int
+
+
+class OpenRun(Protocol):
+    """A dispatch pass's open run of one queue: its units, its topic as text, its arrivals."""
+
+    @property
+    def units(self) -> RunUnits: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def arrived(self) -> list[Any]: ...
+
+
+RunsEnd = tuple[int, int, int]
+"""(bytes consumed, records, last store timestamp)."""
+
+
+def python_dispatch_runs(
+    view: bytes | bytearray | memoryview,
+    position: int,
+    limit: int,
+    expected_offset: int,
+    count_max: int,
+    runs: Mapping[tuple[bytes, int], OpenRun],
+    request_type: Callable[..., Any],
+    keys_out: list[UniqueKeyEntry] | None,
+    listening: bool,
+) -> RunsEnd:
+    """`python_dispatch_run` over consecutive records of several queues: producers that spread
+    their sends over the queues interleave them, so a run of one queue is one record long. Each
+    record goes through its queue's open run `runs[(raw topic, queue id)]` (its units' state is
+    advanced in place; its arrivals go to the run's `arrived` when `listening`). Stops before the
+    first record with no open run, or that its run would not take (the module docstring's rule)."""
+    start = position
+    count = 0
+    last_timestamp = 0
+    while count < count_max:
+        offset = expected_offset + position - start
+        fields = python_dispatch_fields(view, position, limit, offset)
+        if fields is None:
+            break
+        run = runs.get((fields[6], fields[1]))
+        if run is None:
+            break
+        units = run.units
+        consumed, taken, next_offset, max_physical, units_position, timestamp = python_dispatch_run(
+            view,
+            position,
+            limit,
+            offset,
+            1,
+            fields[6],
+            fields[1],
+            units.next_offset,
+            units.max_physical_offset,
+            units.view,
+            units.position,
+            units.end,
+            run.topic,
+            request_type,
+            keys_out,
+            run.arrived if listening else None,
+        )
+        if not taken:
+            break
+        units.next_offset, units.max_physical_offset, units.position = next_offset, max_physical, units_position
+        last_timestamp = timestamp
+        position += consumed
+        count += 1
+    return position - start, count, last_timestamp
+
+
 _compiled = compiled_module("shoal.formats._record_speedups")
 COMPILED = _compiled is not None
 """Whether `dispatch_run` is the compiled one."""
 dispatch_run = python_dispatch_run
 """`python_dispatch_run`, compiled when built."""
+dispatch_runs = python_dispatch_runs
+"""`python_dispatch_runs`, compiled when built."""
 if _compiled is not None:
     dispatch_run = _compiled.dispatch_run
+    dispatch_runs = _compiled.dispatch_runs

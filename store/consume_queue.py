@@ -360,14 +360,14 @@ class UnitRun:
     Readers see the units when the run closes; until then only the run's owner (the Dispatcher,
     under its lock) may write to the queue."""
 
-    __slots__ = ("_end", "_mapped", "max_physical_offset", "next_offset", "position", "queue", "view")
+    __slots__ = ("_mapped", "end", "max_physical_offset", "next_offset", "position", "queue", "view")
 
     def __init__(self, queue: ConsumeQueue, mapped: MappedFile) -> None:
         self.queue = queue
         self._mapped = mapped
         self.view = mapped.view
         self.position = mapped.wrote_position
-        self._end = queue.file_size
+        self.end = queue.file_size
         self.next_offset = (mapped.file_from_offset + mapped.wrote_position) // UNIT_SIZE
         self.max_physical_offset = queue.max_physical_offset
 
@@ -398,7 +398,7 @@ class UnitRun:
             self.max_physical_offset,
             self.view,
             self.position,
-            self._end,
+            self.end,
             queue.topic,
             DispatchRequest,
             keys_out,

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from shoal.formats.covered_run import covered_run
+from shoal.formats.dispatch_run import dispatch_runs
 from shoal.formats.java_hash import tags_code
 from shoal.formats.properties import KEYS, TAGS, UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_properties, find_properties
 from shoal.formats.record import (
@@ -294,6 +295,25 @@ class Dispatcher:
                         dispatch_pass.decoded += len(unique_keys) - keys_before
                     continue
                 if missing is not None and self._find_queue(missing, queues):
+                    continue
+            if runs and not damaged:
+                # Records of queues with an open run, interleaved as spread sends leave them: one call.
+                consumed, taken, last_timestamp = dispatch_runs(
+                    view,
+                    position,
+                    limit,
+                    base + position,
+                    count_max - count,
+                    runs,
+                    DispatchRequest,
+                    unique_keys,
+                    listening,
+                )
+                if taken:
+                    position += consumed
+                    count += taken
+                    dispatch_pass.decoded += taken
+                    dispatch_pass.last_timestamp = last_timestamp
                     continue
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from shoal.formats import dispatch_run
 from shoal.formats.compiled import pure_python
 from shoal.formats.consume_queue_unit import UNIT, UNIT_SIZE
-from shoal.formats.dispatch_run import RunEnd, python_dispatch_run
+from shoal.formats.dispatch_run import RunEnd, RunsEnd, python_dispatch_run, python_dispatch_runs
 from shoal.formats.index_entry import UniqueKeyEntry
 from shoal.formats.java_hash import tags_code
 from shoal.formats.record import body_crc, encode_host, python_encode_record_into, record_length
@@ -246,3 +246,190 @@ def test_units_are_big_endian_offset_size_tags_code() -> None:
     assert count == 1
     assert struct.unpack_from(">qiq", units, UNIT_SIZE) == (BASE_OFFSET, len(buffer), tags_code("TagA"))
     assert keys == [(TOPIC, "K1", BASE_OFFSET, 1_700_000_000_600)]
+
+
+# --- dispatch_runs: interleaved queues ---
+
+TOPICS_INTERLEAVED = ("RunTopic", "RunTopicB")
+
+
+class _Units:
+    """A queue's units as the store's UnitRun holds them (the attributes dispatch_runs reads and writes)."""
+
+    def __init__(self, size: int, position: int, next_offset: int, max_physical_offset: int, end: int) -> None:
+        self.view = memoryview(bytearray(size))
+        self.position = position
+        self.end = end
+        self.next_offset = next_offset
+        self.max_physical_offset = max_physical_offset
+
+
+class _OpenRun:
+    def __init__(self, units: _Units, topic: str) -> None:
+        self.units = units
+        self.topic = topic
+        self.arrived: list[Request] = []
+
+
+def _interleaved_buffer(seed: int) -> tuple[bytearray, dict[tuple[str, int], int]]:
+    """Records of a few queues of two topics, interleaved at random, each queue's offsets from 100,
+    with now and then a record its run would not take (a gap, a duplicate offset, a transaction half,
+    KEYS); returns the buffer and each queue's first offset."""
+    rng = random.Random(seed)
+    queues = [(topic, queue_id) for topic in TOPICS_INTERLEAVED for queue_id in range(rng.randrange(1, 5))]
+    next_offsets = dict.fromkeys(queues, 100)
+    buffer = bytearray()
+    for index in range(rng.randrange(1, 40)):
+        queue = rng.choice(queues)
+        kind = rng.choices(["plain", "gap", "duplicate", "half", "keys"], [120, 1, 1, 1, 1])[0]
+        offset = next_offsets[queue] + (1 if kind == "gap" else -1 if kind == "duplicate" else 0)
+        properties = _properties(rng, index)
+        if kind == "keys":
+            properties["KEYS"] = "order-1"
+        sysflag = int(TransactionType.PREPARED_TYPE) if kind == "half" else 0
+        _record(buffer, queue[0], queue[1], offset, properties, rng.randbytes(rng.randrange(0, 40)), sysflag)
+        if kind == "plain":
+            next_offsets[queue] += 1
+    return buffer, dict.fromkeys(queues, 100)
+
+
+def _runs(first_offsets: dict[tuple[str, int], int], rng: random.Random) -> dict[tuple[bytes, int], _OpenRun]:
+    """Open runs for some of the queues (a queue without one stops the call), some nearly full."""
+    runs: dict[tuple[bytes, int], _OpenRun] = {}
+    for (topic, queue_id), offset in first_offsets.items():
+        if rng.random() < 0.95:
+            size = rng.choice([64, 64, 64, 3, 0]) * UNIT_SIZE + UNIT_SIZE
+            units = _Units(size, UNIT_SIZE, offset, -1, size if rng.random() < 0.9 else size - 1)
+            runs[(topic.encode(), queue_id)] = _OpenRun(units, topic)
+    return runs
+
+
+def _state(runs: dict[tuple[bytes, int], _OpenRun]) -> list[tuple[Any, ...]]:
+    return [
+        (key, bytes(run.units.view), run.units.position, run.units.next_offset, run.units.max_physical_offset,
+         list(run.arrived))
+        for key, run in sorted(runs.items())
+    ]  # fmt: skip
+
+
+def _call_runs(
+    function: Any, buffer: bytes | bytearray, seed: int, count_max: int = 10_000, listening: bool = True
+) -> tuple[RunsEnd, list[tuple[Any, ...]], list[UniqueKeyEntry]]:
+    rng = random.Random(seed)
+    _, first = _interleaved_buffer(seed)
+    runs = _runs(first, rng)
+    keys: list[UniqueKeyEntry] = []
+    end = function(buffer, 0, len(buffer), BASE_OFFSET, count_max, runs, Request, keys, listening)
+    return end, _state(runs), keys
+
+
+def _one_queue_at_a_time(buffer: bytes | bytearray, seed: int) -> tuple[RunsEnd, list[tuple[Any, ...]], list[Any]]:
+    """The reference: each record through `python_dispatch_run` of its own queue, count_max 1."""
+    from shoal.formats.record import decode_header
+
+    rng = random.Random(seed)
+    _, first = _interleaved_buffer(seed)
+    runs = _runs(first, rng)
+    keys: list[UniqueKeyEntry] = []
+    position = count = last = 0
+    while position < len(buffer):
+        header = decode_header(buffer, position)
+        run = runs.get((header.topic.encode(), header.queue_id))
+        if run is None:
+            break
+        units = run.units
+        (consumed, taken, units.next_offset, units.max_physical_offset, units.position, timestamp) = (
+            python_dispatch_run(
+                buffer, position, len(buffer), BASE_OFFSET + position, 1, header.topic.encode(), header.queue_id,
+                units.next_offset, units.max_physical_offset, units.view, units.position, units.end, run.topic,
+                Request, keys, run.arrived,
+            )
+        )  # fmt: skip
+        if not taken:
+            break
+        position, count, last = position + consumed, count + 1, timestamp
+    return (position, count, last), _state(runs), keys
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_interleaved_queues_are_dispatched_as_one_queue_at_a_time_would(seed: int) -> None:
+    """The Python twin of dispatch_runs takes exactly the records, units, keys and arrivals that
+    each record's own queue run takes, and stops where that stops (no open run, or a record its run
+    would not take); every queue's state is advanced in place."""
+    buffer, _ = _interleaved_buffer(seed)
+    assert _call_runs(python_dispatch_runs, buffer, seed) == _one_queue_at_a_time(buffer, seed)
+
+
+@NOT_BUILT_HERE
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=0, max_value=40), st.booleans())
+def test_the_compiled_runs_match_the_python_twin(seed: int, count_max: int, listening: bool) -> None:
+    assert COMPILED is not None
+    buffer, _ = _interleaved_buffer(seed)
+    for limit_count in (10_000, count_max):
+        assert _call_runs(COMPILED.dispatch_runs, buffer, seed, limit_count, listening) == _call_runs(
+            python_dispatch_runs, buffer, seed, limit_count, listening
+        )
+
+
+@NOT_BUILT_HERE
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=0, max_value=3000),
+    st.binary(min_size=1, max_size=8),
+)
+def test_damaged_bytes_stop_both_runs_alike(seed: int, at: int, garbage: bytes) -> None:
+    assert COMPILED is not None
+    buffer, _ = _interleaved_buffer(seed)
+    at = min(at, len(buffer) - 1)
+    buffer[at : at + len(garbage)] = garbage
+    assert _call_runs(COMPILED.dispatch_runs, buffer, seed) == _call_runs(python_dispatch_runs, buffer, seed)
+
+
+@NOT_BUILT_HERE
+def test_more_queues_than_one_call_keeps_are_taken_over_several_calls() -> None:
+    """The compiled call keeps at most 64 queues' state at once: with more, it stops before the
+    next new queue, having written back what it took; the caller calls again from there."""
+    assert COMPILED is not None
+    buffer = bytearray()
+    queue_count = 100
+    for queue_id in range(queue_count):
+        _record(buffer, TOPIC, queue_id, 100, {"UNIQ_KEY": f"k{queue_id}"}, b"x")
+    runs = {
+        (TOPIC.encode(), q): _OpenRun(_Units(4 * UNIT_SIZE, 0, 100, -1, 4 * UNIT_SIZE), TOPIC)
+        for q in range(queue_count)
+    }
+    keys: list[UniqueKeyEntry] = []
+    position = calls = 0
+    while position < len(buffer):
+        consumed, taken, _ = COMPILED.dispatch_runs(
+            buffer, position, len(buffer), BASE_OFFSET + position, 10_000, runs, Request, keys, True
+        )
+        assert taken
+        position += consumed
+        calls += 1
+    assert calls == 2 and [key[1] for key in keys] == [f"k{q}" for q in range(queue_count)]
+    assert all(run.units.next_offset == 101 and run.units.position == UNIT_SIZE for run in runs.values())
+
+
+@NOT_BUILT_HERE
+def test_runs_refusals_name_the_argument() -> None:
+    assert COMPILED is not None
+    buffer, _ = _interleaved_buffer(3)
+    with pytest.raises(TypeError, match="9 arguments"):
+        COMPILED.dispatch_runs(buffer, 0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="runs is a dict"):
+        COMPILED.dispatch_runs(buffer, 0, len(buffer), BASE_OFFSET, 5, [], Request, None, False)  # type: ignore[arg-type]
+    broken = {(TOPIC.encode(), q): object() for q in range(8)}
+    broken |= {(b"RunTopicB", q): object() for q in range(8)}
+    with pytest.raises(AttributeError):
+        COMPILED.dispatch_runs(buffer, 0, len(buffer), BASE_OFFSET, 5, broken, Request, None, False)  # type: ignore[arg-type]
+
+
+def test_the_compiled_runs_are_chosen_where_built() -> None:
+    if COMPILED is not None and not pure_python():
+        assert dispatch_run.dispatch_runs is COMPILED.dispatch_runs
+    else:
+        assert dispatch_run.dispatch_runs is python_dispatch_runs
