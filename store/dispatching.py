@@ -310,10 +310,7 @@ class Dispatcher:
                     listening,
                 )
                 if taken:
-                    position += consumed
-                    count += taken
-                    dispatch_pass.decoded += taken
-                    dispatch_pass.last_timestamp = last_timestamp
+                    position, count = position + consumed, count + dispatch_pass.took(taken, last_timestamp)
                     continue
             fast = dispatch_fields(view, position, limit, base + position)
             if fast is not None:
@@ -334,10 +331,7 @@ class Dispatcher:
                         run.arrived if listening else None,
                     )
                     if taken:
-                        position += consumed
-                        count += taken
-                        dispatch_pass.decoded += taken
-                        dispatch_pass.last_timestamp = last_timestamp
+                        position, count = position + consumed, count + dispatch_pass.took(taken, last_timestamp)
                         continue
                 tags, keys, uniq_key = find_properties(raw_properties, _DISPATCHED_PROPERTIES)
                 topic = topics.get(raw_topic) or _topic_name(raw_topic, topics)
@@ -617,6 +611,12 @@ class _Pass:
         self.keys: list[UniqueKey] = []
         """Unique keys of messages the fast path wrote, to index in one run (in CommitLog order:
         written before any other key)."""
+
+    def took(self, count: int, last_timestamp: int) -> int:
+        """`count` records a run call wrote, the last stored at `last_timestamp`; returns `count`."""
+        self.decoded += count
+        self.last_timestamp = last_timestamp
+        return count
 
     def arrived_at(self, topic: str, queue_id: int) -> list[DispatchRequest]:
         arrived = self.arrivals.get((topic, queue_id))
