@@ -500,7 +500,6 @@ dispatch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #define RUNS_CACHED_MAX 64
 
 typedef struct {
-    PyObject *queue_run;  /* the runs dict's value, borrowed (the dict holds it) */
     PyObject *units_obj;  /* its `units` (a new reference) */
     PyObject *key;        /* (raw topic bytes, queue id), a new reference */
     PyObject *raw_topic;  /* its bytes, borrowed from it */
@@ -551,7 +550,6 @@ static int
 load_run(CachedRun *c, PyObject *queue_run, PyObject *key, long long queue_id, int listening)
 {
     memset(c, 0, sizeof(*c));
-    c->queue_run = queue_run;
     c->key = key;
     c->raw_topic = PyTuple_GET_ITEM(key, 0);
     c->queue_id = queue_id;

@@ -204,10 +204,7 @@ def verify(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secre
     """
     if _compiled is not None and type(ext_fields) is dict:
         # The whole check in one call (the broker's hot path); None where Python decides.
-        states = _compiled_states.get(secret_key)
-        if states is None:
-            states = _compiled_states_of(secret_key)
-        verdict: bool | None = _compiled.verify(states, ext_fields, body)
+        verdict: bool | None = _compiled.verify(_compiled_states_of(secret_key), ext_fields, body)
         if verdict is not None:
             return verdict
     claimed = ext_fields.get(SIGNATURE)
@@ -247,8 +244,5 @@ def sign(ext_fields: MutableMapping[str, str], body: bytes | memoryview | None, 
     ext_fields.pop(SIGNATURE, None)
     signature = None
     if _compiled is not None and type(ext_fields) is dict:  # every client request: one call
-        states = _compiled_states.get(credentials.secret_key)
-        if states is None:
-            states = _compiled_states_of(credentials.secret_key)
-        signature = _compiled.sign(states, ext_fields, body)
+        signature = _compiled.sign(_compiled_states_of(credentials.secret_key), ext_fields, body)
     ext_fields[SIGNATURE] = signature_of(ext_fields, body, credentials.secret_key) if signature is None else signature
