@@ -144,7 +144,7 @@ def test_runner_job_matches_the_script_and_the_tests() -> None:
     (job,) = [doc for doc in docs if doc["kind"] == "Job"]
     (container,) = job["spec"]["template"]["spec"]["containers"]
     script = SCRIPT.read_text()
-    assert f"-t {container['image']}" in script
+    assert f"\nbuild {container['image']} -f " in script
     assert f"job {job['metadata']['name']}" in script
     assert "tests/e2e/test_kind.py" in container["args"]
     tests = (E2E_DIR / "test_kind.py").read_text()
@@ -152,7 +152,7 @@ def test_runner_job_matches_the_script_and_the_tests() -> None:
         if item["name"].startswith("SHOAL_E2E_"):
             assert f'"{item["name"]}"' in tests or item["name"] == "SHOAL_E2E_KUBECONFIG", item["name"]
     broker_image = yaml.safe_load((E2E_DIR / "manifests" / "broker.yaml").read_text())["spec"]["image"]
-    assert f"-t {broker_image}" in script
+    assert f"\nbuild {broker_image} -f " in script
     roll_image = next(i["value"] for i in container["env"] if i["name"] == "SHOAL_E2E_ROLL_IMAGE")
     assert f"tag {broker_image} {roll_image}" in script
     spark_image = next(i["value"] for i in container["env"] if i["name"] == "SHOAL_E2E_SPARK_IMAGE")
