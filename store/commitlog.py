@@ -12,6 +12,7 @@ import logging
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -40,10 +41,10 @@ from shoal.formats.sysflag import (
 )
 from shoal.store import limits
 from shoal.store.clock import Clock
-from shoal.store.errors import PutStatus, RecordEncodingError
+from shoal.store.errors import PutStatus, RecordEncodingError, StoreError
 from shoal.store.mapped_file import MappedFile
 from shoal.store.mapped_file_queue import MappedFileQueue
-from shoal.store.message import AppendResult, BatchEntry, MessageToStore
+from shoal.store.message import AppendResult, BatchEntry, MessageToStore, validate_message
 
 log = logging.getLogger(__name__)
 
@@ -101,70 +102,96 @@ class CommitLog:
         return cached
 
     # --- appends ---
-    def append(self, message: MessageToStore, *, topic: bytes) -> AppendResult:
-        """Append `message` as one record; `topic` is its topic's UTF-8 (`topic_bytes`), limits
-        already checked by the caller. The v6 bits of its sysflag are set from the hosts written,
-        whatever the caller passed. Raises RecordEncodingError when the record would not decode
-        (nothing becomes visible), OSError on I/O failure."""
-        body = message.body
-        properties = message.properties
-        born_host = message.born_host
-        queue_id = message.queue_id
-        crc = body_crc(body)
-        sysflag = (
-            message.sysflag & ~_V6_FLAGS | (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | self._store_host_flag
-        )
-        length = (
-            FIXED_LENGTH_V4 + len(body) + len(topic) + len(properties) + len(born_host) - 8 + self._store_host_extra
-        )
-        key = (message.topic, queue_id)
-        takes_offset = (sysflag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
+    def append_messages(
+        self, messages: Sequence[MessageToStore], size_max_bytes: int
+    ) -> list[AppendResult | StoreError | OSError]:
+        """Check and append each message as one record, in order, under one hold of the put lock
+        and with one store timestamp (pipelined sends read together; RocketMQ stamps a batch's
+        records alike). Each message's outcome is in its place: its AppendResult, the StoreError
+        that refused it (a limit `validate_message` names, or RecordEncodingError: nothing became
+        visible) or the OSError of a segment that could not be created; the others go on. The v6
+        bits of each sysflag are set from the hosts written, whatever the caller passed."""
+        outcomes: list[AppendResult | StoreError | OSError] = []
+        topic_bytes = self.topic_bytes
         with self.put_lock:
             self.lock_stats.begin_monotonic_s = time.monotonic()
             try:
-                mapped = self._current
-                if mapped is None or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position:
-                    mapped = self._segment_for(length)
-                position = mapped.wrote_position
-                physical = mapped.file_from_offset + position
-                queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
                 store_timestamp = self._now_ms()
-                try:  # positional: matching 17 keywords would cost ~0.7 us per record, the encoder ~1.3 us
-                    written = encode_record_into(
-                        mapped.target,
-                        position,
-                        body,
-                        topic,
-                        properties,
-                        queue_id,
-                        message.flag,
-                        queue_offset,
-                        physical,
-                        sysflag,
-                        message.born_timestamp_ms,
-                        born_host,
-                        store_timestamp,
-                        self.store_host,
-                        message.reconsume_times,
-                        message.prepared_transaction_offset,
-                        crc,
-                    )
-                    if written != length or encode_record_into is not COMPILED_ENCODE_RECORD_INTO:
-                        problem = encoded_record_problem(mapped.target, position, length, physical)
+                for message in messages:
+                    topic = topic_bytes(message.topic)
+                    try:
+                        outcome = self._append_locked(message, topic, store_timestamp, size_max_bytes)
+                    except (StoreError, OSError) as error:
+                        outcomes.append(error)
                     else:
-                        problem = None  # the compiled encoder refuses what would not frame
-                except (struct.error, ValueError, IndexError, KeyError) as error:
-                    problem = f"{error.__class__.__name__}: {error}"
-                if problem is not None:
-                    self._discard_locked(mapped, position, length, problem)
-                mapped.last_store_timestamp = store_timestamp
-                mapped.wrote_position = position + length
-                if mapped.wrote_position >= mapped.warm_at:
-                    self.queue.warm_ahead(mapped)
-                if takes_offset:
-                    self.topic_queue_table[key] = queue_offset + 1
+                        outcomes.append(outcome)
             finally:
                 self.lock_stats.begin_monotonic_s = 0.0
+        return outcomes
+
+    def _append_locked(
+        self, message: MessageToStore, topic: bytes, store_timestamp: int, size_max_bytes: int
+    ) -> AppendResult:
+        """One record of `append_messages`, the put lock held."""
+        body = message.body
+        properties = message.properties
+        born_host = message.born_host
+        length = (
+            FIXED_LENGTH_V4 + len(body) + len(topic) + len(properties) + len(born_host) - 8 + self._store_host_extra
+        )
+        if (
+            length > size_max_bytes
+            or not topic
+            or len(topic) > limits.TOPIC_LENGTH_MAX_BYTES
+            or len(properties) > limits.PROPERTIES_LENGTH_MAX_BYTES
+        ):  # the same record length: validate_message names the limit and raises
+            validate_message(topic, len(body), len(properties), size_max_bytes, len(born_host) + len(self.store_host))
+        queue_id = message.queue_id
+        sysflag = (
+            message.sysflag & ~_V6_FLAGS | (BORNHOST_V6_FLAG if len(born_host) == 20 else 0) | self._store_host_flag
+        )
+        takes_offset = (sysflag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_OFFSET
+        mapped = self._current
+        if mapped is None or length + END_OF_FILE_MIN_BLANK_LENGTH > mapped.file_size - mapped.wrote_position:
+            mapped = self._segment_for(length)
+        position = mapped.wrote_position
+        physical = mapped.file_from_offset + position
+        key = (message.topic, queue_id)
+        queue_offset = self.topic_queue_table.get(key, 0) if takes_offset else 0
+        try:  # positional: matching 17 keywords would cost ~0.7 us per record, the encoder ~1.3 us
+            written = encode_record_into(
+                mapped.target,
+                position,
+                body,
+                topic,
+                properties,
+                queue_id,
+                message.flag,
+                queue_offset,
+                physical,
+                sysflag,
+                message.born_timestamp_ms,
+                born_host,
+                store_timestamp,
+                self.store_host,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+                body_crc(body),
+            )
+            if written != length or encode_record_into is not COMPILED_ENCODE_RECORD_INTO:
+                problem = encoded_record_problem(mapped.target, position, length, physical)
+            else:
+                problem = None  # the compiled encoder refuses what would not frame
+        except (struct.error, ValueError, IndexError, KeyError) as error:
+            problem = f"{error.__class__.__name__}: {error}"
+        if problem is not None:
+            self._discard_locked(mapped, position, length, problem)
+        mapped.last_store_timestamp = store_timestamp
+        mapped.wrote_position = position + length
+        if mapped.wrote_position >= mapped.warm_at:
+            self.queue.warm_ahead(mapped)
+        if takes_offset:
+            self.topic_queue_table[key] = queue_offset + 1
         return AppendResult(PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host)
 
     def append_batch(

@@ -356,7 +356,7 @@ class MessageStore:
         refusal = self._refusal()
         if refusal is not None:
             return refusal
-        return self._append_one(message, self.settings.commitlog.message_body_size_max_bytes)
+        return self._append_checked((message,))[0]
 
     def append_messages(self, messages: Sequence[MessageToStore]) -> list[PutResult]:
         """`append_message` of each, in order (pipelined sends read together): the store's state
@@ -364,27 +364,24 @@ class MessageStore:
         refusal = self._refusal()
         if refusal is not None:
             return [PutResult(refusal.status, remark=refusal.remark) for _ in messages]
-        body_max = self.settings.commitlog.message_body_size_max_bytes
-        return [self._append_one(message, body_max) for message in messages]
+        return self._append_checked(messages)
 
-    def _append_one(self, message: MessageToStore, body_max: int) -> PutResult:
-        topic = self._commitlog.topic_bytes(message.topic)
-        try:
-            validate_message(
-                topic,
-                len(message.body),
-                len(message.properties),
-                body_max,
-                len(message.born_host) + len(self._commitlog.store_host),
-            )
-            append = self._commitlog.append(message, topic=topic)
-        except StoreError as exc:
-            return PutResult(status_of_error(exc), remark=str(exc))
-        except OSError as exc:
-            return self._segment_outage.failed(exc)
-        if self._segment_outage.error is not None:
-            self._segment_outage.succeeded()
-        return PutResult(PutStatus.PUT_OK, append)
+    def _append_checked(self, messages: Sequence[MessageToStore]) -> list[PutResult]:
+        """`CommitLog.append_messages` (the store's state already checked), each outcome answered:
+        a failed segment creation is the outage's to count and answer, a success after one ends it."""
+        outcomes = self._commitlog.append_messages(messages, self.settings.commitlog.message_body_size_max_bytes)
+        results = []
+        outage = self._segment_outage
+        for outcome in outcomes:
+            if isinstance(outcome, StoreError):
+                results.append(PutResult(status_of_error(outcome), remark=str(outcome)))
+            elif isinstance(outcome, OSError):
+                results.append(outage.failed(outcome))
+            else:
+                if outage.error is not None:
+                    outage.succeeded()
+                results.append(PutResult(PutStatus.PUT_OK, outcome))
+        return results
 
     def append_batch(self, template: MessageToStore, entries: Sequence[BatchEntry]) -> PutResult:
         """Append a batch (SEND_BATCH_MESSAGE): one topic/queue, consecutive offsets, one segment."""

@@ -52,7 +52,7 @@ from shoal.protocol.send_frames import (
     stored_properties,
 )
 from shoal.remoting.server import ServerConnection
-from shoal.store import MessageToStore, PutResult, PutStatus, StoreError
+from shoal.store import AppendResult, MessageToStore, PutResult, PutStatus, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -193,11 +193,29 @@ class SendProcessor:
                 answers[index] = error
             pending.clear()
             return
+        # A stored send that waits for nothing is answered here (what `_answer` and `response`
+        # would make), the Dispatcher told once for the run; the others go through `_answer`.
+        waits_durable = self.store.sync_flush or self.role.sync_master
+        config = self.config
+        region, trace_on = config.region_id, config.trace_on
+        sends = self.metrics.sends
+        stored = False
         for (index, request, message, wait), result in zip(pending, results, strict=True):
             try:
-                answers[index] = self._answer(request, message.topic, result, message.queue_id, wait)
+                append = result.append
+                if result.status is not PutStatus.PUT_OK or append is None or (wait and waits_durable):
+                    answers[index] = self._answer(request, message.topic, result, message.queue_id, wait)
+                    continue
+                sends(message.topic, result)
+                stored = True
+                host_hex, queue_id = self._hex(append), message.queue_id
+                answers[index] = single_send_ok_frame(
+                    request, host_hex, append.wrote_offset, queue_id, append.queue_offset, region, trace_on
+                )
             except Exception as error:
                 answers[index] = error
+        if stored:
+            self.on_append()
         pending.clear()
 
     def _lane_open(self) -> bool:
@@ -505,11 +523,9 @@ class SendProcessor:
             if result.record_sizes is not None:  # a batch: its messages' ids, joined
                 msg_id = ",".join(result.message_ids())
                 return send_ok_frame(request, msg_id, queue_id, append.queue_offset, config.region_id, config.trace_on)
-            if append.store_host is not self._host_hex[0]:
-                self._host_hex = (append.store_host, bytes(append.store_host).hex().upper())
             return single_send_ok_frame(
                 request,
-                self._host_hex[1],
+                self._hex(append),
                 append.wrote_offset,
                 queue_id,
                 append.queue_offset,
@@ -524,6 +540,12 @@ class SendProcessor:
             trace_on=self.config.trace_on,
         )
         return make_response(request, code, None, ext_fields=header.to_ext_fields())
+
+    def _hex(self, append: AppendResult) -> str:
+        """The upper-case hex of the put's store host, for its message id (the last one kept)."""
+        if append.store_host is not self._host_hex[0]:
+            self._host_hex = (append.store_host, bytes(append.store_host).hex().upper())
+        return self._host_hex[1]
 
     def _born_host(self, connection: ServerConnection) -> bytes:
         key = (connection.peer_host, connection.peer_port)
