@@ -345,12 +345,12 @@ error:
     return -1;
 }
 
+/* The fields of a JSON header of `len` bytes at `buf` (code, language, version, opaque, flag,
+   remark, extFields), Py_None for a form the Python reader must judge, NULL with an exception. */
 static PyObject *
-decode_json_header(PyObject *module, PyObject *arg)
+header_fields(const unsigned char *buf, Py_ssize_t len)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    Reader r = {buf, buf + len};
     long code = 0, version = 0, opaque = 0, flag = 0;
     int has_code = 0;
     PyObject *language = NULL, *remark = NULL, *ext_fields = NULL, *result = NULL;
@@ -435,8 +435,121 @@ done:
     Py_XDECREF(language);
     Py_XDECREF(remark);
     Py_XDECREF(ext_fields);
+    return result;
+}
+
+static PyObject *
+decode_json_header(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = header_fields((const unsigned char *)view.buf, view.len);
     PyBuffer_Release(&view);
     return result;
+}
+
+
+/* --- whole frames (framing.FrameDecoder._decode_run and _decode_payload are the reference) --- */
+
+#define LENGTH_FIELD_SIZE 4
+#define SERIALIZE_JSON 0
+#define HEADER_LENGTH_MASK 0xFFFFFF
+
+static uint32_t
+big_endian_u32(const unsigned char *at)
+{
+    return ((uint32_t)at[0] << 24) | ((uint32_t)at[1] << 16) | ((uint32_t)at[2] << 8) | (uint32_t)at[3];
+}
+
+/* decode_frames(data, view, position, commands, make, languages, java, other, json, frame_max,
+   header_max, remark_chars_max) -> position: appends to `commands` a `make(...)` (a
+   RemotingCommand, its body a slice of `view`) for each whole frame from `position` on that the
+   Python path would decode the same way without a question: a legal length, the JSON form the
+   header reader above takes, a remark short enough to need no size check. Stops at the first
+   frame that is incomplete or is not one of those, and returns where it starts (the Python path
+   then decodes it, or names what is wrong with it). */
+static PyObject *
+decode_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "decode_frames takes 12 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *view = args[1], *commands = args[3], *make = args[4];
+    PyObject *languages = args[5], *java = args[6], *other = args[7], *json = args[8];
+    if (!PyBytes_CheckExact(data) || !PyList_CheckExact(commands) || !PyDict_CheckExact(languages)) {
+        PyErr_SetString(PyExc_TypeError, "decode_frames: data must be bytes, commands a list, languages a dict");
+        return NULL;
+    }
+    Py_ssize_t position = PyLong_AsSsize_t(args[2]);
+    long long frame_max = PyLong_AsLongLong(args[9]);
+    long long header_max = PyLong_AsLongLong(args[10]);
+    Py_ssize_t remark_max = PyLong_AsSsize_t(args[11]);
+    if (PyErr_Occurred()) return NULL;
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    if (position < 0 || position > size) {
+        PyErr_SetString(PyExc_ValueError, "decode_frames: position outside the data");
+        return NULL;
+    }
+    while (size - position >= LENGTH_FIELD_SIZE) {
+        long long frame_length = (int32_t)big_endian_u32(buf + position);
+        if (frame_length < LENGTH_FIELD_SIZE || LENGTH_FIELD_SIZE + frame_length > frame_max) break;
+        if (frame_length > size - position - LENGTH_FIELD_SIZE) break; /* incomplete */
+        const unsigned char *payload = buf + position + LENGTH_FIELD_SIZE;
+        uint32_t word = big_endian_u32(payload);
+        long long header_size = word & HEADER_LENGTH_MASK;
+        if ((word >> 24) != SERIALIZE_JSON || header_size > frame_length - LENGTH_FIELD_SIZE
+            || header_size > header_max)
+            break;
+        PyObject *fields = header_fields(payload + LENGTH_FIELD_SIZE, (Py_ssize_t)header_size);
+        if (fields == NULL) return NULL;
+        if (fields == Py_None) {
+            Py_DECREF(fields);
+            break;
+        }
+        PyObject *language = PyTuple_GET_ITEM(fields, 1), *remark = PyTuple_GET_ITEM(fields, 5);
+        if (remark != Py_None && PyUnicode_GET_LENGTH(remark) > remark_max) {
+            Py_DECREF(fields);
+            break;
+        }
+        PyObject *code_of_language = java;
+        if (language != Py_None) {
+            code_of_language = PyDict_GetItemWithError(languages, language); /* borrowed */
+            if (code_of_language == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(fields);
+                    return NULL;
+                }
+                code_of_language = other;
+            }
+        }
+        Py_ssize_t header_end = LENGTH_FIELD_SIZE + (Py_ssize_t)header_size;
+        PyObject *body = Py_None;
+        Py_INCREF(body);
+        if (header_end < frame_length) {
+            Py_ssize_t start = position + LENGTH_FIELD_SIZE;
+            Py_SETREF(body, PySequence_GetSlice(view, start + header_end, start + (Py_ssize_t)frame_length));
+            if (body == NULL) {
+                Py_DECREF(fields);
+                return NULL;
+            }
+        }
+        PyObject *call[9] = {
+            PyTuple_GET_ITEM(fields, 0), code_of_language, PyTuple_GET_ITEM(fields, 2),
+            PyTuple_GET_ITEM(fields, 3), PyTuple_GET_ITEM(fields, 4), remark,
+            PyTuple_GET_ITEM(fields, 6), body, json,
+        };
+        PyObject *command = PyObject_Vectorcall(make, call, 9, NULL);
+        Py_DECREF(body);
+        Py_DECREF(fields);
+        if (command == NULL) return NULL;
+        int appended = PyList_Append(commands, command);
+        Py_DECREF(command);
+        if (appended < 0) return NULL;
+        position += LENGTH_FIELD_SIZE + (Py_ssize_t)frame_length;
+    }
+    return PyLong_FromSsize_t(position);
 }
 
 
@@ -822,6 +935,8 @@ done:
 static PyMethodDef methods[] = {
     {"decode_json_header", decode_json_header, METH_O,
      "The fields of a remoting JSON header in its usual form, or None (then the Python reader decides)."},
+    {"decode_frames", (PyCFunction)(void (*)(void))decode_frames, METH_FASTCALL,
+     "The commands of the whole frames from a position on that take no question; where it stopped."},
     {"plain_send", (PyCFunction)(void (*)(void))plain_send, METH_FASTCALL,
      "The fields of a plain SEND_MESSAGE_V2 and its stored property string, or None."},
     {"send_ok_frame", (PyCFunction)(void (*)(void))send_ok_frame, METH_FASTCALL,

@@ -1,8 +1,27 @@
-# The compiled remoting helpers (_wire_speedups.c): the JSON header reader (used through
-# shoal.protocol.framing), its writer, and the plain send's reader and answer (through shoal.protocol.send_frames).
+# The compiled remoting helpers (_wire_speedups.c): the JSON header reader and the whole-frame
+# reader (used through shoal.protocol.framing), the header writer, and the plain send's reader and
+# answer (through shoal.protocol.send_frames).
+from collections.abc import Callable
+from typing import Any
+
 def decode_json_header(
     header: bytes | memoryview, /
 ) -> tuple[int, str | None, int, int, int, str | None, dict[str, str]] | None: ...
+def decode_frames(
+    data: bytes,
+    view: memoryview,
+    position: int,
+    commands: list[Any],
+    make: Callable[..., Any],
+    languages: dict[str, Any],
+    java: Any,
+    other: Any,
+    json: Any,
+    frame_max: int,
+    header_max: int,
+    remark_chars_max: int,
+    /,
+) -> int: ...
 def plain_send(
     ext_fields: dict[str, str], cluster: str, refused: tuple[str, ...], /
 ) -> tuple[str, int, int, int, int, int, bytes | None, bool] | None: ...

@@ -84,6 +84,19 @@ COMPILED = _compiled is not None
 """Whether JSON headers in their usual form are read by the compiled reader."""
 _LANGUAGES = tuple(LanguageCode)
 _LANGUAGE_OF_NAME = {member.name: member for member in LanguageCode}
+_FRAMES_CONTEXT = (
+    RemotingCommand,
+    _LANGUAGE_OF_NAME,
+    LanguageCode.JAVA,
+    LanguageCode.OTHER,
+    SerializeType.JSON,
+    FRAME_SIZE_MAX_BYTES,
+    HEADER_SIZE_MAX_BYTES,
+    REMARK_SIZE_MAX_BYTES // 4,
+)
+"""What `_wire_speedups.decode_frames` needs besides the bytes: how to make a command, and the
+limits past which it leaves a frame to `_decode_payload` (a remark of more than a quarter of the
+limit in characters may be over it in UTF-8 bytes)."""
 _LANGUAGE_NAMES = {member: member.name for member in LanguageCode}
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \uD800-\uDFFF: surrogates, paired or not
 _quote = encode_basestring  # a JSON string literal; non-ASCII kept, control characters escaped
@@ -563,10 +576,15 @@ class FrameDecoder:
         return position
 
     def _decode_run(self, data: bytes, position: int, commands: list[RemotingCommand]) -> None:
-        """Decode whole frames straight from `data` (no copies); buffer what is left."""
+        """Decode whole frames straight from `data` (no copies); buffer what is left. The compiled
+        reader takes the run of usual frames; a frame it leaves is decoded (or refused) here."""
         view = memoryview(data)
         size = len(data)
         while size - position >= LENGTH_FIELD_SIZE_BYTES:
+            if _compiled is not None:
+                position = _compiled.decode_frames(data, view, position, commands, *_FRAMES_CONTEXT)
+                if size - position < LENGTH_FIELD_SIZE_BYTES:
+                    break
             frame_length = _checked_frame_length(_LENGTH.unpack_from(data, position)[0])
             end = position + LENGTH_FIELD_SIZE_BYTES + frame_length
             if end > size:

@@ -1,20 +1,24 @@
-"""The compiled JSON header reader (protocol/_wire_speedups.c) against the Python reader: where the
-compiled one answers, it answers what the Python one does; where the Python one refuses a header,
-the compiled one declines it (None), so the Python error reaches the peer."""
+"""The compiled JSON header and frame readers (protocol/_wire_speedups.c) against the Python
+reader: where the compiled one answers, it answers what the Python one does; where the Python one
+refuses a header or a frame, the compiled one declines it (None, or stops before it), so the
+Python error reaches the peer."""
 
 from __future__ import annotations
 
 import json
 import os
+import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.protocol import RemotingCommand, framing
-from shoal.protocol.codes import LanguageCode
+from shoal.protocol.codes import LanguageCode, SerializeType
+from shoal.protocol.command import make_request
 from shoal.protocol.errors import ProtocolError
-from shoal.protocol.framing import encode_json_header, python_decode_json_header
+from shoal.protocol.framing import FrameDecoder, encode_frame_bytes, encode_json_header, python_decode_json_header
+from shoal.protocol.limits import FRAME_SIZE_MAX_BYTES, HEADER_SIZE_MAX_BYTES, REMARK_SIZE_MAX_BYTES
 
 try:  # directly, not through compiled_module: these tests hold even under SHOAL_PURE_PYTHON
     from shoal.protocol import _wire_speedups as COMPILED  # noqa: N812
@@ -225,3 +229,112 @@ def test_the_compiled_header_writer_leaves_what_is_not_text_to_the_python_writer
     assert COMPILED.encode_json_header(10, {}, 0, "JAVA", 1, "\udc80", 1) is None
     with pytest.raises(ProtocolError, match="not encodable"):
         encode_json_header(RemotingCommand(code=10, remark="\udc80"))
+
+
+# --- whole frames: FrameDecoder with the compiled frame reader against the Python decoder ---
+
+
+def _frame(header: bytes, body: bytes, serialize_type: int) -> bytes:
+    return struct.pack(">iI", 4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
+
+
+def _feed_all(stream: bytes, step: int, compiled: object) -> tuple[list[RemotingCommand], str | None, int]:
+    """The commands `FrameDecoder` makes of `stream` fed `step` bytes at a time (with `compiled` as
+    the wire module: None is the Python path), the error that stopped it, and what it buffered."""
+    saved = framing._compiled
+    framing._compiled = compiled  # type: ignore[assignment]
+    try:
+        decoder = FrameDecoder()
+        commands: list[RemotingCommand] = []
+        try:
+            for start in range(0, len(stream), step):
+                commands += decoder.feed(stream[start : start + step])
+        except ProtocolError as error:
+            before = list(getattr(error, "decoded_before", ()))
+            return commands + before, f"{type(error).__name__}: {error}", decoder.buffered_bytes
+        return commands, None, decoder.buffered_bytes
+    finally:
+        framing._compiled = saved
+
+
+def _same_commands(compiled: list[RemotingCommand], python: list[RemotingCommand]) -> None:
+    assert compiled == python
+    for mine, theirs in zip(compiled, python, strict=True):
+        assert type(mine.language) is type(theirs.language)
+        assert type(mine.body) is type(theirs.body)  # a view into the fed bytes, or None
+
+
+_frame_commands = st.builds(
+    RemotingCommand,
+    code=st.integers(-(2**15), 2**15 - 1),
+    language=st.sampled_from(LanguageCode),
+    version=st.integers(-(2**15), 2**15 - 1),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    remark=st.none() | _TEXT,
+    ext_fields=st.dictionaries(_TEXT, _TEXT, max_size=6),
+    body=st.none() | st.binary(min_size=1, max_size=64),
+    serialize_type=st.sampled_from(SerializeType),
+)
+_frames = st.one_of(
+    _frame_commands.map(encode_frame_bytes),
+    st.builds(  # hand-written JSON headers, unusual languages and long remarks included
+        _frame,
+        st.sampled_from(
+            [
+                b'{"code":310,"extFields":{"a":1},"language":"CPP","opaque":9}',
+                b'{"code":310,"language":"NOT_A_LANGUAGE"}',
+                b'{"code":310,"language":null,"remark":null}',
+                b'{"code":"310"}',
+                b'{"opaque":1}',
+                b"not json",
+                b'{"code":1,"remark":"' + b"r" * (REMARK_SIZE_MAX_BYTES // 4 + 1) + b'"}',
+                b'{"code":1,"remark":"' + "é".encode() * (REMARK_SIZE_MAX_BYTES // 2 + 1) + b'"}',
+            ]
+        ),
+        st.binary(max_size=16),
+        st.sampled_from([0, 0, 1, 2]),
+    ),
+    st.builds(  # lengths and header sizes that do not fit
+        lambda length, word, tail: struct.pack(">iI", length, word) + tail,
+        st.sampled_from([-1, 0, 3, 4, 7, 12, FRAME_SIZE_MAX_BYTES - 3, FRAME_SIZE_MAX_BYTES - 4, 2**31 - 1]),
+        st.sampled_from([0, 5, 0xFFFFFF, HEADER_SIZE_MAX_BYTES + 1, 1 << 24 | 2, 3 << 24]),
+        st.binary(max_size=8),
+    ),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_frames, min_size=1, max_size=6), st.integers(1, 300), st.integers(0, 2000), st.binary(max_size=3))
+def test_frames_are_decoded_by_the_compiled_reader_as_by_the_python_decoder(
+    frames: list[bytes], step: int, at: int, garbage: bytes
+) -> None:
+    """Any stream of frames, usual, unusual, damaged, too large, cut anywhere: the same commands,
+    the same error after the same commands, the same bytes left buffered."""
+    assert COMPILED is not None
+    stream = bytearray(b"".join(frames))
+    if garbage:
+        at %= len(stream)
+        stream[at : at + len(garbage)] = garbage
+    compiled = _feed_all(bytes(stream), step, COMPILED)
+    python = _feed_all(bytes(stream), step, None)
+    _same_commands(compiled[0], python[0])
+    assert compiled[1:] == python[1:]
+
+
+def test_the_compiled_reader_takes_a_run_of_usual_frames_and_leaves_the_others() -> None:
+    """It decodes every usual frame itself and stops at the first it does not take, and at a cut."""
+    assert COMPILED is not None
+    usual = [encode_frame_bytes(make_request(310, opaque=n, ext_fields={"b": "T"}, body=b"m%d" % n)) for n in range(3)]
+    binary = encode_frame_bytes(make_request(11, opaque=9, serialize_type=SerializeType.ROCKETMQ))
+    data = b"".join(usual) + binary + usual[0][:10]
+    commands: list[RemotingCommand] = []
+    position = COMPILED.decode_frames(data, memoryview(data), 0, commands, *framing._FRAMES_CONTEXT)
+    assert position == sum(map(len, usual))
+    read = [(command.opaque, bytes(command.body or b"")) for command in commands]
+    assert read == [(0, b"m0"), (1, b"m1"), (2, b"m2")]
+    assert COMPILED.decode_frames(data, memoryview(data), position, commands, *framing._FRAMES_CONTEXT) == position
+    after = position + len(binary)
+    assert COMPILED.decode_frames(data, memoryview(data), after, commands, *framing._FRAMES_CONTEXT) == after
+    with pytest.raises(ValueError, match="position outside the data"):
+        COMPILED.decode_frames(data, memoryview(data), len(data) + 1, commands, *framing._FRAMES_CONTEXT)
