@@ -186,10 +186,7 @@ class CommitLog:
             problem = f"{error.__class__.__name__}: {error}"
         if problem is not None:
             self._discard_locked(mapped, position, length, problem)
-        mapped.last_store_timestamp = store_timestamp
-        mapped.wrote_position = position + length
-        if mapped.wrote_position >= mapped.warm_at:
-            self.queue.warm_ahead(mapped)
+        self._wrote_locked(mapped, position + length, store_timestamp)
         if takes_offset:
             self.topic_queue_table[key] = queue_offset + 1
         return AppendResult(PutStatus.PUT_OK, physical, length, store_timestamp, queue_offset, 1, self.store_host)
@@ -249,10 +246,7 @@ class CommitLog:
                     if problem is not None:
                         self._discard_locked(mapped, position, total, f"batch record {index}: {problem}")
                     at += sizes[index]
-                mapped.last_store_timestamp = store_timestamp
-                mapped.wrote_position = at
-                if mapped.wrote_position >= mapped.warm_at:
-                    self.queue.warm_ahead(mapped)
+                self._wrote_locked(mapped, at, store_timestamp)
                 self.topic_queue_table[key] = first_queue_offset + len(entries)
             finally:
                 self.lock_stats.begin_monotonic_s = 0.0
@@ -318,16 +312,21 @@ class CommitLog:
                     problem = f"{error.__class__.__name__}: {error}"
                 if problem is not None:
                     self._discard_locked(mapped, position, total, problem)
-                mapped.last_store_timestamp = store_timestamp
-                mapped.wrote_position = position + total
-                if mapped.wrote_position >= mapped.warm_at:
-                    self.queue.warm_ahead(mapped)
+                self._wrote_locked(mapped, position + total, store_timestamp)
                 self.topic_queue_table[key] = first_queue_offset + len(sizes)
             finally:
                 self.lock_stats.begin_monotonic_s = 0.0
         return AppendResult(
             PutStatus.PUT_OK, first_physical, total, store_timestamp, first_queue_offset, len(sizes), self.store_host
         )
+
+    def _wrote_locked(self, mapped: MappedFile, end: int, store_timestamp: int) -> None:
+        """Records were written up to `end` of `mapped` (the put lock held): move its write
+        position there, and warm the pages ahead when it reaches the warming mark."""
+        mapped.last_store_timestamp = store_timestamp
+        mapped.wrote_position = end
+        if end >= mapped.warm_at:
+            self.queue.warm_ahead(mapped)
 
     def _discard_locked(self, mapped: MappedFile, position: int, length: int, problem: str) -> NoReturn:
         """Refuse an append whose encoded bytes failed the check: the write position stays, and
