@@ -370,18 +370,21 @@ class MessageStore:
         """`CommitLog.append_messages` (the store's state already checked), each outcome answered:
         a failed segment creation is the outage's to count and answer, a success after one ends it."""
         outcomes = self._commitlog.append_messages(messages, self.settings.commitlog.message_body_size_max_bytes)
-        results = []
-        outage = self._segment_outage
-        for outcome in outcomes:
-            if isinstance(outcome, StoreError):
-                results.append(PutResult(status_of_error(outcome), remark=str(outcome)))
-            elif isinstance(outcome, OSError):
-                results.append(outage.failed(outcome))
-            else:
-                if outage.error is not None:
-                    outage.succeeded()
-                results.append(PutResult(PutStatus.PUT_OK, outcome))
-        return results
+        return [self._put_result(outcome) for outcome in outcomes]
+
+    def _put_result(
+        self, outcome: AppendResult | StoreError | OSError, record_sizes: list[int] | None = None
+    ) -> PutResult:
+        """An append's outcome answered as a put: a refusal by its status, a failed new segment
+        (ENOSPC: nothing written; a failed flush is fatal instead) as the outage's to count and
+        answer, a success after one ends the outage."""
+        if isinstance(outcome, StoreError):
+            return PutResult(status_of_error(outcome), remark=str(outcome))
+        if isinstance(outcome, OSError):
+            return self._segment_outage.failed(outcome)
+        if self._segment_outage.error is not None:
+            self._segment_outage.succeeded()
+        return PutResult(PutStatus.PUT_OK, outcome, record_sizes=record_sizes)
 
     def append_batch(self, template: MessageToStore, entries: Sequence[BatchEntry]) -> PutResult:
         """Append a batch (SEND_BATCH_MESSAGE): one topic/queue, consecutive offsets, one segment."""
@@ -447,17 +450,12 @@ class MessageStore:
         )
 
     def _batch_written(self, write: Callable[[], tuple[AppendResult, list[int]]]) -> PutResult:
-        """A batch's write (the append and its record sizes) answered as a put: a refusal by its
-        status, a failed new segment as an outage."""
+        """A batch's write (the append and its record sizes) answered as a put (`_put_result`)."""
         try:
             append, sizes = write()
-        except StoreError as exc:
-            return PutResult(status_of_error(exc), remark=str(exc))
-        except OSError as exc:  # no new segment (ENOSPC): nothing written (a failed flush is fatal instead)
-            return self._segment_outage.failed(exc)
-        if self._segment_outage.error is not None:
-            self._segment_outage.succeeded()
-        return PutResult(PutStatus.PUT_OK, append, record_sizes=sizes)
+        except (StoreError, OSError) as error:
+            return self._put_result(error)
+        return self._put_result(append, sizes)
 
     def put_message(self, message: MessageToStore) -> PutResult:
         """Append, then (SYNC_FLUSH) block until durable; a slow disk answers FLUSH_DISK_TIMEOUT."""
