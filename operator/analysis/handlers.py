@@ -164,21 +164,29 @@ def _summaries(spec: AnalysisSpec, run: str) -> dict[str, Any]:
 
 
 def _record_finished(
-    spec: AnalysisSpec, runs: Sequence[RunFacts], current: Mapping[str, Any], last_run: Mapping[str, Any] | None
+    spec: AnalysisSpec, runs: Sequence[RunFacts], current: Mapping[str, Any], skipped_now: Mapping[str, Any] | None
 ) -> Mapping[str, Any] | None:
     """Read the summaries of runs that finished since the last status write (once each: a run in
-    status.past*Runs is recorded), write their ConfigMaps, and return the new status.lastRun: the
-    newest of them, unless a later run was already recorded (e.g. one Skipped meanwhile)."""
+    status.past*Runs is recorded), write their ConfigMaps, and return the new status.lastRun.
+
+    lastRun is what happened last. A run skipped in this reconcile happened now, so it stays. A run
+    that finished since the last write replaces whatever that write recorded, even a Skipped run
+    scheduled after it: with Forbid and runs longer than the schedule's period, every tick skips
+    while the previous run is active, and ordering by scheduled time alone hid every finished
+    run's outcome behind the next skip."""
     recorded = {str(r.get("name")) for key in ("pastSuccessfulRuns", "pastFailedRuns") for r in current.get(key) or []}
+    finished: Mapping[str, Any] | None = None
     for run in runs:
         if not run.finished or run.name in recorded:
             continue
         summaries = _summaries(spec, run.name)
         if spec.output.config_map:
             kube.apply(analysis_manifests.summary_config_map(spec, run.name, summaries))
-        if last_run is None or run.scheduled_time >= str(last_run.get("scheduledTime", "")):
-            last_run = run_record(run, summaries)
-    return last_run
+        if finished is None or run.scheduled_time >= str(finished.get("scheduledTime", "")):
+            finished = run_record(run, summaries)
+    if skipped_now is not None:
+        return skipped_now
+    return finished if finished is not None else current.get("lastRun")
 
 
 # ---------------------------------------------------------------- reconcile
@@ -226,13 +234,13 @@ def reconcile_analysis(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, 
         spec.suspend,
     )
     schedule_fields = {"scheduleHash": plan.schedule_hash, "nextScheduleTime": schedule.format_time(plan.next_time)}
-    last_run: Mapping[str, Any] | None = current.get("lastRun")
+    skipped_now: Mapping[str, Any] | None = None
     wanted: list[tuple[str, str]] = []
     if plan.skipped_time is not None:
         scheduled = schedule.format_time(plan.skipped_time)
         schedule_fields["lastScheduleTime"] = scheduled
         late = f"missed its starting deadline of {spec.starting_deadline_s} s"
-        last_run = skipped_record(schedule.run_name(spec.name, plan.skipped_time), scheduled, late)
+        skipped_now = skipped_record(schedule.run_name(spec.name, plan.skipped_time), scheduled, late)
     if plan.due_time is not None:
         schedule_fields["lastScheduleTime"] = schedule.format_time(plan.due_time)
         wanted.append((schedule.run_name(spec.name, plan.due_time), schedule.format_time(plan.due_time)))
@@ -250,10 +258,10 @@ def reconcile_analysis(body: Mapping[str, Any], patch: kopf.Patch, logger: Any, 
             changed = changed or not why
         if why:
             logger.info(f"StoreAnalysis {spec.name}: run {run} skipped: {why}")
-            last_run = skipped_record(run, scheduled, why)
+            skipped_now = skipped_record(run, scheduled, why)
     if changed:
         runs = observe_runs(_list_jobs(spec))
-    last_run = _record_finished(spec, runs, current, last_run)
+    last_run = _record_finished(spec, runs, current, skipped_now)
     pruned = set(runs_to_prune(runs, spec.successful_history_limit, spec.failed_history_limit))
     for run_facts in runs:
         if run_facts.name in pruned:

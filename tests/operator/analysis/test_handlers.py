@@ -278,6 +278,32 @@ async def test_forbid_does_not_start_a_run_while_one_is_active(api: km.Kubernete
 
 
 @pytest.mark.asyncio
+async def test_a_run_finishing_after_a_forbid_skip_becomes_the_last_run(
+    api: km.KubernetesEmulator, clock: FakeClock
+) -> None:
+    """A run longer than the schedule's period: the 00:10 tick is Skipped while the 00:05 run is active,
+    then the 00:05 run finishes. lastRun shows that outcome, not the earlier skip (with runs always
+    longer than the period, ordering by scheduled time would show Skipped forever)."""
+    async with running_operator(api):
+        await start_analysis(
+            api, analysis_body(concurrencyPolicy="Forbid", target={"replica": "Master", "groups": [0]})
+        )
+        clock.set(0, 5, 1)
+        await wait_until(lambda: len(run_jobs(api, RUN_0005)) == 1)
+        clock.set(0, 10, 1)
+        await wait_until(lambda: (status_of(api).get("lastRun") or {}).get("name") == RUN_0010)
+        assert status_of(api)["lastRun"]["phase"] == "Skipped"
+        finish_job(api, f"{RUN_0005}-g0-0", summary={"topics": 3})
+        await wait_until(lambda: (status_of(api).get("lastRun") or {}).get("phase") == "Succeeded")
+    status = status_of(api)
+    assert status["lastRun"]["name"] == RUN_0005
+    assert status["lastRun"]["targets"][0]["summary"] == {"topics": 3}
+    assert condition(api, "LastRunSucceeded")["status"] == "True"
+    assert [r["name"] for r in status["pastSuccessfulRuns"]] == [RUN_0005]
+    assert run_jobs(api, RUN_0010) == []
+
+
+@pytest.mark.asyncio
 async def test_replace_stops_the_active_run_and_starts_the_new_one(
     api: km.KubernetesEmulator, clock: FakeClock
 ) -> None:
